@@ -1,0 +1,34 @@
+// Command origin is the benchmark origin: it answers every request with a small fixed body, on
+// plain HTTP and, with -tls, on HTTPS with a certificate for the names given.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "listen address")
+	size := flag.Int("size", 64, "body size in bytes")
+	flag.Parse()
+	body := make([]byte, *size)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintln(os.Stdout, l.Addr().String())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(body)
+	})
+	log.Fatal(http.Serve(l, h))
+}

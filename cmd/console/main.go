@@ -1,0 +1,113 @@
+// Command console owns the lockhttp policy: it checks the policy file, follows its edits and
+// serves the approved policy to the gate over a unix socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	policy   string
+	socket   string
+	auditDir string
+	gateUIDs unixsock.UIDs
+	watch    time.Duration
+	logLevel string
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.policy, "policy", "", "the policy file (required)")
+	fs.StringVar(&o.socket, "socket", "", "unix socket to serve the policy on (required)")
+	fs.StringVar(&o.auditDir, "audit", "", "directory of the console's audit files (required)")
+	fs.Var(&o.gateUIDs, "gate-uid", "uid allowed to fetch the policy (repeatable; default: the console's own uid)")
+	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q; the console takes flags only (see console -h)", fs.Arg(0))
+	}
+	switch {
+	case o.policy == "":
+		return nil, errors.New("-policy is required")
+	case o.socket == "":
+		return nil, errors.New("-socket is required")
+	case o.auditDir == "":
+		return nil, errors.New("-audit is required")
+	}
+	if len(o.gateUIDs) == 0 {
+		o.gateUIDs = unixsock.UIDs{os.Geteuid()}
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "console: -log-level %q: use debug, info, warn or error\n", o.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "console: audit:", err)
+		return 1
+	}
+	defer aw.Close()
+	c, err := console.New(console.Config{PolicyPath: o.policy, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: stdout})
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	l, err := unixsock.Listen(o.socket, 0o666)
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go c.Watch(ctx, o.watch)
+	srv := &http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	log.Info("console serving", "socket", o.socket, "policy", o.policy, "gate_uids", []int(o.gateUIDs))
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	return 0
+}

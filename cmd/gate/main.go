@@ -1,0 +1,195 @@
+// Command gate is lockhttp's forward proxy: every request of the agent containers goes through
+// it and is decided against the policy the console serves.
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/consoleclient"
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+type options struct {
+	listen    string
+	console   string
+	auditDir  string
+	admin     string
+	upstream  string
+	roots     string
+	poll      time.Duration
+	logLevel  string
+	allowRoot bool
+	adminUIDs unixsock.UIDs
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:3130", "proxy listen address (host:port)")
+	fs.StringVar(&o.console, "console", "", "the console's unix socket, where the gate fetches its policy (required)")
+	fs.StringVar(&o.auditDir, "audit", "", "directory of the audit files (required)")
+	fs.StringVar(&o.admin, "admin", "", "unix socket for GET /status (for lox and lockhttp doctor); empty: none")
+	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
+	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
+	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
+	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q; the gate takes flags only (see gate -h)", fs.Arg(0))
+	}
+	if o.console == "" {
+		return nil, errors.New("-console is required: the gate never reads a policy file, it fetches the policy from the console's socket")
+	}
+	if o.auditDir == "" {
+		return nil, errors.New("-audit is required: every request is audited")
+	}
+	return o, nil
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "gate:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "gate: -log-level %q: use debug, info, warn or error\n", o.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if os.Geteuid() == 0 && !o.allowRoot {
+		fmt.Fprintln(stderr, "gate: refusing to run as root; run it as its own user (uid 10003 in the compose setup), or pass -allow-root for local development")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, o, log); err != nil {
+		fmt.Fprintln(stderr, "gate:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options, log *slog.Logger) error {
+	var upstream *url.URL
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || u.Scheme != "http" || u.Host == "" {
+			return fmt.Errorf("-upstream %q: write it as http://host:port", o.upstream)
+		}
+		upstream = u
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if o.roots != "" {
+		pem, err := os.ReadFile(o.roots)
+		if err != nil {
+			return fmt.Errorf("-roots: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-roots %s: no PEM certificates in it", o.roots)
+		}
+	}
+	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer aw.Close()
+	l, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	own, err := ownAddrs(l.Addr())
+	if err != nil {
+		return err
+	}
+	dialer := &egress.Dialer{Upstream: upstream, Own: own}
+	g := gate.New(gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots})
+
+	var consoleErr atomic.Pointer[string]
+	var consoleChecked atomic.Int64
+	go consoleclient.Poll(ctx, consoleclient.New(o.console), o.poll, log, g.SetPolicy, func(err error) {
+		consoleChecked.Store(time.Now().UnixNano())
+		if err == nil {
+			consoleErr.Store(nil)
+			return
+		}
+		s := err.Error()
+		consoleErr.Store(&s)
+	})
+	if o.admin != "" {
+		al, err := unixsock.Listen(o.admin, 0o660)
+		if err != nil {
+			return err
+		}
+		uids := []int(o.adminUIDs)
+		if len(uids) == 0 {
+			uids = []int{os.Geteuid()}
+		}
+		h := g.StatusHandler(gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked})
+		srv := &http.Server{Handler: unixsock.RequireUID(uids, h, nil), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(al)
+		defer srv.Close()
+	}
+	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream)
+	return g.Serve(ctx, l)
+}
+
+// ownAddrs lists the addresses the gate listens on: the listen address, or every interface
+// address when it listens on all of them. The floor never dials them.
+func ownAddrs(a net.Addr) ([]netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen address %s: %w", a, err)
+	}
+	if !ap.Addr().IsUnspecified() {
+		return []netip.AddrPort{netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	}
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("listing interface addresses: %w", err)
+	}
+	var out []netip.AddrPort
+	for _, ia := range ifs {
+		if p, err := netip.ParsePrefix(ia.String()); err == nil {
+			out = append(out, netip.AddrPortFrom(p.Addr().Unmap(), ap.Port()))
+		}
+	}
+	return out, nil
+}
+
+var _ = policy.Hash

@@ -1,0 +1,177 @@
+// Command lockhttp is the operator's tool: explain what the gate would decide for a request,
+// verify the audit, and (as the system grows) check a setup.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/explain"
+	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: lockhttp <command> [flags]
+
+commands:
+  explain     what the gate would decide for a raw HTTP request, and why
+  verify-log  check the audit files' chains
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "explain":
+		return runExplain(args[1:], stdin, stdout, stderr)
+	case "verify-log":
+		return runVerifyLog(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "lockhttp: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+type resolveFlag map[string][]netip.Addr
+
+func (r resolveFlag) String() string { return "" }
+func (r resolveFlag) Set(s string) error {
+	host, addr, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q: write it as HOST=IP", s)
+	}
+	name, ref := floor.Host(host)
+	if ref != nil {
+		return fmt.Errorf("%q: %s", host, ref.Reason)
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %q is not an IP address", s, addr)
+	}
+	r[name] = append(r[name], a)
+	return nil
+}
+
+func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policyPath := fs.String("policy", "", "the policy file (required)")
+	container := fs.String("container", "", "the container the request comes from (default: the policy's only one)")
+	resolve := resolveFlag{}
+	fs.Var(resolve, "resolve", "HOST=IP: answer for a name instead of DNS (repeatable)")
+	useDNS := fs.Bool("dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] REQUEST_FILE|-")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *policyPath == "" || fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	data, err := os.ReadFile(*policyPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp explain:", err)
+		return 2
+	}
+	pol, err := policy.Load(*policyPath, data)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	var in io.Reader = stdin
+	if name := fs.Arg(0); name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp explain:", err)
+			return 2
+		}
+		defer f.Close()
+		in = f
+	}
+	raw, err := io.ReadAll(io.LimitReader(in, 16<<20))
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp explain: reading the request:", err)
+		return 2
+	}
+	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve}
+	if *useDNS {
+		o.Resolver = net.DefaultResolver
+	}
+	res, err := explain.Request(context.Background(), raw, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp explain:", err)
+		return 2
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.Encode(res)
+	return 0
+}
+
+func runVerifyLog(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp verify-log", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: lockhttp verify-log DIR|FILE...") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	var files []string
+	for _, a := range fs.Args() {
+		fi, err := os.Stat(a)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp verify-log:", err)
+			return 2
+		}
+		if fi.IsDir() {
+			m, _ := filepath.Glob(filepath.Join(a, "*.jsonl"))
+			files = append(files, m...)
+		} else {
+			files = append(files, a)
+		}
+	}
+	bad := 0
+	for _, f := range files {
+		n, err := audit.Verify(f)
+		if err != nil {
+			fmt.Fprintf(stdout, "BAD  %s: %v\n", f, err)
+			bad++
+			continue
+		}
+		fmt.Fprintf(stdout, "OK   %s: %d records\n", f, n)
+	}
+	if bad > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,69 @@
+// Command lox runs lockhttp's local stack in one terminal.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lockhttp/lockhttp/internal/stack"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: lox <command> [flags]
+
+commands:
+  run   start the local stack (console and gate) and show its decisions
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runRun(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "lox: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lox run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := stack.Options{Stdout: stdout, Stderr: stderr}
+	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal view, for scripts")
+	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, audit, logs")
+	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
+	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lox run: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if err := stack.Run(ctx, o); err != nil {
+		fmt.Fprintln(stderr, "lox:", err)
+		return 1
+	}
+	return 0
+}

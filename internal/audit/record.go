@@ -1,0 +1,216 @@
+// Package audit writes the gate's audit trail: one hash-chained JSON line per request, fsync'ed
+// in group commits to one file per UTC day, and verifies such files.
+package audit
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Record is one audit record. Callers mask secrets before filling it (URL, Reason, Detail).
+type Record struct {
+	Time      time.Time     // when the request reached the gate; the zero value means "now" to Writer.Write
+	Event     string        // "request", "connect", "tunnel-request", "policy", "peer-refused", ... (free text chosen by callers)
+	ID        string        // request id (also sent to the client as X-LockHTTP-Request)
+	Container string        // container that sent the request
+	Agent     string        // agent name from Proxy-Authorization (audit only)
+	Method    string        // HTTP method
+	URL       string        // request URL, secrets masked
+	Verdict   string        // FREE, ASK, DENY or ""
+	Code      string        // E_… or ""
+	Rule      string        // name of the deciding rule
+	Reason    string        // why, in words
+	Policy    string        // policy version hash
+	Status    int           // HTTP status sent to the client (0 when none was sent)
+	BytesIn   int64         // request body bytes read from the client
+	BytesOut  int64         // response body bytes written to the client
+	Duration  time.Duration // time from arrival to the last byte sent
+	Detail    string        // free text (e.g. the upstream error)
+}
+
+// timeLayout is RFC 3339 with a fixed nine-digit fraction, so lines sort and align.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// AppendJSON appends the record as one JSON object (no newline) with snake_case keys, in this
+// order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
+// code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
+// away from zero to the microsecond), detail.
+// Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
+// present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
+// becomes U+FFFD. A Time outside years 0000-9999 yields a time string that is not RFC 3339.
+// AppendJSON does not use reflection and does not allocate when b has room.
+func (r *Record) AppendJSON(b []byte) []byte {
+	b = r.appendFields(b)
+	return append(b, '}')
+}
+
+// appendFields appends the object without its closing brace, so the writer can add "prev".
+func (r *Record) appendFields(b []byte) []byte {
+	b = append(b, `{"time":"`...)
+	b = appendTime(b, r.Time)
+	b = append(b, '"')
+	b = appendStringField(b, `,"event":`, r.Event)
+	b = appendStringField(b, `,"id":`, r.ID)
+	b = appendStringField(b, `,"container":`, r.Container)
+	b = appendStringField(b, `,"agent":`, r.Agent)
+	b = appendStringField(b, `,"method":`, r.Method)
+	b = appendStringField(b, `,"url":`, r.URL)
+	b = append(b, `,"verdict":`...)
+	b = appendString(b, r.Verdict)
+	b = append(b, `,"code":`...)
+	b = appendString(b, r.Code)
+	b = appendStringField(b, `,"rule":`, r.Rule)
+	b = appendStringField(b, `,"reason":`, r.Reason)
+	b = appendStringField(b, `,"policy":`, r.Policy)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	if r.BytesIn != 0 {
+		b = append(b, `,"bytes_in":`...)
+		b = strconv.AppendInt(b, r.BytesIn, 10)
+	}
+	if r.BytesOut != 0 {
+		b = append(b, `,"bytes_out":`...)
+		b = strconv.AppendInt(b, r.BytesOut, 10)
+	}
+	if us := micros(r.Duration); us != 0 {
+		b = append(b, `,"duration_ms":`...)
+		b = appendMillis(b, us)
+	}
+	b = appendStringField(b, `,"detail":`, r.Detail)
+	return b
+}
+
+// appendTime appends t in UTC as timeLayout does, by hand: AppendFormat costs about ten times
+// more.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, timeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
+// appendDigits appends the width lowest decimal digits of v >= 0, zero-padded.
+func appendDigits(b []byte, v, width int) []byte {
+	var d [9]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, d[:width]...)
+}
+
+func appendStringField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = append(b, key...)
+	return appendString(b, s)
+}
+
+// micros rounds d to microseconds, half away from zero.
+func micros(d time.Duration) int64 {
+	us := int64(d) / 1000
+	switch rem := int64(d) % 1000; {
+	case rem >= 500:
+		us++
+	case rem <= -500:
+		us--
+	}
+	return us
+}
+
+// appendMillis appends us microseconds as milliseconds with exactly three decimals. It uses
+// integer arithmetic, so it is exact for every Duration.
+func appendMillis(b []byte, us int64) []byte {
+	u := uint64(us)
+	if us < 0 {
+		b = append(b, '-')
+		u = uint64(-us) // |us| <= MaxInt64/1000, no overflow
+	}
+	b = strconv.AppendUint(b, u/1000, 10)
+	f := u % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// plain[c] is true for the ASCII bytes that go into a JSON string as they are: printable, and
+// not '"', '\\', '<', '>' or '&' (escaped like encoding/json does, so a line pasted into HTML is
+// harmless).
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = false
+	}
+	return t
+}()
+
+// appendString appends s as a quoted JSON string, escaping exactly what encoding/json escapes.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if plain[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,113 @@
+// Package consoleclient fetches the approved policy from the console for the gate.
+package consoleclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+// maxResponse bounds a policy response.
+const maxResponse = 8 << 20
+
+// Client talks to the console's unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// New returns a client for the console socket at path.
+func New(path string) *Client {
+	return &Client{socket: path, http: unixsock.Client(path, 5*time.Second)}
+}
+
+// ErrNotModified is returned by Fetch when the console still serves the version the caller has.
+var ErrNotModified = errors.New("policy not modified")
+
+// Fetch gets the served policy; have is the version the caller already has ("" for none).
+func (c *Client) Fetch(ctx context.Context, have string) (*console.Served, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console/policy", nil)
+	if err != nil {
+		return nil, err
+	}
+	if have != "" {
+		req.Header.Set("If-None-Match", `"`+have+`"`)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("console at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		return nil, ErrNotModified
+	case http.StatusOK:
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("console at %s answered %s: %s", c.socket, resp.Status, msg)
+	}
+	var s console.Served
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(&s); err != nil {
+		return nil, fmt.Errorf("console at %s: bad policy response: %w", c.socket, err)
+	}
+	return &s, nil
+}
+
+// Poll fetches the policy every interval until ctx ends and hands each new valid version to
+// apply. While the console cannot be reached the last good policy stays; a served policy that
+// does not compile or whose hash is wrong is refused and logged. report (when not nil) is told
+// after every attempt: nil when the console answered well, else the error.
+func Poll(ctx context.Context, c *Client, interval time.Duration, log *slog.Logger, apply func(*policy.Policy), report func(error)) {
+	have := ""
+	lastErr := ""
+	for {
+		s, err := c.Fetch(ctx, have)
+		switch {
+		case errors.Is(err, ErrNotModified):
+			err = nil
+		case err == nil:
+			var p *policy.Policy
+			p, err = compile(s)
+			if err == nil {
+				apply(p)
+				have = s.Version
+				log.Info("policy applied", "version", s.Version, "rules", p.RuleCount())
+			}
+		}
+		if err != nil && err.Error() != lastErr {
+			log.Warn("policy fetch failed; keeping the last policy", "err", err, "have", have)
+		}
+		if err == nil && lastErr != "" {
+			log.Info("console reachable again", "version", have)
+		}
+		if report != nil {
+			report(err)
+		}
+		lastErr = ""
+		if err != nil {
+			lastErr = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+func compile(s *console.Served) (*policy.Policy, error) {
+	data := []byte(s.TOML)
+	if v := policy.Hash(data); v != s.Version {
+		return nil, fmt.Errorf("served policy's hash %s does not match its version %s", v, s.Version)
+	}
+	return policy.Load(s.Name, data)
+}

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lockhttp/lockhttp/internal/gate"
+)
+
+// TestExplainAgreesWithGate sends the same raw requests to the running gate and to lockhttp
+// explain, and checks that they decide alike: FREE goes out, a refusal carries the code and the
+// rule explain names.
+func TestExplainAgreesWithGate(t *testing.T) {
+	e := startCore(t)
+	o := fmt.Sprintf("origin.test:%d", e.port)
+	requests := []string{
+		"GET http://" + o + "/read HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"HEAD http://" + o + "/read HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"POST http://" + o + "/upload/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 5\r\n\r\nhello",
+		"POST http://" + o + "/other HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 5\r\n\r\nhello",
+		"GET http://" + o + "/admin/x HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"GET http://" + o + "/ADMIN/%2e%2e/admin/y HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"DELETE http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		fmt.Sprintf("GET http://denied.test:%d/ HTTP/1.1\r\nHost: denied.test:%d\r\n\r\n", e.port, e.port),
+		fmt.Sprintf("GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", e.port, e.port),
+		fmt.Sprintf("GET http://0x7f.1:%d/ HTTP/1.1\r\nHost: 0x7f.1:%d\r\n\r\n", e.port, e.port),
+		fmt.Sprintf("GET http://private.test:%d/ HTTP/1.1\r\nHost: private.test:%d\r\n\r\n", e.port, e.port),
+		"GET http://origin.test:9/ HTTP/1.1\r\nHost: origin.test:9\r\n\r\n",
+		"GET http://" + o + "/dns-query?dns=AAAB HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"POST http://" + o + "/upload/q HTTP/1.1\r\nHost: " + o + "\r\nContent-Type: application/dns-message\r\nContent-Length: 2\r\n\r\nab",
+		"GET http://user:pw@" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"GET http://" + o + "/ HTTP/1.1\r\nHost: other.test\r\n\r\n",
+		"POST http://" + o + "/upload/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"GET http://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+		"GET /local HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		fmt.Sprintf("CONNECT tunnel.test:%d HTTP/1.1\r\nHost: tunnel.test:%d\r\n\r\n", e.tlsPort, e.tlsPort),
+		fmt.Sprintf("CONNECT asktunnel.test:%d HTTP/1.1\r\nHost: asktunnel.test:%d\r\n\r\n", e.tlsPort, e.tlsPort),
+		"CONNECT origin.test:22 HTTP/1.1\r\nHost: origin.test:22\r\n\r\n",
+		"CONNECT origin.test HTTP/1.1\r\nHost: origin.test\r\n\r\n",
+		"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
+	}
+	explainBin := filepath.Join(binDir, "lockhttp")
+	for i, raw := range requests {
+		line, _, _ := strings.Cut(raw, "\r\n")
+		t.Run(fmt.Sprintf("%02d %s", i, line), func(t *testing.T) {
+			cmd := exec.Command(explainBin, "explain", "--policy", e.policy, "-")
+			cmd.Stdin = strings.NewReader(raw)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("explain: %v\n%s", err, stderr.String())
+			}
+			var ex struct {
+				Verdict, Code, Rule, Reason string
+			}
+			if err := json.Unmarshal(out, &ex); err != nil {
+				t.Fatalf("explain output %q: %v", out, err)
+			}
+			conn := raw
+			if !strings.HasPrefix(raw, "CONNECT") {
+				conn = strings.Replace(raw, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+			}
+			answer := rawExchange(t, e.up.Listen, conn)
+			resp, err := http.ReadResponse(bufioReader(answer), nil)
+			if err != nil {
+				t.Fatalf("gate answer %q: %v", answer, err)
+			}
+			resp.Body.Close()
+			code, rule := resp.Header.Get(gate.HeaderCode), resp.Header.Get(gate.HeaderRule)
+			switch ex.Verdict {
+			case "FREE":
+				if code != "" || resp.StatusCode >= 400 {
+					t.Fatalf("explain says FREE (%s), the gate answered %d %s %s", ex.Reason, resp.StatusCode, code, rule)
+				}
+			case "ASK":
+				if code != "E_NO_CONSOLE" || rule != ex.Rule {
+					t.Fatalf("explain says ASK by %q, the gate answered %d %q by %q", ex.Rule, resp.StatusCode, code, rule)
+				}
+			case "DENY":
+				if code != ex.Code || rule != ex.Rule {
+					t.Fatalf("explain says DENY %s by %q (%s), the gate answered %d %q by %q", ex.Code, ex.Rule, ex.Reason, resp.StatusCode, code, rule)
+				}
+			default:
+				t.Fatalf("explain verdict %q", ex.Verdict)
+			}
+			t.Logf("%s %s %s", ex.Verdict, ex.Code, ex.Rule)
+		})
+	}
+}
+
+func TestExplainUsage(t *testing.T) {
+	bin := filepath.Join(binDir, "lockhttp")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "p.toml")
+	os.WriteFile(good, []byte("version = 1\n[sources]\nlocal = [\"127.0.0.1\"]\n"), 0o600)
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("version = 1\n[settings]\nhold = 5\n"), 0o600)
+	cases := []struct {
+		name   string
+		args   []string
+		stdin  string
+		code   int
+		output string
+	}{
+		{"no policy", []string{"explain", "-"}, "", 2, "usage"},
+		{"bad policy", []string{"explain", "--policy", bad, "-"}, "GET http://a.example/ HTTP/1.1\n", 2, `bad.toml:3: settings.hold: "5" is not a duration`},
+		{"garbage request", []string{"explain", "--policy", good, "-"}, "hello\n", 0, `"rule":"framing:bad-request"`},
+		{"unknown container", []string{"explain", "--policy", good, "--container", "nobody", "-"}, "GET http://a.example.com/ HTTP/1.1\nHost: a.example.com\n", 0, `"code":"E_SOURCE_UNKNOWN"`},
+		{"LF line ends", []string{"explain", "--policy", good, "-"}, "GET http://a.example.com/ HTTP/1.1\nHost: a.example.com\n", 0, `"verdict":"ASK"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, c.args...)
+			cmd.Stdin = strings.NewReader(c.stdin)
+			out, _ := cmd.CombinedOutput()
+			if cmd.ProcessState.ExitCode() != c.code || !strings.Contains(string(out), c.output) {
+				t.Fatalf("exit %d output %q; want exit %d containing %q", cmd.ProcessState.ExitCode(), out, c.code, c.output)
+			}
+		})
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package floor
+
+const raceEnabled = false

@@ -1,0 +1,134 @@
+package floor
+
+import (
+	"net/http"
+	"path"
+	"strings"
+)
+
+// dohPath is the path RFC 8484 suggests, and every public resolver uses.
+const dohPath = "/dns-query"
+
+// dohMediaTypes are the media types of DNS over HTTPS: RFC 8484's, the JSON
+// API's (Cloudflare, Google), and the draft's that early clients still send.
+var dohMediaTypes = []string{
+	"application/dns-message",
+	"application/dns-json",
+	"application/dns-udpwireformat",
+}
+
+// Request refuses DNS-over-HTTPS by request shape (DoH): a path of
+// /dns-query or under it (compared case-insensitively after percent-decoding,
+// with '\' read as '/' and dot segments resolved), or a Content-Type or
+// Accept media type of application/dns-message or application/dns-json
+// (parameters ignored, case-insensitive, any of several comma-separated
+// values or header lines). path is the request's path; a query or fragment
+// is ignored.
+func Request(method, path string, header http.Header) *Refusal {
+	if isDoHPath(path) {
+		return refuse(DoH, "%s request to the /dns-query path is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method))
+	}
+	for _, v := range header.Values("Content-Type") {
+		if isDoHMediaType(v) {
+			return refuse(DoH, "%s request with Content-Type %q is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), shown(strings.TrimSpace(v)))
+		}
+	}
+	for _, line := range header.Values("Accept") {
+		for line != "" {
+			v, rest, _ := strings.Cut(line, ",")
+			if isDoHMediaType(v) {
+				return refuse(DoH, "%s request that accepts %q is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), shown(strings.TrimSpace(v)))
+			}
+			line = rest
+		}
+	}
+	return nil
+}
+
+// methodName is method for a reason, or "a" when it is not a plain token.
+func methodName(method string) string {
+	if method == "" || len(method) > 16 {
+		return "a"
+	}
+	for i := 0; i < len(method); i++ {
+		if c := method[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '-' || c == '_') {
+			return "a"
+		}
+	}
+	return method
+}
+
+// isDoHPath reports whether p is /dns-query or a path under it.
+func isDoHPath(p string) bool {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	// Decode until stable (bounded), so that double encoding does not hide
+	// the path from a server that decodes twice.
+	for range 4 {
+		if strings.IndexByte(p, '%') < 0 {
+			break
+		}
+		d := unescape(p)
+		if d == p {
+			break
+		}
+		p = d
+	}
+	if strings.IndexByte(p, '\\') >= 0 {
+		p = strings.ReplaceAll(p, "\\", "/")
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	p = path.Clean(p)
+	if len(p) < len(dohPath) || !strings.EqualFold(p[:len(dohPath)], dohPath) {
+		return false
+	}
+	rest := p[len(dohPath):]
+	return rest == "" || rest[0] == '/' || rest[0] == ';'
+}
+
+// unescape decodes every valid %XX in s and leaves any other '%' as it is.
+func unescape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			h, ok1 := unhex(s[i+1])
+			l, ok2 := unhex(s[i+2])
+			if ok1 && ok2 {
+				b.WriteByte(h<<4 | l)
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// isDoHMediaType reports whether v, one media type with optional parameters,
+// is a DNS-over-HTTPS media type.
+func isDoHMediaType(v string) bool {
+	v, _, _ = strings.Cut(v, ";")
+	v = strings.TrimSpace(v)
+	for _, t := range dohMediaTypes {
+		if strings.EqualFold(v, t) {
+			return true
+		}
+	}
+	return false
+}

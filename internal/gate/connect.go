@@ -1,0 +1,133 @@
+package gate
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// serveConnect decides a CONNECT at the domain and, when it is free, splices the tunnel.
+func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
+	ex := g.newExchange(r, "connect")
+	pol := g.pol.Load()
+	if pol == nil {
+		ex.refused(decisionNoPolicy, nil)
+		g.refuseWriter(w, r, ex, decisionNoPolicy, true)
+		return
+	}
+	ex.rec.Container = pol.Container(ex.source)
+	if err := g.audit.Healthy(); err != nil {
+		g.log.Error("audit unhealthy: refusing traffic", "err", err)
+		ex.finish(http.StatusServiceUnavailable, 0, "audit unavailable")
+		writeFailure(w, r, ex, http.StatusServiceUnavailable, "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate.")
+		return
+	}
+	res := judge.Decide(pol, &judge.Request{
+		Kind: judge.Domain, Source: ex.source, Method: http.MethodConnect, Authority: r.Host, Header: r.Header,
+	})
+	ex.decided(res, pol)
+	switch res.Verdict {
+	case policy.Deny:
+		g.refuseWriter(w, r, ex, res.Decision, true)
+		return
+	case policy.Ask:
+		d := noConsole(res.Decision)
+		ex.decided(judge.Result{Decision: d, Container: res.Container}, pol)
+		g.refuseWriter(w, r, ex, d, true)
+		return
+	}
+	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
+	up, err := g.dialer.Dial(r.Context(), ex.target)
+	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			d := judge.Address(refused.Refusal)
+			ex.refused(d, pol)
+			g.refuseWriter(w, r, ex, d, true)
+			return
+		}
+		ex.finish(http.StatusBadGateway, 0, err.Error())
+		writeFailure(w, r, ex, http.StatusBadGateway, "The target could not be reached: "+err.Error())
+		return
+	}
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		ex.finish(http.StatusInternalServerError, 0, "hijack: "+err.Error())
+		return
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n"+HeaderRequest+": "+ex.rec.ID+"\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		ex.finish(http.StatusOK, 0, "client went away")
+		return
+	}
+	in, out := g.splice(client, brw.Reader, up)
+	ex.bytesIn.Store(in)
+	ex.finish(http.StatusOK, out, "")
+}
+
+func writeFailure(w http.ResponseWriter, r *http.Request, ex *exchange, status int, why string) {
+	resp := failureResponse(r, ex, status, why)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	io.Copy(w, resp.Body)
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// splice copies both ways until both directions end; it returns the bytes sent up (client to
+// target) and down.
+func (g *Gate) splice(client net.Conn, buffered *bufio.Reader, up net.Conn) (in, out int64) {
+	g.trackTunnel(client, true)
+	defer g.trackTunnel(client, false)
+	var src io.Reader = client
+	if buffered != nil && buffered.Buffered() > 0 {
+		src = io.MultiReader(io.LimitReader(buffered, int64(buffered.Buffered())), client)
+	}
+	done := make(chan int64, 1)
+	go func() {
+		n := copyBuf(up, src)
+		closeWrite(up)
+		done <- n
+	}()
+	out = copyBuf(client, up)
+	closeWrite(client)
+	in = <-done
+	client.Close()
+	up.Close()
+	return in, out
+}
+
+func copyBuf(dst io.Writer, src io.Reader) int64 {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	n, _ := io.CopyBuffer(dst, src, *bp)
+	return n
+}
+
+// closeWrite half-closes c when it can, else closes it: the other direction then ends too.
+func closeWrite(c net.Conn) {
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := c.(closeWriter); ok {
+		cw.CloseWrite()
+		return
+	}
+	if u, ok := c.(interface{ NetConn() net.Conn }); ok {
+		if cw, ok := u.NetConn().(closeWriter); ok {
+			cw.CloseWrite()
+			return
+		}
+	}
+	c.Close()
+}

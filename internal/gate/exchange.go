@@ -1,0 +1,216 @@
+package gate
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secrets"
+)
+
+// Log field names of the canonical request line.
+const (
+	logID        = "id"
+	logEvent     = "event"
+	logContainer = "container"
+	logMethod    = "method"
+	logURL       = "url"
+	logVerdict   = "verdict"
+	logCode      = "code"
+	logRule      = "rule"
+	logStatus    = "status"
+	logBytesIn   = "bytes_in"
+	logBytesOut  = "bytes_out"
+	logDuration  = "duration"
+	logDetail    = "detail"
+)
+
+// exchange is one request's passage through the gate, from arrival to its audit record.
+type exchange struct {
+	g        *Gate
+	rec      audit.Record
+	source   netip.Addr
+	target   egress.Target
+	decision policy.Decision
+	bytesIn  atomic.Int64
+	recorded atomic.Bool // the audit record has been written or queued
+	// closeAfter ends the client connection after the answer: the request asked for an upgrade,
+	// and the framing check stopped following the connection when it saw it.
+	closeAfter bool
+}
+
+func (g *Gate) newExchange(r *http.Request, event string) *exchange {
+	ex := &exchange{g: g}
+	ex.rec.Time = g.now()
+	ex.rec.ID = g.newID()
+	ex.rec.Event = event
+	ex.rec.Method = r.Method
+	if r.Method == http.MethodConnect {
+		ex.rec.URL = r.Host
+	} else {
+		ex.rec.URL = secrets.MaskURL(r.URL)
+	}
+	if ci := infoFrom(r.Context()); ci != nil {
+		ex.source = ci.source
+	}
+	ex.rec.Agent = agentName(r.Header)
+	ex.closeAfter = r.Header.Get("Upgrade") != ""
+	return ex
+}
+
+// decided records the decision and its context.
+func (ex *exchange) decided(res judge.Result, pol *policy.Policy) {
+	ex.decision = res.Decision
+	ex.rec.Container = res.Container
+	ex.rec.Verdict = res.Verdict.String()
+	ex.rec.Code = string(res.Code)
+	ex.rec.Rule = res.Rule
+	ex.rec.Reason = res.Reason
+	if pol != nil {
+		ex.rec.Policy = pol.Version
+	}
+}
+
+// refused records a refusal decided without the judge.
+func (ex *exchange) refused(d policy.Decision, pol *policy.Policy) {
+	ex.decided(judge.Result{Decision: d, Container: ex.rec.Container}, pol)
+}
+
+func (ex *exchange) fill(status int, bytesOut int64, detail string) {
+	ex.rec.Status = status
+	ex.rec.BytesIn = ex.bytesIn.Load()
+	ex.rec.BytesOut = bytesOut
+	ex.rec.Duration = ex.g.now().Sub(ex.rec.Time)
+	if detail != "" {
+		ex.rec.Detail = detail
+	}
+}
+
+// finish queues the audit record of a request whose response has been sent.
+func (ex *exchange) finish(status int, bytesOut int64, detail string) {
+	if ex.recorded.Swap(true) {
+		return
+	}
+	ex.fill(status, bytesOut, detail)
+	ex.g.audit.Submit(&ex.rec)
+	ex.g.logRecord(&ex.rec)
+}
+
+// auditWait bounds how long a refusal waits for its record to reach the disk.
+const auditWait = 10 * time.Second
+
+// finishSync writes the audit record and waits until it is on disk: for refusals, before the
+// response is sent. The wait does not end with the request's context (a client that went away,
+// or the framing check's substituted request, whose context ends at once).
+func (ex *exchange) finishSync(ctx context.Context, status int, detail string) {
+	if ex.recorded.Swap(true) {
+		return
+	}
+	ex.fill(status, 0, detail)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWait)
+	defer cancel()
+	if err := ex.g.audit.Write(wctx, &ex.rec); err != nil {
+		ex.g.log.Error("audit write failed", logID, ex.rec.ID, "err", err)
+	}
+	ex.g.logRecord(&ex.rec)
+}
+
+// logRecord writes the request's canonical log line: at debug level for what went out (the
+// audit has it; a log line per forwarded request would cost a write call each), at info level
+// for refusals and failures.
+func (g *Gate) logRecord(r *audit.Record) {
+	level := slog.LevelDebug
+	if r.Verdict != "FREE" || r.Status >= 500 {
+		level = slog.LevelInfo
+	}
+	if !g.log.Enabled(context.Background(), level) {
+		return
+	}
+	g.log.LogAttrs(context.Background(), level, "request",
+		slog.String(logID, r.ID), slog.String(logEvent, r.Event), slog.String(logContainer, r.Container),
+		slog.String(logMethod, r.Method), slog.String(logURL, r.URL), slog.String(logVerdict, r.Verdict),
+		slog.String(logCode, r.Code), slog.String(logRule, r.Rule), slog.Int(logStatus, r.Status),
+		slog.Int64(logBytesIn, r.BytesIn), slog.Int64(logBytesOut, r.BytesOut),
+		slog.Duration(logDuration, r.Duration), slog.String(logDetail, r.Detail))
+}
+
+// agentName reads the agent's name from Proxy-Authorization (Basic, the user name), for the
+// audit only: the source address, not this header, says which container sent a request.
+func agentName(h http.Header) string {
+	v := h.Get("Proxy-Authorization")
+	if v == "" {
+		return ""
+	}
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return ""
+	}
+	user, _, _ := strings.Cut(string(raw), ":")
+	return sanitizeName(user)
+}
+
+// sanitizeName keeps a printable ASCII name of at most 64 bytes.
+func sanitizeName(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return strings.Map(func(r rune) rune {
+				if r <= ' ' || r >= 0x7f {
+					return '_'
+				}
+				return r
+			}, s)
+		}
+	}
+	return s
+}
+
+// countingBody counts a response body and records the exchange when it is closed.
+type countingBody struct {
+	rc     io.ReadCloser
+	ex     *exchange
+	status int
+	n      int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+func (b *countingBody) Close() error {
+	err := b.rc.Close()
+	b.ex.finish(b.status, b.n, "")
+	return err
+}
+
+// countingReader counts a request body as the transport reads it.
+type countingReader struct {
+	rc io.ReadCloser
+	n  *atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+func (r *countingReader) Close() error { return r.rc.Close() }

@@ -1,0 +1,225 @@
+// Package gate is the forward proxy that every agent request goes through: it decides each
+// request against the policy the console serves and lets out only what is free.
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/framing"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// Auditor keeps the audit records. *audit.Writer is one.
+type Auditor interface {
+	// Write returns once the record is on disk.
+	Write(ctx context.Context, r *audit.Record) error
+	// Submit queues the record without waiting.
+	Submit(r *audit.Record)
+	// Healthy is nil while writes succeed.
+	Healthy() error
+}
+
+// Config is what a Gate needs.
+type Config struct {
+	Logger *slog.Logger
+	Audit  Auditor
+	Dialer *egress.Dialer
+	// RootCAs verifies origins' certificates. Nil: the system roots.
+	RootCAs *x509.CertPool
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+	// ReadHeaderTimeout bounds how long a client may take to send a request head. Zero: 30s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a client connection idle between requests. Zero: 2m.
+	IdleTimeout time.Duration
+}
+
+// Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
+// serve it with Serve.
+type Gate struct {
+	log       *slog.Logger
+	audit     Auditor
+	dialer    *egress.Dialer
+	now       func() time.Time
+	cfg       Config
+	pol       atomic.Pointer[policy.Policy]
+	proxy     *goproxy.ProxyHttpServer
+	transport *http.Transport
+	idPrefix  string
+	idSeq     atomic.Uint64
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
+}
+
+// New builds a Gate. It does not listen.
+func New(cfg Config) *Gate {
+	g := &Gate{
+		log:     cfg.Logger,
+		audit:   cfg.Audit,
+		dialer:  cfg.Dialer,
+		now:     cfg.Now,
+		cfg:     cfg,
+		tunnels: make(map[net.Conn]struct{}),
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"
+	g.transport = &http.Transport{
+		Proxy:                 nil, // the gate's own HTTP(S)_PROXY is ignored: it dials through the floor
+		DialContext:           g.dialer.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   15 * time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass the client's Accept-Encoding and the origin's encoding through
+	}
+	g.proxy = g.newProxy()
+	return g
+}
+
+// SetPolicy swaps the compiled policy atomically; requests already decided keep theirs. Pooled
+// upstream connections are dropped, so that every new connection is checked under the new floor.
+func (g *Gate) SetPolicy(p *policy.Policy) {
+	old := g.pol.Swap(p)
+	if old != nil && p != nil && old.Version != p.Version {
+		g.transport.CloseIdleConnections()
+	}
+}
+
+// Policy returns the current policy, or nil before the console has served one.
+func (g *Gate) Policy() *policy.Policy { return g.pol.Load() }
+
+func (g *Gate) newID() string {
+	return g.idPrefix + strconv.FormatUint(g.idSeq.Add(1), 36)
+}
+
+// connInfo is what the gate knows about one client connection.
+type connInfo struct {
+	fc     *framing.Conn
+	source netip.Addr
+}
+
+type connInfoKey struct{}
+
+func infoFrom(ctx context.Context) *connInfo {
+	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
+	return ci
+}
+
+// Serve accepts proxy clients on l until ctx ends, then shuts down: it stops accepting, lets
+// requests in progress finish for a few seconds and closes open tunnels.
+func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
+		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ci := &connInfo{}
+			if fc, ok := c.(*framing.Conn); ok {
+				ci.fc = fc
+			}
+			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+				ci.source = ap.Addr().Unmap()
+			}
+			return context.WithValue(ctx, connInfoKey{}, ci)
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(&framingListener{Listener: l}) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	g.closeTunnels()
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// framingListener wraps every accepted connection in a framing.Conn.
+type framingListener struct {
+	net.Listener
+}
+
+func (l *framingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var tok [12]byte
+	rand.Read(tok[:])
+	return framing.NewConn(c, framing.Options{Token: hex.EncodeToString(tok[:])}), nil
+}
+
+func (g *Gate) trackTunnel(c net.Conn, add bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if add {
+		g.tunnels[c] = struct{}{}
+	} else {
+		delete(g.tunnels, c)
+	}
+}
+
+func (g *Gate) closeTunnels() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for c := range g.tunnels {
+		c.Close()
+	}
+}
+
+// ServeHTTP routes: CONNECT to the gate's own tunnel handling, absolute-form requests to the
+// proxy, anything else is refused.
+func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		g.serveConnect(w, r)
+		return
+	}
+	if !r.URL.IsAbs() {
+		g.serveNonProxy(w, r)
+		return
+	}
+	g.proxy.ServeHTTP(w, r)
+}

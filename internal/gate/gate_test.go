@@ -1,0 +1,403 @@
+package gate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// testGate is a gate on a loopback listener with a real audit writer.
+type testGate struct {
+	g        *Gate
+	addr     string
+	auditDir string
+	aw       *audit.Writer
+	origin   *recorder
+	port     int
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body [][]byte
+	h    http.Handler // optional override
+}
+
+func (o *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	o.mu.Lock()
+	o.reqs = append(o.reqs, r)
+	o.body = append(o.body, b)
+	h := o.h
+	o.mu.Unlock()
+	if h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	fmt.Fprintf(w, "ok %s %s", r.Method, r.URL.Path)
+}
+
+func (o *recorder) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.reqs)
+}
+
+const gatePolicy = `version = 1
+trusted = ["origin.test"]
+[[rule]]
+name = "writes"
+hosts = ["origin.test"]
+methods = ["POST"]
+verdict = "free"
+[[rule]]
+name = "no-secret"
+hosts = ["origin.test"]
+paths = ["/secret/**"]
+verdict = "deny"
+[floor]
+allow_cidrs = ["127.0.0.1/32"]
+allow_ports = [%d]
+[floor.hosts]
+"origin.test" = "127.0.0.1"
+"gone.test" = "127.0.0.1"
+[sources]
+local = ["127.0.0.0/8"]
+`
+
+func startGate(t testing.TB, handler http.Handler) *testGate {
+	t.Helper()
+	return startGateWith(t, handler, nil)
+}
+
+func startGateWith(t testing.TB, handler http.Handler, adjust func(*Config)) *testGate {
+	t.Helper()
+	rec := &recorder{h: handler}
+	origin := httptest.NewServer(rec)
+	t.Cleanup(origin.Close)
+	port := origin.Listener.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	aw, err := audit.Open(audit.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Audit: aw, Dialer: &egress.Dialer{}}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	g := New(cfg)
+	p, err := policy.Load("gate.toml", []byte(fmt.Sprintf(gatePolicy, port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetPolicy(p)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; aw.Close() })
+	return &testGate{g: g, addr: l.Addr().String(), auditDir: dir, aw: aw, origin: rec, port: port}
+}
+
+func (tg *testGate) client() *http.Client {
+	u, _ := url.Parse("http://" + tg.addr)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}, Timeout: 10 * time.Second}
+}
+
+func (tg *testGate) url(path string) string {
+	return fmt.Sprintf("http://origin.test:%d%s", tg.port, path)
+}
+
+// raw sends bytes and reads the answer until the gate closes the connection or goes quiet.
+func (tg *testGate) raw(t *testing.T, s string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", tg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, s)
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var b bytes.Buffer
+	io.Copy(&b, c)
+	return b.String()
+}
+
+func (tg *testGate) records(t *testing.T) []map[string]any {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(tg.auditDir, "*.jsonl"))
+	var out []map[string]any
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestSmugglingNeverReachesTheOrigin(t *testing.T) {
+	tg := startGate(t, nil)
+	o := fmt.Sprintf("origin.test:%d", tg.port)
+	good := "GET http://" + o + "/first HTTP/1.1\r\nHost: " + o + "\r\n\r\n"
+	cases := []struct {
+		name, bad, code, rule string
+		status                int
+		keepsConn             bool // a well-framed refusal: the connection carries on
+	}{
+		{"CL and TE", "POST http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "E_FLOOR", "framing:bad-request", 400, false},
+		{"duplicate CL", "POST http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", "E_FLOOR", "framing:bad-request", 400, false},
+		{"obs-fold", "GET http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nX-A: a\r\n b\r\n\r\n", "E_FLOOR", "framing:bad-request", 400, false},
+		{"bare LF", "GET http://" + o + "/x HTTP/1.1\nHost: " + o + "\r\n\r\n", "E_FLOOR", "framing:bad-request", 400, false},
+		{"TE gzip chunked", "POST http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "E_FLOOR", "framing:bad-request", 400, false},
+		{"h2c upgrade", "GET http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAA\r\n\r\n", "E_FLOOR", "framing:h2c", 403, false},
+		{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "E_FLOOR", "framing:h2-preface", 403, false},
+		{"host mismatch", "GET http://" + o + "/x HTTP/1.1\r\nHost: evil.test\r\n\r\n", "E_FLOOR", "framing:host-mismatch", 403, false},
+		{"NUL in value", "GET http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nX-A: a\x00b\r\n\r\n", "E_FLOOR", "framing:bad-request", 400, false},
+		{"origin-form", "GET /x HTTP/1.1\r\nHost: " + o + "\r\n\r\n", "E_FLOOR", "floor:origin-form", 400, true},
+		{"other upgrade", "GET http://" + o + "/x HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade\r\nUpgrade: spdy/3\r\n\r\n", "E_FLOOR", "floor:upgrade", 403, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := tg.origin.count()
+			out := tg.raw(t, good+c.bad+good)
+			br := bufio.NewReader(strings.NewReader(out))
+			first, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("first answer: %v\n%q", err, out)
+			}
+			io.Copy(io.Discard, first.Body)
+			if first.StatusCode != 200 {
+				t.Fatalf("the good request before: %d", first.StatusCode)
+			}
+			second, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("second answer: %v\n%q", err, out)
+			}
+			body, _ := io.ReadAll(second.Body)
+			if second.StatusCode != c.status || second.Header.Get(HeaderCode) != c.code || second.Header.Get(HeaderRule) != c.rule {
+				t.Fatalf("got %d %s %s; want %d %s %s\n%s", second.StatusCode, second.Header.Get(HeaderCode), second.Header.Get(HeaderRule), c.status, c.code, c.rule, body)
+			}
+			if c.keepsConn {
+				third, err := http.ReadResponse(br, nil)
+				if err != nil || third.StatusCode != 200 || tg.origin.count()-before != 2 {
+					t.Fatalf("after a well-framed refusal the connection carries on: %v %v", third, err)
+				}
+				return
+			}
+			if rest, _ := io.ReadAll(br); len(rest) > 0 {
+				t.Errorf("the gate answered after the refusal: %q", rest)
+			}
+			if got := tg.origin.count() - before; got != 1 {
+				t.Errorf("%d requests reached the origin, want only the first", got)
+			}
+		})
+	}
+}
+
+func TestHopByHopHeadersStripped(t *testing.T) {
+	tg := startGate(t, nil)
+	o := fmt.Sprintf("origin.test:%d", tg.port)
+	out := tg.raw(t, "GET http://"+o+"/h HTTP/1.1\r\nHost: "+o+"\r\nConnection: close, X-Private\r\nX-Private: 1\r\nKeep-Alive: 5\r\nProxy-Authorization: Basic YWdlbnQ6dG9rZW4=\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\nX-Kept: yes\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 200") {
+		t.Fatalf("answer %q", out)
+	}
+	tg.origin.mu.Lock()
+	h := tg.origin.reqs[len(tg.origin.reqs)-1].Header
+	tg.origin.mu.Unlock()
+	for _, k := range []string{"X-Private", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Te"} {
+		if h.Get(k) != "" {
+			t.Errorf("%s reached the origin", k)
+		}
+	}
+	if h.Get("X-Kept") != "yes" {
+		t.Error("an end-to-end header was dropped")
+	}
+}
+
+func TestUnreachableTargetIs502(t *testing.T) {
+	tg := startGate(t, nil)
+	// gone.test maps to 127.0.0.1 on a port nothing listens on: open it in a policy of its own.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p, err := policy.Load("p.toml", []byte(fmt.Sprintf("version = 1\ntrusted = [\"gone.test\"]\n[floor]\nallow_cidrs = [\"127.0.0.1/32\"]\nallow_ports = [%d]\n[floor.hosts]\n\"gone.test\" = \"127.0.0.1\"\n[sources]\nlocal = [\"127.0.0.0/8\"]\n", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.g.SetPolicy(p)
+	resp, err := tg.client().Get(fmt.Sprintf("http://gone.test:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || !strings.Contains(string(body), "could not be reached") || resp.Header.Get(HeaderCode) != "" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestNoPolicyRefusesEverything(t *testing.T) {
+	tg := startGate(t, nil)
+	tg.g.SetPolicy(nil)
+	resp, err := tg.client().Get(tg.url("/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get(HeaderCode) != "E_NO_CONSOLE" || resp.Header.Get(HeaderRule) != "no-policy" {
+		t.Fatalf("got %d %s %s", resp.StatusCode, resp.Header.Get(HeaderCode), resp.Header.Get(HeaderRule))
+	}
+	if tg.origin.count() != 0 {
+		t.Error("the origin was reached")
+	}
+}
+
+// failingAuditor reports an unhealthy audit.
+type failingAuditor struct{ *audit.Writer }
+
+func (failingAuditor) Healthy() error { return errors.New("disk full") }
+
+func TestBrokenAuditRefusesTraffic(t *testing.T) {
+	tg := startGate(t, nil)
+	tg.g.audit = failingAuditor{tg.aw}
+	resp, err := tg.client().Get(tg.url("/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || tg.origin.count() != 0 {
+		t.Fatalf("got %d, origin reached %d times", resp.StatusCode, tg.origin.count())
+	}
+}
+
+// TestRefusalIsAuditedBeforeTheAnswer reads the audit as soon as the refusal arrives: the
+// record must already be there.
+func TestRefusalIsAuditedBeforeTheAnswer(t *testing.T) {
+	tg := startGate(t, nil)
+	for i := 0; i < 20; i++ {
+		resp, err := tg.client().Get(tg.url(fmt.Sprintf("/secret/%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		id := resp.Header.Get(HeaderRequest)
+		found := false
+		for _, m := range tg.records(t) {
+			if m["id"] == id {
+				found = m["code"] == "E_RULE" && m["rule"] == "no-secret"
+			}
+		}
+		if !found {
+			t.Fatalf("refusal %s answered before its record was written", id)
+		}
+	}
+}
+
+// TestLongStreamKeepsGoing sends a slow stream that outlasts the gate's header and idle
+// timeouts; while it moves, it is not cut.
+func TestLongStreamKeepsGoing(t *testing.T) {
+	tg := startGateWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 8; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+	}), func(c *Config) {
+		// Tight timeouts: the stream lasts longer than both.
+		c.IdleTimeout = 300 * time.Millisecond
+		c.ReadHeaderTimeout = 300 * time.Millisecond
+	})
+	resp, err := tg.client().Get(tg.url("/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var got []string
+	start := time.Now()
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(line, "data: ") {
+			got = append(got, strings.TrimSpace(line))
+			if len(got) == 1 && time.Since(start) > time.Second {
+				t.Error("the first event was held back: the stream is not flushed")
+			}
+		}
+	}
+	if len(got) != 8 {
+		t.Fatalf("got %d events: %v", len(got), got)
+	}
+}
+
+func TestWebSocketUpgradeIsDecidedAndPassed(t *testing.T) {
+	tg := startGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" {
+			http.Error(w, "want upgrade", 400)
+			return
+		}
+		c, brw, _ := http.NewResponseController(w).Hijack()
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("echo:" + line)
+		brw.Flush()
+	}))
+	o := fmt.Sprintf("origin.test:%d", tg.port)
+	c, err := net.Dial("tcp", tg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET http://"+o+"/ws HTTP/1.1\r\nHost: "+o+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	io.WriteString(c, "hello frames\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo:hello frames\n" {
+		t.Fatalf("after the upgrade: %q %v", line, err)
+	}
+	// A refused upgrade (to a denied path) never reaches the origin.
+	before := tg.origin.count()
+	out := tg.raw(t, "GET http://"+o+"/secret/ws HTTP/1.1\r\nHost: "+o+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET http://"+o+"/after HTTP/1.1\r\nHost: "+o+"\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 403") || strings.Count(out, "HTTP/1.1") != 1 || tg.origin.count() != before {
+		t.Fatalf("refused upgrade: %q (origin reached %d times)", out, tg.origin.count()-before)
+	}
+}

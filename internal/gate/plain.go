@@ -1,0 +1,185 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// Decisions the gate makes without the judge.
+var (
+	decisionNoPolicy = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoConsole, Rule: "no-policy",
+		Reason: "the gate has no policy yet: the console has not served one, so nothing goes out"}
+	decisionOriginForm = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form",
+		Reason: "the request names no host (origin-form); send requests through the gate as an HTTP proxy, with absolute URLs"}
+)
+
+func decisionScheme(scheme string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:scheme",
+		Reason: fmt.Sprintf("the URL scheme %q is not http or https", scheme)}
+}
+
+func decisionUpgrade(up string) policy.Decision {
+	if len(up) > 40 {
+		up = up[:40]
+	}
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:upgrade",
+		Reason: fmt.Sprintf("the protocol upgrade to %q is not allowed; only WebSocket upgrades are decided and passed", up)}
+}
+
+// noConsole turns an ASK into its refusal while no hub can ask a human.
+func noConsole(d policy.Decision) policy.Decision {
+	d.Code = policy.CodeNoConsole
+	d.Reason += "; no console is running to ask a human, so it is refused"
+	return d
+}
+
+// newProxy configures goproxy with its unsafe defaults replaced: origins' certificates are
+// verified, the environment's proxy settings are ignored, every dial goes through the floor, and
+// every request is decided before it goes out.
+func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
+	p := goproxy.NewProxyHttpServer()
+	p.Logger = log.New(&slogWriter{g.log}, "", 0)
+	p.Tr = g.transport
+	p.ConnectDial = nil
+	p.KeepAcceptEncoding = true
+	p.NonproxyHandler = http.HandlerFunc(g.serveNonProxy)
+	p.OnRequest().DoFunc(g.onRequest)
+	p.OnResponse().DoFunc(g.onResponse)
+	return p
+}
+
+// onRequest decides a plain-HTTP proxy request.
+func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	ex := g.newExchange(r, "request")
+	pctx.UserData = ex
+	pol := g.pol.Load()
+	if pol == nil {
+		ex.refused(decisionNoPolicy, nil)
+		return r, g.refuse(r.Context(), r, ex, decisionNoPolicy)
+	}
+	ex.rec.Container = pol.Container(ex.source)
+	if err := g.audit.Healthy(); err != nil {
+		g.log.Error("audit unhealthy: refusing traffic", "err", err)
+		ex.finish(http.StatusServiceUnavailable, 0, "audit unavailable")
+		return r, failureResponse(r, ex, http.StatusServiceUnavailable,
+			"The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate.")
+	}
+	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
+		d := decisionScheme(r.URL.Scheme)
+		ex.refused(d, pol)
+		return r, g.refuse(r.Context(), r, ex, d)
+	}
+	if up := stripHop(r.Header); up != "" && !isWebSocket(up) {
+		d := decisionUpgrade(up)
+		ex.refused(d, pol)
+		return r, g.refuse(r.Context(), r, ex, d)
+	}
+	res := judge.Decide(pol, &judge.Request{
+		Kind: judge.Plain, Source: ex.source, Method: r.Method, Scheme: r.URL.Scheme,
+		Authority: r.URL.Host, Path: r.URL.EscapedPath(), Header: r.Header, UserInfo: r.URL.User != nil,
+	})
+	ex.decided(res, pol)
+	switch res.Verdict {
+	case policy.Deny:
+		return r, g.refuse(r.Context(), r, ex, res.Decision)
+	case policy.Ask:
+		d := noConsole(res.Decision)
+		ex.decided(judge.Result{Decision: d, Container: res.Container}, pol)
+		return r, g.refuse(r.Context(), r, ex, d)
+	}
+	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
+	r.URL.Host = ex.target.Addr()
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingReader{rc: r.Body, n: &ex.bytesIn}
+	}
+	pctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
+	return r.WithContext(egress.WithTarget(r.Context(), ex.target)), nil
+}
+
+// roundTrip sends a FREE request and wraps the response body, so that the exchange is recorded
+// when the body has been copied to the client.
+func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Response, error) {
+	ex := pctx.UserData.(*exchange)
+	resp, err := g.transport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	stripHopResponse(resp)
+	resp.Header.Set(HeaderRequest, ex.rec.ID)
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode}
+	}
+	return resp, nil
+}
+
+// onResponse turns a failed round trip into an answer and records WebSocket switches.
+func (g *Gate) onResponse(resp *http.Response, pctx *goproxy.ProxyCtx) *http.Response {
+	ex, _ := pctx.UserData.(*exchange)
+	if ex == nil || ex.recorded.Load() {
+		return resp
+	}
+	r := pctx.Req
+	if resp == nil {
+		err := pctx.Error
+		if err == nil {
+			err = errors.New("no response")
+		}
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			d := judge.Address(refused.Refusal)
+			ex.refused(d, g.pol.Load())
+			return g.refuse(r.Context(), r, ex, d)
+		}
+		ex.finish(http.StatusBadGateway, 0, err.Error())
+		return failureResponse(r, ex, http.StatusBadGateway, "The target could not be reached: "+err.Error())
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		ex.finish(resp.StatusCode, 0, "upgraded to "+resp.Header.Get("Upgrade"))
+		return resp
+	}
+	if ex.closeAfter {
+		// The upgrade did not happen: the framing check stopped following this connection when
+		// it saw the upgrade request, so the connection ends with this answer.
+		resp.Header.Set("Connection", "close")
+	}
+	return resp
+}
+
+// serveNonProxy answers requests that are not proxy requests: the framing check's substituted
+// requests, and origin-form requests sent to the gate as if it were a server.
+func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
+	ex := g.newExchange(r, "request")
+	pol := g.pol.Load()
+	if pol != nil {
+		ex.rec.Container = pol.Container(ex.source)
+	}
+	if ci := infoFrom(r.Context()); ci != nil && ci.fc != nil {
+		if fe := ci.fc.Refusal(r); fe != nil {
+			d := judge.Framing(fe)
+			ex.rec.Method, ex.rec.URL = "-", "-"
+			ex.refused(d, pol)
+			g.refuseWriter(w, r, ex, d, true)
+			return
+		}
+	}
+	ex.refused(decisionOriginForm, pol)
+	g.refuseWriter(w, r, ex, decisionOriginForm, false)
+}
+
+// slogWriter lets goproxy's printf logger write to the gate's structured log.
+type slogWriter struct {
+	log interface{ Debug(string, ...any) }
+}
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.log.Debug("goproxy", "msg", string(p))
+	return len(p), nil
+}

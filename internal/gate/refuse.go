@@ -1,0 +1,117 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// Response headers the gate adds.
+const (
+	HeaderCode    = "X-LockHTTP-Code"
+	HeaderRequest = "X-LockHTTP-Request"
+	HeaderRule    = "X-LockHTTP-Rule"
+	HeaderTicket  = "X-LockHTTP-Ticket"
+)
+
+// refusalStatus is the HTTP status of a refusal.
+func refusalStatus(d policy.Decision) int {
+	switch d.Rule {
+	case "framing:bad-request", "framing:tls-on-plain", "floor:origin-form":
+		return http.StatusBadRequest
+	case "framing:too-large":
+		return http.StatusRequestHeaderFieldsTooLarge
+	}
+	return http.StatusForbidden
+}
+
+// refusalBody is the plain-text body that tells the agent what was refused, why and what to do.
+func refusalBody(ex *exchange, d policy.Decision) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "lockhttp refused this request: %s %s\n\n", ex.rec.Method, ex.rec.URL)
+	fmt.Fprintf(&b, "Code:    %s\n", d.Code)
+	if d.Rule != "" {
+		fmt.Fprintf(&b, "Rule:    %s\n", d.Rule)
+	}
+	fmt.Fprintf(&b, "Why:     %s\n", d.Reason)
+	fmt.Fprintf(&b, "Request: %s\n\n", ex.rec.ID)
+	fmt.Fprintf(&b, "What to do: %s\n", d.Code.Advice())
+	return b.Bytes()
+}
+
+func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
+	h := make(http.Header, 6)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(n))
+	h.Set("Cache-Control", "no-store")
+	h.Set(HeaderCode, string(d.Code))
+	h.Set(HeaderRequest, ex.rec.ID)
+	if d.Rule != "" {
+		h.Set(HeaderRule, d.Rule)
+	}
+	return h
+}
+
+// refuse audits a refusal (on disk before the answer) and returns it as a response for goproxy.
+func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d policy.Decision) *http.Response {
+	status := refusalStatus(d)
+	body := refusalBody(ex, d)
+	ex.finishSync(ctx, status, "")
+	h := refusalHeader(ex, d, len(body))
+	if ex.closeAfter {
+		h.Set("Connection", "close")
+	}
+	return &http.Response{
+		StatusCode:    status,
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}
+}
+
+// refuseWriter audits a refusal and writes it to w. closeConn ends the client connection after
+// the answer (after a CONNECT, whose stream the framing check no longer follows).
+func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange, d policy.Decision, closeConn bool) {
+	status := refusalStatus(d)
+	body := refusalBody(ex, d)
+	ex.finishSync(r.Context(), status, "")
+	h := w.Header()
+	for k, v := range refusalHeader(ex, d, len(body)) {
+		h[k] = v
+	}
+	if closeConn || ex.closeAfter {
+		h.Set("Connection", "close")
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// failure answers a request the gate could not carry out (an unreachable target, a broken
+// audit): 502 or 503 with a body that says why, and no X-LockHTTP-Code.
+func failureResponse(r *http.Request, ex *exchange, status int, why string) *http.Response {
+	body := []byte(fmt.Sprintf("lockhttp could not complete this request: %s %s\n\n%s\n\nRequest: %s\n",
+		ex.rec.Method, ex.rec.URL, why, ex.rec.ID))
+	h := make(http.Header, 5)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	h.Set(HeaderRequest, ex.rec.ID)
+	if ex.closeAfter {
+		h.Set("Connection", "close")
+	}
+	return &http.Response{
+		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}
+}

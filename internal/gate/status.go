@@ -1,0 +1,59 @@
+package gate
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Status is what the gate's admin socket answers at GET /status: enough for lox and the doctor
+// to tell whether the gate is up, deciding with which policy, and writing its audit.
+type Status struct {
+	Listen        string   `json:"listen"`
+	PolicyVersion string   `json:"policy_version"`
+	PolicyName    string   `json:"policy_name,omitempty"`
+	Containers    []string `json:"containers,omitempty"`
+	AuditError    string   `json:"audit_error,omitempty"`
+	ConsoleError  string   `json:"console_error,omitempty"`
+	// ConsoleChecked is when the gate last asked the console for its policy.
+	ConsoleChecked time.Time `json:"console_checked"`
+	Requests       uint64    `json:"requests"`
+	Started        time.Time `json:"started"`
+}
+
+// StatusInfo is what the gate's main knows and the gate does not.
+type StatusInfo struct {
+	Listen       string
+	Started      time.Time
+	ConsoleError *atomic.Pointer[string]
+	// ConsoleChecked holds the time of the last policy fetch, in Unix nanoseconds.
+	ConsoleChecked *atomic.Int64
+}
+
+// StatusHandler serves GET /status.
+func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load()}
+		if p := g.pol.Load(); p != nil {
+			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()
+		}
+		if err := g.audit.Healthy(); err != nil {
+			st.AuditError = err.Error()
+		}
+		if info.ConsoleError != nil {
+			if e := info.ConsoleError.Load(); e != nil {
+				st.ConsoleError = *e
+			}
+		}
+		if info.ConsoleChecked != nil {
+			if n := info.ConsoleChecked.Load(); n != 0 {
+				st.ConsoleChecked = time.Unix(0, n).UTC()
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st)
+	})
+	return mux
+}

@@ -1,0 +1,146 @@
+// Package judge runs the ordered checks of one request (source, floor, policy) and returns the
+// decision the gate acts on; lockhttp explain runs the same code.
+package judge
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/framing"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// Kind is what is being decided.
+type Kind uint8
+
+const (
+	// Plain is a plain-HTTP proxy request (absolute-form URL).
+	Plain Kind = iota
+	// Domain is a CONNECT decided at the domain: the tunnel carries whatever the client sends.
+	Domain
+	// Tunnel is a request decrypted inside a CONNECT tunnel.
+	Tunnel
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Plain:
+		return "plain"
+	case Domain:
+		return "connect"
+	case Tunnel:
+		return "tunnel"
+	}
+	return "unknown"
+}
+
+// Request is one request as the checks see it.
+type Request struct {
+	Kind Kind
+	// Container is set when the caller already knows it (lockhttp explain); otherwise the
+	// policy's [sources] name it from Source.
+	Container string
+	Source    netip.Addr
+	Method    string
+	// Scheme is "http" or "https"; it gives the default port of Authority.
+	Scheme string
+	// Authority is the URL's host[:port], or the CONNECT target host:port.
+	Authority string
+	// Path is the escaped URL path; empty for a CONNECT.
+	Path   string
+	Header http.Header
+	// UserInfo reports that the URL carried a user name or password.
+	UserInfo bool
+}
+
+// Result is the decision and what the checks learnt on the way: the container and the
+// normalised target.
+type Result struct {
+	policy.Decision
+	Container string
+	Host      string
+	Port      int
+}
+
+// Decide runs, in order, the source check, the floor's checks by name, port and request shape,
+// and the policy. The first refusal wins. It does no I/O: the floor's address checks happen when
+// the gate dials (see package egress).
+func Decide(p *policy.Policy, r *Request) Result {
+	var res Result
+	// 1. Source.
+	res.Container = r.Container
+	if res.Container == "" {
+		res.Container = p.Container(r.Source)
+	}
+	if res.Container == "" || !p.HasContainer(res.Container) {
+		who := "this connection's address"
+		if r.Container != "" {
+			who = "container " + quoted(r.Container)
+		}
+		return deny(res, policy.CodeSourceUnknown, policy.RuleSource,
+			"[sources] names no container for "+who)
+	}
+	// 2. Floor.
+	if r.UserInfo {
+		return floorDeny(res, &floor.Refusal{Check: floor.Userinfo,
+			Reason: "the URL carries a user name or password; the gate refuses user info in URLs"})
+	}
+	defPort := 0
+	if r.Kind != Domain {
+		defPort = 80
+		if r.Scheme == "https" {
+			defPort = 443
+		}
+	}
+	host, port, ref := floor.Authority(r.Authority, defPort)
+	if ref != nil {
+		return floorDeny(res, ref)
+	}
+	res.Host, res.Port = host, port
+	if ref := floor.Name(host); ref != nil {
+		_, mapped := p.Floor.Hosts[host]
+		waived := mapped && (ref.Check == floor.SingleLabel || ref.Check == floor.LocalName)
+		if !waived {
+			return floorDeny(res, ref)
+		}
+	}
+	if ref := floor.PortAllowed(port, p.Floor.AllowPorts); ref != nil {
+		return floorDeny(res, ref)
+	}
+	if r.Kind != Domain {
+		if ref := floor.Request(r.Method, r.Path, r.Header); ref != nil {
+			return floorDeny(res, ref)
+		}
+	}
+	// 3. Policy.
+	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain})
+	return res
+}
+
+// Framing is the decision for a request whose framing the gate refused before parsing it.
+func Framing(e *framing.Error) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "framing:" + string(e.Kind), Reason: e.Reason}
+}
+
+// Address is the decision for a target whose resolved address the floor refused.
+func Address(ref *floor.Refusal) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:" + string(ref.Check), Reason: ref.Reason}
+}
+
+func floorDeny(res Result, ref *floor.Refusal) Result {
+	res.Decision = Address(ref)
+	return res
+}
+
+func deny(res Result, code policy.Code, rule, reason string) Result {
+	res.Decision = policy.Decision{Verdict: policy.Deny, Code: code, Rule: rule, Reason: reason}
+	return res
+}
+
+func quoted(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return "\"" + s + "\""
+}

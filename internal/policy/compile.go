@@ -1,0 +1,578 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
+)
+
+// Defaults for the zero values of [settings] and [floor].
+const (
+	DefaultHold         = 60 * time.Second
+	DefaultConnectGrant = 10 * time.Minute
+	DefaultBufferLimit  = 8 << 20
+	DefaultHeuristics   = "shadow"
+)
+
+// DefaultPorts are the destination ports allowed when [floor] allow_ports is empty.
+var DefaultPorts = []int{80, 443}
+
+// Limits on settings: beyond them a value is more likely a mistake than a choice.
+const (
+	maxHold         = 30 * time.Minute
+	maxConnectGrant = 24 * time.Hour
+	maxBufferLimit  = 256 << 20
+)
+
+// Methods the policy knows; a request with another method never matches a rule that lists methods.
+var knownMethods = []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "TRACE",
+	"PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "QUERY"}
+
+// methodBit is a method's bit in a rule's method set; 0 for a method the policy does not know.
+func methodBit(m string) uint32 {
+	for i, k := range knownMethods {
+		if k == m {
+			return 1 << uint(i)
+		}
+	}
+	return 0
+}
+
+const readMethods = 1<<0 | 1<<1 | 1<<2 // GET, HEAD, OPTIONS
+
+var connectBit = methodBit("CONNECT")
+
+// IsRead reports whether a method only reads: GET, HEAD or OPTIONS.
+func IsRead(method string) bool { return methodBit(method)&readMethods != 0 }
+
+// Policy is a compiled policy: indexes built at load so that evaluation does no parsing. It is
+// immutable and safe for concurrent use.
+type Policy struct {
+	// Version is "sha256:" and the hex SHA-256 of the file's bytes.
+	Version  string
+	Name     string
+	Settings Settings
+	Floor    Floor
+
+	trusted hostSet
+	deny    hostSet
+	splice  hostSet
+	rules   []rule
+	index   hostIndex
+	sources []source
+	names   map[string]bool // container names
+}
+
+// Settings are [settings] with the defaults applied.
+type Settings struct {
+	Hold         time.Duration
+	ConnectGrant time.Duration
+	BufferLimit  int64
+	Heuristics   string
+}
+
+// Floor is [floor] compiled.
+type Floor struct {
+	AllowCIDRs []netip.Prefix
+	AllowPorts []int
+	Hosts      map[string]netip.Addr
+}
+
+type source struct {
+	prefix    netip.Prefix
+	container string
+}
+
+type rule struct {
+	name    string
+	verdict Verdict
+	methods uint32 // 0: every method
+	paths   []glob // empty: every path
+	reason  string // the decision's reason, built at compile time
+	// whole reports that the rule covers every request to its hosts (no methods, no paths).
+	whole bool
+	// connect reports that the rule names CONNECT: it decides tunnels at the domain.
+	connect bool
+}
+
+// hostSet is a set of host patterns; the values are the patterns as written, for reasons.
+type hostSet struct {
+	all    string            // "*" when the set holds every host
+	exact  map[string]string // name → pattern
+	suffix map[string]string // "example.com" → "*.example.com"
+}
+
+func (s *hostSet) add(p hostPattern) {
+	switch {
+	case p.any:
+		s.all = p.text
+	case p.suffix != "":
+		if s.suffix == nil {
+			s.suffix = make(map[string]string)
+		}
+		s.suffix[p.suffix] = p.text
+	default:
+		if s.exact == nil {
+			s.exact = make(map[string]string)
+		}
+		s.exact[p.name] = p.text
+	}
+}
+
+// lookup returns the pattern that matches host, or "".
+func (s *hostSet) lookup(host string) string {
+	if p, ok := s.exact[host]; ok {
+		return p
+	}
+	if s.suffix != nil {
+		for h := host; ; {
+			i := strings.IndexByte(h, '.')
+			if i < 0 {
+				break
+			}
+			h = h[i+1:]
+			if p, ok := s.suffix[h]; ok {
+				return p
+			}
+		}
+	}
+	return s.all
+}
+
+// hostIndex maps hosts to the rules that name them.
+type hostIndex struct {
+	all    *bucket
+	exact  map[string]*bucket
+	suffix map[string]*bucket
+}
+
+// bucket holds the rules of one host key, by verdict: evaluation tries deny rules first, then
+// ask, then free, and stops at the first tier with a match.
+type bucket struct {
+	tiers [3]tier
+}
+
+// tier holds rules of one verdict, in file order. Rules whose every path pattern begins with a
+// literal segment are also found by that segment, so a request only tries rules that can match
+// its path.
+type tier struct {
+	any   []int32            // rules without paths, or with a path that does not begin with a literal
+	first map[string][]int32 // first literal path segment → rules
+}
+
+func (x *hostIndex) bucketFor(p hostPattern) *bucket {
+	var m map[string]*bucket
+	var k string
+	switch {
+	case p.any:
+		if x.all == nil {
+			x.all = &bucket{}
+		}
+		return x.all
+	case p.suffix != "":
+		m, k = x.suffix, p.suffix
+	default:
+		m, k = x.exact, p.name
+	}
+	b := m[k]
+	if b == nil {
+		b = &bucket{}
+		m[k] = b
+	}
+	return b
+}
+
+func (x *hostIndex) add(p hostPattern, id int32, r *rule) {
+	t := &x.bucketFor(p).tiers[r.verdict]
+	firsts := r.firstSegments()
+	if firsts == nil {
+		t.any = appendOnce(t.any, id)
+		return
+	}
+	if t.first == nil {
+		t.first = make(map[string][]int32)
+	}
+	for _, f := range firsts {
+		t.first[f] = appendOnce(t.first[f], id)
+	}
+}
+
+// firstSegments returns the literal first segments of the rule's paths, or nil when the rule
+// has no paths or a path that does not begin with a literal segment.
+func (r *rule) firstSegments() []string {
+	if len(r.paths) == 0 {
+		return nil
+	}
+	var out []string
+	for _, g := range r.paths {
+		if len(g.segs) == 0 || g.segs[0].kind != segLiteral {
+			return nil
+		}
+		out = append(out, g.segs[0].lit)
+	}
+	return out
+}
+
+func appendOnce(ids []int32, id int32) []int32 {
+	if len(ids) > 0 && ids[len(ids)-1] == id {
+		return ids
+	}
+	return append(ids, id)
+}
+
+// hostPattern is one parsed host pattern.
+type hostPattern struct {
+	text   string
+	any    bool   // "*"
+	suffix string // for "*.example.com": "example.com"
+	name   string // for an exact name
+}
+
+func parseHostPattern(text string) (hostPattern, error) {
+	if text == "*" {
+		return hostPattern{text: text, any: true}, nil
+	}
+	name, wildcard := text, false
+	if strings.HasPrefix(text, "*.") {
+		name, wildcard = text[2:], true
+	}
+	if strings.Contains(name, "*") {
+		return hostPattern{}, fmt.Errorf("host pattern %q: a * may only stand alone or begin the pattern, as in \"*.example.com\"", text)
+	}
+	if strings.Contains(name, ":") && !strings.HasPrefix(name, "[") {
+		return hostPattern{}, fmt.Errorf("host pattern %q: patterns name hosts without a port; ports are [floor] allow_ports", text)
+	}
+	norm, r := floor.Host(name)
+	if r != nil {
+		if r.Check == floor.IPLiteral {
+			return hostPattern{}, fmt.Errorf("host pattern %q is an IP literal, which the floor always refuses; give the address a name in [floor.hosts]", text)
+		}
+		return hostPattern{}, fmt.Errorf("host pattern %q: %s", text, r.Reason)
+	}
+	if wildcard {
+		return hostPattern{text: text, suffix: norm}, nil
+	}
+	return hostPattern{text: text, name: norm}, nil
+}
+
+// Load decodes, validates and compiles a policy file.
+func Load(name string, data []byte) (*Policy, error) {
+	doc, err := Decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Compile()
+}
+
+// Validate checks every value of the document; the errors name line, key and fix.
+func (d *Document) Validate() error {
+	_, err := d.Compile()
+	return err
+}
+
+// Hash is the version of a policy text: "sha256:" and its hex SHA-256.
+func Hash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// compiler collects errors with their lines while it builds a Policy.
+type compiler struct {
+	d    *Document
+	errs Errors
+}
+
+func (c *compiler) errorf(path []string, key string, format string, args ...any) {
+	if len(c.errs) >= maxErrors {
+		return
+	}
+	c.errs = append(c.errs, &Error{File: c.d.Name, Line: c.d.loc.line(path...), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Compile validates the document and builds the Policy.
+func (d *Document) Compile() (*Policy, error) {
+	c := &compiler{d: d}
+	f := &d.File
+	p := &Policy{
+		Version: Hash(d.Text),
+		Name:    d.Name,
+		index:   hostIndex{exact: make(map[string]*bucket), suffix: make(map[string]*bucket)},
+		names:   make(map[string]bool),
+	}
+	c.hostList(&p.trusted, "trusted", f.Trusted)
+	c.hostList(&p.deny, "deny", f.Deny)
+	c.hostList(&p.splice, "splice", f.Splice)
+	c.rules(p, f.Rules)
+	c.floor(p, &f.Floor)
+	c.sources(p, f.Sources)
+	c.settings(p, &f.Settings)
+	if len(c.errs) > 0 {
+		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
+		return nil, c.errs
+	}
+	return p, nil
+}
+
+func (c *compiler) hostList(set *hostSet, key string, patterns []string) {
+	for i, t := range patterns {
+		hp, err := parseHostPattern(t)
+		if err != nil {
+			c.errorf([]string{key}, key, "%v", err)
+			continue
+		}
+		if hp.any && key != "deny" {
+			c.errorf([]string{key}, key, "\"*\" would name every host; list the hosts, or use a rule with hosts = [\"*\"]")
+			continue
+		}
+		for _, prev := range patterns[:i] {
+			if prev == t {
+				c.errorf([]string{key}, key, "%q is listed twice; remove one", t)
+			}
+		}
+		set.add(hp)
+	}
+}
+
+var verdicts = map[string]Verdict{"free": Free, "ask": Ask, "deny": Deny}
+
+func (c *compiler) rules(p *Policy, rules []FileRule) {
+	seen := make(map[string]int)
+	for i, fr := range rules {
+		path := []string{"rule", itoa(i)}
+		at := func(k string) []string { return append(append([]string{}, path...), k) }
+		label := fmt.Sprintf("rule %q", fr.Name)
+		if fr.Name == "" {
+			label = fmt.Sprintf("rule #%d", i+1)
+			c.errorf(at("name"), label, "name is missing; give every rule a unique name = \"...\"")
+		} else if j, dup := seen[fr.Name]; dup {
+			c.errorf(at("name"), label, "the name is used by rule #%d too; rule names must be unique", j+1)
+		}
+		seen[fr.Name] = i
+		r := rule{name: fr.Name}
+		v, ok := verdicts[fr.Verdict]
+		if !ok {
+			if fr.Verdict == "" {
+				c.errorf(at("verdict"), label, "verdict is missing; use one of \"free\", \"ask\", \"deny\"")
+			} else {
+				c.errorf(at("verdict"), label, "verdict %q is unknown; use one of \"free\", \"ask\", \"deny\"", fr.Verdict)
+			}
+		}
+		r.verdict = v
+		if len(fr.Hosts) == 0 {
+			c.errorf(at("hosts"), label, "hosts is missing; name the hosts the rule applies to, as in hosts = [\"github.com\"]")
+		}
+		var pats []hostPattern
+		for _, h := range fr.Hosts {
+			hp, err := parseHostPattern(h)
+			if err != nil {
+				c.errorf(at("hosts"), label, "hosts: %v", err)
+				continue
+			}
+			pats = append(pats, hp)
+		}
+		for _, m := range fr.Methods {
+			bit := methodBit(m)
+			if bit == 0 {
+				fix := "use one of " + strings.Join(knownMethods, ", ")
+				if up := strings.ToUpper(m); methodBit(up) != 0 {
+					fix = fmt.Sprintf("methods are upper case: write %q", up)
+				}
+				c.errorf(at("methods"), label, "unknown method %q; %s", m, fix)
+				continue
+			}
+			if r.methods&bit != 0 {
+				c.errorf(at("methods"), label, "method %q is listed twice", m)
+			}
+			r.methods |= bit
+		}
+		for _, pat := range fr.Paths {
+			g, err := compileGlob(pat, r.verdict != Free)
+			if err != nil {
+				c.errorf(at("paths"), label, "%v", err)
+				continue
+			}
+			r.paths = append(r.paths, g)
+		}
+		if r.methods&connectBit != 0 && len(fr.Paths) > 0 {
+			c.errorf(at("paths"), label, "a CONNECT has no path; remove paths or the CONNECT method")
+		}
+		r.whole = r.methods == 0 && len(fr.Paths) == 0
+		r.connect = r.methods&connectBit != 0
+		r.reason = ruleReason(&fr, r.verdict)
+		id := int32(len(p.rules))
+		p.rules = append(p.rules, r)
+		for _, hp := range pats {
+			p.index.add(hp, id, &p.rules[id])
+		}
+	}
+}
+
+func ruleReason(fr *FileRule, v Verdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule %q (%s): ", fr.Name, strings.ToLower(v.String()))
+	if len(fr.Methods) > 0 {
+		b.WriteString(strings.Join(fr.Methods, ","))
+	} else {
+		b.WriteString("any method")
+	}
+	b.WriteString(" on ")
+	b.WriteString(strings.Join(fr.Hosts, ", "))
+	if len(fr.Paths) > 0 {
+		b.WriteString(" at ")
+		b.WriteString(strings.Join(fr.Paths, ", "))
+	}
+	if fr.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(fr.Reason)
+	}
+	return b.String()
+}
+
+func (c *compiler) floor(p *Policy, ff *FileFloor) {
+	for _, s := range ff.AllowCIDRs {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				c.errorf([]string{"floor", "allow_cidrs"}, "floor.allow_cidrs", "%q is not an address or CIDR; write it like \"10.0.0.0/8\" or \"127.0.0.1\"", s)
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pfx.Masked() != pfx {
+			c.errorf([]string{"floor", "allow_cidrs"}, "floor.allow_cidrs", "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
+			continue
+		}
+		if pfx.Bits() == 0 {
+			c.errorf([]string{"floor", "allow_cidrs"}, "floor.allow_cidrs", "%q would open every address; name the ranges you need", s)
+			continue
+		}
+		p.Floor.AllowCIDRs = append(p.Floor.AllowCIDRs, pfx)
+	}
+	seen := make(map[int]bool)
+	for _, port := range ff.AllowPorts {
+		if port < 1 || port > 65535 {
+			c.errorf([]string{"floor", "allow_ports"}, "floor.allow_ports", "%d is not a port; use 1 to 65535", port)
+			continue
+		}
+		if seen[port] {
+			c.errorf([]string{"floor", "allow_ports"}, "floor.allow_ports", "%d is listed twice", port)
+		}
+		seen[port] = true
+		p.Floor.AllowPorts = append(p.Floor.AllowPorts, port)
+	}
+	if len(p.Floor.AllowPorts) == 0 {
+		p.Floor.AllowPorts = append([]int(nil), DefaultPorts...)
+	}
+	p.Floor.Hosts = make(map[string]netip.Addr, len(ff.Hosts))
+	for name, addr := range ff.Hosts {
+		path := []string{"floor", "hosts", name}
+		key := "floor.hosts." + name
+		norm, r := floor.Host(name)
+		if r != nil {
+			c.errorf(path, key, "%s; the keys of [floor.hosts] are host names", r.Reason)
+			continue
+		}
+		a, err := netip.ParseAddr(addr)
+		if err != nil || a.Zone() != "" {
+			c.errorf(path, key, "%q is not an IP address; write it like \"10.1.2.3\" or \"fd00::5\"", addr)
+			continue
+		}
+		p.Floor.Hosts[norm] = a.Unmap()
+	}
+}
+
+func (c *compiler) sources(p *Policy, src map[string][]string) {
+	names := make([]string, 0, len(src))
+	for name := range src {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := []string{"sources", name}
+		key := "sources." + name
+		if !validContainerName(name) {
+			c.errorf(path, key, "container names use a-z, 0-9, '.', '_' and '-' only, starting with a letter or digit")
+			continue
+		}
+		if len(src[name]) == 0 {
+			c.errorf(path, key, "no addresses; list the addresses or CIDRs this container's connections come from")
+		}
+		p.names[name] = true
+		for _, s := range src[name] {
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil || a.Zone() != "" {
+					c.errorf(path, key, "%q is not an address or CIDR; write it like \"172.30.0.0/24\" or \"127.0.0.1\"", s)
+					continue
+				}
+				pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			}
+			if pfx.Masked() != pfx {
+				c.errorf(path, key, "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
+				continue
+			}
+			for _, o := range p.sources {
+				if o.prefix.Overlaps(pfx) && o.container != name {
+					c.errorf(path, key, "%q overlaps %q of container %q; a source address must name one container", s, o.prefix.String(), o.container)
+				}
+			}
+			p.sources = append(p.sources, source{prefix: pfx, container: name})
+		}
+	}
+}
+
+func validContainerName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || (i > 0 && (c == '.' || c == '_' || c == '-'))
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *compiler) settings(p *Policy, fs *FileSettings) {
+	s := &p.Settings
+	s.Hold = durationOr(fs.Hold, DefaultHold)
+	if fs.Hold.Set && (fs.Hold.Duration <= 0 || fs.Hold.Duration > maxHold) {
+		c.errorf([]string{"settings", "hold"}, "settings.hold", "%s is out of range; use more than 0s and at most %s", fs.Hold.Duration, maxHold)
+	}
+	s.ConnectGrant = durationOr(fs.ConnectGrant, DefaultConnectGrant)
+	if fs.ConnectGrant.Set && (fs.ConnectGrant.Duration <= 0 || fs.ConnectGrant.Duration > maxConnectGrant) {
+		c.errorf([]string{"settings", "connect_grant"}, "settings.connect_grant", "%s is out of range; use more than 0s and at most %s", fs.ConnectGrant.Duration, maxConnectGrant)
+	}
+	s.BufferLimit = DefaultBufferLimit
+	if fs.BufferLimit.Set {
+		s.BufferLimit = fs.BufferLimit.Bytes
+		if s.BufferLimit < 1024 || s.BufferLimit > maxBufferLimit {
+			c.errorf([]string{"settings", "buffer_limit"}, "settings.buffer_limit", "%d bytes is out of range; use 1KiB to 256MiB", s.BufferLimit)
+		}
+	}
+	switch fs.Heuristics {
+	case "":
+		s.Heuristics = DefaultHeuristics
+	case "shadow", "enforce":
+		s.Heuristics = fs.Heuristics
+	default:
+		c.errorf([]string{"settings", "heuristics"}, "settings.heuristics", "%q is unknown; use \"shadow\" (log the score) or \"enforce\" (ask above the threshold)", fs.Heuristics)
+	}
+}
+
+func durationOr(d Duration, def time.Duration) time.Duration {
+	if d.Set {
+		return d.Duration
+	}
+	return def
+}

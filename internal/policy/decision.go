@@ -1,0 +1,99 @@
+// Package policy reads, checks, compiles and evaluates the lockhttp policy: which requests go out
+// (FREE), wait for a human (ASK) or are refused (DENY).
+package policy
+
+import "encoding/json"
+
+// Verdict is what happens to a request.
+type Verdict uint8
+
+// Verdicts, from least to most restrictive: a larger value wins.
+const (
+	Free Verdict = iota
+	Ask
+	Deny
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Free:
+		return "FREE"
+	case Ask:
+		return "ASK"
+	case Deny:
+		return "DENY"
+	}
+	return "UNKNOWN"
+}
+
+// MarshalJSON writes the verdict as its name.
+func (v Verdict) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
+
+// Code is the X-LockHTTP-Code of a refusal; the empty code goes with FREE and with an ASK that
+// has not been refused yet.
+type Code string
+
+// The codes, as DESIGN.md lists them.
+const (
+	CodePending       Code = "E_PENDING"
+	CodeNoConsole     Code = "E_NO_CONSOLE"
+	CodeDenied        Code = "E_DENIED"
+	CodeTimeout       Code = "E_TIMEOUT"
+	CodeRule          Code = "E_RULE"
+	CodeFloor         Code = "E_FLOOR"
+	CodeSecretEgress  Code = "E_SECRET_EGRESS"
+	CodeBodyTooLarge  Code = "E_BODY_TOO_LARGE"
+	CodeSourceUnknown Code = "E_SOURCE_UNKNOWN"
+	CodeInject        Code = "E_INJECT"
+	CodeExfilSuspect  Code = "E_EXFIL_SUSPECT"
+	CodePinned        Code = "E_PINNED"
+)
+
+// Advice is what a refusal with this code tells the agent to do next.
+func (c Code) Advice() string {
+	switch c {
+	case CodePending:
+		return "A human has not answered yet. Retry the same request shortly; once it is approved it passes."
+	case CodeNoConsole:
+		return "No console is running to ask a human, so every request that needs approval is refused. Ask the user to run `lox run`."
+	case CodeDenied:
+		return "A human denied this request. Do not retry it; ask the user."
+	case CodeTimeout:
+		return "Nobody answered in time. Send the same request again to ask again."
+	case CodeRule:
+		return "The policy refuses this request. Do not retry it; ask the user to change the rule if it is needed."
+	case CodeFloor:
+		return "The network floor refuses this whatever the policy says. Use a named public host on port 80 or 443."
+	case CodeSecretEgress:
+		return "The request carries a credential for another host. Never send a credential to a host it does not belong to."
+	case CodeBodyTooLarge:
+		return "The body is larger than the gate can hold or inspect. Send less, or ask the user for a rule."
+	case CodeSourceUnknown:
+		return "The gate cannot tell which container sent this. Use the proxy address you were given."
+	case CodeInject:
+		return "The gate is meant to add a credential for this host and cannot. Ask the user to check the gate's secrets file; never send the credential yourself."
+	case CodeExfilSuspect:
+		return "The request looks like data leaving the machine and was refused. Ask the user."
+	case CodePinned:
+		return "The client rejected the gate's certificate."
+	}
+	return "Ask the user."
+}
+
+// Decision is the outcome of evaluating one request: the verdict, the code when it is a refusal,
+// the rule that decided (a rule name, or one of the built-in names such as "trusted", "default",
+// "deny", "source" and "floor:<check>") and the reason in words.
+type Decision struct {
+	Verdict Verdict `json:"verdict"`
+	Code    Code    `json:"code"`
+	Rule    string  `json:"rule"`
+	Reason  string  `json:"reason"`
+}
+
+// Built-in rule names used in decisions.
+const (
+	RuleDenyList = "deny"
+	RuleTrusted  = "trusted"
+	RuleDefault  = "default"
+	RuleSource   = "source"
+)

@@ -1,0 +1,259 @@
+package policy
+
+import "net/netip"
+
+// Request is what the policy decides on: a request (or a CONNECT decided at the domain) after the
+// floor has normalised its host.
+type Request struct {
+	Host   string // normalised host name (floor.Host)
+	Method string // as sent, upper case
+	Path   string // the escaped URL path as sent; ignored for a CONNECT
+	// Connect is a CONNECT decided at the domain: the tunnel can carry any request to Host, unseen.
+	Connect bool
+}
+
+// Reasons of the built-in decisions.
+const (
+	reasonTrusted       = "no rule matches; reads (GET, HEAD, OPTIONS) of a trusted host are free"
+	reasonTrustedWrite  = "no rule matches; the host is trusted for reads (GET, HEAD, OPTIONS) only, so anything else needs a human"
+	reasonUntrusted     = "no rule matches and the host is not trusted, so a human must approve"
+	reasonConnectDomain = "a tunnel decided at the domain carries writes as well as reads, unseen, so a human must approve it (decryption would decide each request inside)"
+	reasonConnectRule   = "; a tunnel decided at the domain would carry such requests unseen, so a human must approve it"
+)
+
+// Evaluate decides a request by the rules, the deny list and the trusted hosts: the most
+// restrictive matching rule wins (deny > ask > free); with no match, reads of trusted hosts are
+// free and everything else asks. It allocates nothing for an ordinary request.
+func (p *Policy) Evaluate(r Request) Decision {
+	if pat := p.deny.lookup(r.Host); pat != "" {
+		return Decision{Verdict: Deny, Code: CodeRule, Rule: RuleDenyList, Reason: "the deny list names " + quote(pat)}
+	}
+	if r.Connect {
+		return p.evaluateConnect(r.Host)
+	}
+	m := matcher{p: p, bit: methodBit(r.Method), clean: CleanPath(r.Path)}
+	m.first = firstSegment(m.clean)
+	exact := p.index.exact[r.Host]
+	for v := Deny; ; v-- {
+		m.best = -1
+		m.tier(exact, v)
+		if len(p.index.suffix) > 0 {
+			for h := r.Host; ; {
+				i := indexByte(h, '.')
+				if i < 0 {
+					break
+				}
+				h = h[i+1:]
+				m.tier(p.index.suffix[h], v)
+			}
+		}
+		m.tier(p.index.all, v)
+		if m.best >= 0 {
+			rl := &p.rules[m.best]
+			d := Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.reason}
+			if rl.verdict == Deny {
+				d.Code = CodeRule
+			}
+			return d
+		}
+		if v == Free {
+			break
+		}
+	}
+	if p.trusted.lookup(r.Host) != "" {
+		if m.bit&readMethods != 0 {
+			return Decision{Verdict: Free, Rule: RuleTrusted, Reason: reasonTrusted}
+		}
+		return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonTrustedWrite}
+	}
+	return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonUntrusted}
+}
+
+// forRules calls fn with the id of every rule whose hosts match host.
+func (p *Policy) forRules(host string, fn func(int32)) {
+	each := func(b *bucket) {
+		if b == nil {
+			return
+		}
+		for v := range b.tiers {
+			t := &b.tiers[v]
+			for _, id := range t.any {
+				fn(id)
+			}
+			for _, ids := range t.first {
+				for _, id := range ids {
+					fn(id)
+				}
+			}
+		}
+	}
+	each(p.index.exact[host])
+	for h := host; ; {
+		i := indexByte(h, '.')
+		if i < 0 {
+			break
+		}
+		h = h[i+1:]
+		each(p.index.suffix[h])
+	}
+	each(p.index.all)
+}
+
+// evaluateConnect decides a CONNECT at the domain, where the tunnel can carry any request to
+// host unseen. Whole-host rules (no methods, no paths) and rules naming CONNECT decide, the most
+// restrictive winning; a whole-host deny refuses. Without a rule naming CONNECT, a rule that
+// asks about or refuses only some requests to the host makes the tunnel ask, since the tunnel
+// would carry those requests unseen. Nothing matching: ask.
+func (p *Policy) evaluateConnect(host string) Decision {
+	best, restricted := int32(-1), int32(-1)
+	explicit := false
+	p.forRules(host, func(id int32) {
+		rl := &p.rules[id]
+		switch {
+		case rl.whole || rl.connect:
+			if rl.connect {
+				explicit = true
+			}
+			if best < 0 || rl.verdict > p.rules[best].verdict || (rl.verdict == p.rules[best].verdict && id < best) {
+				best = id
+			}
+		case rl.verdict != Free:
+			if restricted < 0 || id < restricted {
+				restricted = id
+			}
+		}
+	})
+	if best >= 0 && (p.rules[best].verdict == Deny || explicit || restricted < 0) {
+		rl := &p.rules[best]
+		d := Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.reason}
+		if rl.verdict == Deny {
+			d.Code = CodeRule
+		}
+		return d
+	}
+	if restricted >= 0 {
+		rl := &p.rules[restricted]
+		return Decision{Verdict: Ask, Rule: rl.name, Reason: rl.reason + reasonConnectRule}
+	}
+	return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonConnectDomain}
+}
+
+// matcher finds, within one verdict tier, the first matching rule in file order.
+type matcher struct {
+	p      *Policy
+	bit    uint32
+	clean  string // CleanPath of the request
+	first  string // the first segment of clean
+	loose  string // loosePath of clean, computed on first use
+	lfirst string // the first segment of loose
+	fold   bool   // loose is set
+	best   int32  // the first matching rule of the tier so far, -1 for none
+}
+
+func (m *matcher) tier(b *bucket, v Verdict) {
+	if b == nil {
+		return
+	}
+	t := &b.tiers[v]
+	m.ids(t.any)
+	if t.first != nil {
+		first := m.first
+		if v != Free {
+			m.foldPath()
+			first = m.lfirst
+		}
+		m.ids(t.first[first])
+	}
+}
+
+func (m *matcher) foldPath() {
+	if !m.fold {
+		m.loose, m.fold = loosePath(m.clean), true
+		m.lfirst = firstSegment(m.loose)
+	}
+}
+
+func (m *matcher) ids(ids []int32) {
+	for _, id := range ids {
+		if m.best >= 0 && id >= m.best {
+			return // ids are in file order: nothing later can come first
+		}
+		if m.match(&m.p.rules[id]) {
+			m.best = id
+			return
+		}
+	}
+}
+
+// match reports whether rl applies to the request.
+func (m *matcher) match(rl *rule) bool {
+	if rl.methods != 0 && rl.methods&m.bit == 0 {
+		return false
+	}
+	if len(rl.paths) == 0 {
+		return true
+	}
+	path := m.clean
+	if rl.verdict != Free {
+		m.foldPath()
+		path = m.loose
+	}
+	for i := range rl.paths {
+		if rl.paths[i].match(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstSegment is the first segment of a cleaned path ("/a/b" → "a").
+func firstSegment(p string) string {
+	p = p[1:]
+	if i := indexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// Spliced reports whether host is on the splice list (never decrypted).
+func (p *Policy) Spliced(host string) bool { return p.splice.lookup(host) != "" }
+
+// Trusted reports whether host is trusted for reads.
+func (p *Policy) Trusted(host string) bool { return p.trusted.lookup(host) != "" }
+
+// Container names the container whose connections come from addr, or "" when none does.
+func (p *Policy) Container(addr netip.Addr) string {
+	addr = addr.Unmap()
+	for i := range p.sources {
+		if p.sources[i].prefix.Contains(addr) {
+			return p.sources[i].container
+		}
+	}
+	return ""
+}
+
+// HasContainer reports whether [sources] names the container.
+func (p *Policy) HasContainer(name string) bool { return p.names[name] }
+
+// Containers lists the container names of [sources].
+func (p *Policy) Containers() []string {
+	out := make([]string, 0, len(p.names))
+	for n := range p.names {
+		out = append(out, n)
+	}
+	return out
+}
+
+// RuleCount is the number of [[rule]] entries.
+func (p *Policy) RuleCount() int { return len(p.rules) }
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func quote(s string) string { return "\"" + s + "\"" }

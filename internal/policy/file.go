@@ -1,0 +1,125 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File is a policy file as written, version 1. Decode fills it strictly; Validate checks it;
+// Compile turns it into a Policy. Validation fills no defaults: each field says what its zero
+// value means.
+type File struct {
+	// Version must be 1.
+	Version int `toml:"version"`
+	// Trusted hosts: their reads (GET, HEAD, OPTIONS) are free when no rule matches.
+	Trusted []string `toml:"trusted"`
+	// Deny hosts: every request to them is refused (E_RULE).
+	Deny []string `toml:"deny"`
+	// Splice hosts are never decrypted: a CONNECT to them is decided at the domain.
+	Splice []string `toml:"splice"`
+	// Rules, in file order. Empty: only trusted, deny and the default apply.
+	Rules []FileRule `toml:"rule"`
+	// Floor exceptions. Zero: nothing opened, ports 80 and 443.
+	Floor FileFloor `toml:"floor"`
+	// Sources maps a container name to the addresses or CIDRs its connections come from.
+	// Empty: every connection is refused with E_SOURCE_UNKNOWN.
+	Sources map[string][]string `toml:"sources"`
+	// Settings. Zero values mean the defaults named on each field.
+	Settings FileSettings `toml:"settings"`
+}
+
+// FileRule is one [[rule]].
+type FileRule struct {
+	// Name is required and unique.
+	Name string `toml:"name"`
+	// Hosts the rule applies to: "name", "*.suffix" or "*" (every host). Required.
+	Hosts []string `toml:"hosts"`
+	// Methods the rule applies to, upper case. Empty: every method.
+	Methods []string `toml:"methods"`
+	// Paths the rule applies to: globs on the URL path, "*" within a segment, "**" across
+	// segments. Empty: every path.
+	Paths []string `toml:"paths"`
+	// Verdict is "free", "ask" or "deny". Required.
+	Verdict string `toml:"verdict"`
+	// Reason is shown to the agent and the human with the decision. Empty: none.
+	Reason string `toml:"reason"`
+}
+
+// FileFloor is [floor]: exceptions to the network floor, opened on purpose.
+type FileFloor struct {
+	// AllowCIDRs opens addresses the floor would refuse (private, loopback, ...). Empty: none.
+	// Metadata addresses and the gate's own address stay refused.
+	AllowCIDRs []string `toml:"allow_cidrs"`
+	// AllowPorts replaces the allowed destination ports. Empty: 80 and 443.
+	AllowPorts []int `toml:"allow_ports"`
+	// Hosts maps a name to an address, consulted before DNS like a hosts file. Empty: DNS only.
+	Hosts map[string]string `toml:"hosts"`
+}
+
+// FileSettings is [settings].
+type FileSettings struct {
+	// Hold is how long an ASK is held for a human before E_PENDING. Zero: 60s.
+	Hold Duration `toml:"hold"`
+	// ConnectGrant is how long an approved CONNECT stays open for container × host × port. Zero: 10m.
+	ConnectGrant Duration `toml:"connect_grant"`
+	// BufferLimit is the largest body the gate holds or inspects. Zero: 8 MiB.
+	BufferLimit Size `toml:"buffer_limit"`
+	// Heuristics is "shadow" (log the exfiltration score) or "enforce" (ask above the
+	// threshold). Empty: "shadow".
+	Heuristics string `toml:"heuristics"`
+}
+
+// Duration is a TOML string such as "60s" or "10m".
+type Duration struct {
+	time.Duration
+	Set bool
+}
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration; write it like \"60s\" or \"10m\"", b)
+	}
+	d.Duration, d.Set = v, true
+	return nil
+}
+
+// Size is a byte count: an integer, or a string with a unit ("512KiB", "8MiB", "1GiB", "100kB").
+type Size struct {
+	Bytes int64
+	Set   bool
+}
+
+// UnmarshalText reads a size; BurntSushi/toml hands integers over as their decimal text.
+func (s *Size) UnmarshalText(b []byte) error {
+	v, err := ParseSize(string(b))
+	if err != nil {
+		return err
+	}
+	s.Bytes, s.Set = v, true
+	return nil
+}
+
+// ParseSize reads "1048576", "512KiB", "8MiB", "1GiB", "100kB", "2MB" or "64B".
+func ParseSize(text string) (int64, error) {
+	t := strings.TrimSpace(text)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"kB", 1000}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size; write a byte count or a number with KiB, MiB or GiB, like \"8MiB\"", text)
+	}
+	return n * mult, nil
+}

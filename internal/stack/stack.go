@@ -1,0 +1,376 @@
+// Package stack runs lockhttp's local stack (the console and the gate, each its own process),
+// describes it in up.json and stops it cleanly.
+package stack
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+	shipped "github.com/lockhttp/lockhttp/policy"
+)
+
+// Options configure Run.
+type Options struct {
+	// StateDir holds up.json, the sockets, the audit and the logs. Created 0700.
+	StateDir string
+	// PolicyPath is the policy file. Empty: StateDir/policy.toml, written from the shipped default
+	// when it does not exist.
+	PolicyPath string
+	// Listen is the gate's proxy address.
+	Listen string
+	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
+	// then PATH.
+	BinDir   string
+	Headless bool
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// Up is up.json: how to reach the running stack.
+type Up struct {
+	Gate          string         `json:"gate"` // the proxy URL
+	Listen        string         `json:"listen"`
+	AuditDir      string         `json:"audit_dir"`
+	ConsoleAudit  string         `json:"console_audit_dir"`
+	ConsoleSocket string         `json:"console_socket"`
+	GateSocket    string         `json:"gate_socket"`
+	Policy        string         `json:"policy"`
+	StateDir      string         `json:"state_dir"`
+	Logs          string         `json:"logs"`
+	PIDs          map[string]int `json:"pids"`
+	Started       time.Time      `json:"started"`
+}
+
+// UpFile is the name of up.json in the state directory.
+const UpFile = "up.json"
+
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Run starts the stack, writes up.json when the gate is deciding with the console's policy, and
+// runs until ctx ends or a process of the stack exits; then it stops the others and removes
+// up.json.
+func Run(ctx context.Context, o Options) error {
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	state, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+	}
+	os.Remove(filepath.Join(state, UpFile))
+	polPath, err := policyFile(state, o.PolicyPath)
+	if err != nil {
+		return err
+	}
+	bins, err := findBinaries(o.BinDir, "gate", "console")
+	if err != nil {
+		return err
+	}
+	up := &Up{
+		AuditDir:      filepath.Join(state, "audit"),
+		ConsoleAudit:  filepath.Join(state, "console-audit"),
+		ConsoleSocket: filepath.Join(state, "console.sock"),
+		GateSocket:    filepath.Join(state, "gate.sock"),
+		Policy:        polPath,
+		StateDir:      state,
+		Logs:          filepath.Join(state, "logs"),
+		PIDs:          map[string]int{"lox": os.Getpid()},
+	}
+	var children []*child
+	stopAll := func() {
+		for i := len(children) - 1; i >= 0; i-- {
+			stop(children[i])
+		}
+		os.Remove(filepath.Join(state, UpFile))
+	}
+	console, err := start("console", bins["console"], filepath.Join(up.Logs, "console.log"), o.Stdout,
+		"-policy", polPath, "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms")
+	if err != nil {
+		return err
+	}
+	children = append(children, console)
+	if err := waitFor(ctx, console, 15*time.Second, func() bool { return get(up.ConsoleSocket, "/status") == nil }); err != nil {
+		stopAll()
+		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
+	}
+	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket}
+	if os.Geteuid() == 0 {
+		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
+		gateArgs = append(gateArgs, "-allow-root")
+	}
+	g, err := start("gate", bins["gate"], filepath.Join(up.Logs, "gate.log"), nil, gateArgs...)
+	if err != nil {
+		stopAll()
+		return err
+	}
+	children = append(children, g)
+	var st gate.Status
+	if err := waitFor(ctx, g, 15*time.Second, func() bool {
+		return getJSON(up.GateSocket, "/status", &st) == nil && st.PolicyVersion != ""
+	}); err != nil {
+		stopAll()
+		return fmt.Errorf("gate did not come up with a policy: %w (see %s)", err, filepath.Join(up.Logs, "gate.log"))
+	}
+	up.Listen = st.Listen
+	up.Gate = "http://" + st.Listen
+	up.PIDs["console"] = console.cmd.Process.Pid
+	up.PIDs["gate"] = g.cmd.Process.Pid
+	up.Started = time.Now().UTC()
+	data, _ := json.MarshalIndent(up, "", "  ")
+	if err := atomicfile.WriteFile(filepath.Join(state, UpFile), append(data, '\n'), 0o600); err != nil {
+		stopAll()
+		return err
+	}
+	banner(o.Stdout, up, st.PolicyVersion)
+	var tailWG sync.WaitGroup
+	tctx, tcancel := context.WithCancel(ctx)
+	if !o.Headless {
+		tailWG.Add(1)
+		go func() { defer tailWG.Done(); tailAudit(tctx, up.AuditDir, o.Stdout) }()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-console.done:
+		runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
+	case <-g.done:
+		runErr = fmt.Errorf("the gate exited (%v); see %s", g.err, filepath.Join(up.Logs, "gate.log"))
+	}
+	tcancel()
+	tailWG.Wait()
+	stopAll()
+	fmt.Fprintln(o.Stdout, "lox: stopped")
+	return runErr
+}
+
+func policyFile(state, given string) (string, error) {
+	path := given
+	if path == "" {
+		path = filepath.Join(state, "policy.toml")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if err := atomicfile.WriteFile(path, shipped.Default, 0o600); err != nil {
+				return "", err
+			}
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return "", fmt.Errorf("policy: %w", err)
+	}
+	if _, err := policy.Load(abs, data); err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+func findBinaries(dir string, names ...string) (map[string]string, error) {
+	if dir == "" {
+		if exe, err := os.Executable(); err == nil {
+			dir = filepath.Dir(exe)
+		}
+	}
+	out := make(map[string]string)
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			out[n] = p
+			continue
+		}
+		lp, err := exec.LookPath(n)
+		if err != nil {
+			return nil, fmt.Errorf("the %s binary is neither next to lox (%s) nor on PATH; build them all with: go build -o bin/ ./cmd/...", n, dir)
+		}
+		out[n] = lp
+	}
+	return out, nil
+}
+
+func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logf
+	if stdout != nil {
+		cmd.Stdout = stdout
+	} else {
+		cmd.Stdout = logf
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		logf.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func stop(c *child) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// waitFor polls ready until it holds, the child exits, ctx ends or the timeout passes.
+func waitFor(ctx context.Context, c *child, timeout time.Duration, ready func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ready() {
+			return nil
+		}
+		select {
+		case <-c.done:
+			return fmt.Errorf("%s exited: %v", c.name, c.err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s", c.name, timeout)
+		}
+	}
+}
+
+func get(socket, path string) error {
+	return getJSON(socket, path, nil)
+}
+
+func getJSON(socket, path string, v any) error {
+	resp, err := unixsock.Client(socket, 2*time.Second).Get("http://unix" + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	if v == nil {
+		return nil
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+}
+
+func banner(w io.Writer, up *Up, version string) {
+	fmt.Fprintf(w, `lockhttp is up.
+  proxy:   %s   (HTTP_PROXY / HTTPS_PROXY for the agent)
+  policy:  %s (%s)
+  audit:   %s
+  logs:    %s
+  state:   %s
+Try: curl -x %s http://example.com/
+`, up.Gate, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Gate)
+}
+
+func shortVersion(v string) string {
+	if len(v) > 19 {
+		return v[:19]
+	}
+	return v
+}
+
+// tailAudit prints a line for every record the gate writes, until ctx ends.
+func tailAudit(ctx context.Context, dir string, w io.Writer) {
+	var cur string
+	var off int64
+	var partial []byte
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		name := filepath.Join(dir, time.Now().UTC().Format("2006-01-02")+".jsonl")
+		if name != cur {
+			cur, off, partial = name, 0, nil
+		}
+		f, err := os.Open(cur)
+		if err != nil {
+			continue
+		}
+		f.Seek(off, io.SeekStart)
+		br := bufio.NewReader(io.LimitReader(f, 4<<20))
+		for {
+			line, err := br.ReadBytes('\n')
+			off += int64(len(line))
+			if err != nil {
+				partial = append(partial, line...)
+				break
+			}
+			line = append(partial, line...)
+			partial = nil
+			printRecord(w, line)
+		}
+		f.Close()
+	}
+}
+
+func printRecord(w io.Writer, line []byte) {
+	var r struct {
+		Time      time.Time `json:"time"`
+		Container string    `json:"container"`
+		Method    string    `json:"method"`
+		URL       string    `json:"url"`
+		Verdict   string    `json:"verdict"`
+		Code      string    `json:"code"`
+		Rule      string    `json:"rule"`
+		Status    int       `json:"status"`
+	}
+	if json.Unmarshal(line, &r) != nil {
+		return
+	}
+	extra := r.Rule
+	if r.Code != "" {
+		extra = r.Code + " " + r.Rule
+	}
+	fmt.Fprintf(w, "%s %-5s %3s %s %s  [%s]\n", r.Time.Local().Format("15:04:05"), r.Verdict,
+		strconv.Itoa(r.Status), r.Method, strings.TrimSpace(r.URL), extra)
+}
