@@ -48,6 +48,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, audit, logs")
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
+	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -101,14 +101,24 @@ func (s *syncBuffer) String() string {
 // startStack writes policyText to a file and runs lox run --headless on it.
 func startStack(t *testing.T, policyText string) *running {
 	t.Helper()
+	return startStackWith(t, policyText, nil, nil)
+}
+
+// startStackWith is startStack with more lox flags and environment variables.
+func startStackWith(t *testing.T, policyText string, flags, env []string) *running {
+	t.Helper()
 	state := t.TempDir()
 	polPath := filepath.Join(state, "test-policy.toml")
 	if err := os.WriteFile(polPath, []byte(policyText), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := &running{t: t, state: state, policy: polPath, out: &syncBuffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(filepath.Join(binDir, "lox"), "run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0")
+	args := append([]string{"run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0"}, flags...)
+	r.cmd = exec.Command(filepath.Join(binDir, "lox"), args...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if env != nil {
+		r.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -401,3 +401,27 @@ func TestWebSocketUpgradeIsDecidedAndPassed(t *testing.T) {
 		t.Fatalf("refused upgrade: %q (origin reached %d times)", out, tg.origin.count()-before)
 	}
 }
+
+// TestSlowHeadIsCut sends half a head and stalls: the gate closes the connection after its
+// header timeout instead of holding it forever.
+func TestSlowHeadIsCut(t *testing.T) {
+	tg := startGateWith(t, nil, func(c *Config) { c.ReadHeaderTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", tg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET http://origin.test/ HTTP/1.1\r\nHost: orig")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("the gate did not close the stalled connection: %v", err)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatal("closed only after the client's own deadline")
+	}
+	if tg.origin.count() != 0 {
+		t.Error("the origin was reached")
+	}
+}

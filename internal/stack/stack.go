@@ -35,6 +35,8 @@ type Options struct {
 	PolicyPath string
 	// Listen is the gate's proxy address.
 	Listen string
+	// Upstream is an upstream proxy for the gate (http://host:port); empty: direct.
+	Upstream string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
 	BinDir   string
@@ -124,6 +126,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
 	}
 	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket}
+	if o.Upstream != "" {
+		gateArgs = append(gateArgs, "-upstream", o.Upstream)
+	}
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
 		gateArgs = append(gateArgs, "-allow-root")
