@@ -1,5 +1,5 @@
 // Command origin is the benchmark origin: it answers every request with a small fixed body, on
-// plain HTTP and, with -tls, on HTTPS with a certificate for the names given.
+// plain HTTP, or on HTTPS with -tls-cert and -tls-key.
 package main
 
 import (
@@ -15,6 +15,8 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "listen address")
 	size := flag.Int("size", 64, "body size in bytes")
+	certFile := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
+	keyFile := flag.String("tls-key", "", "the certificate's key (PEM)")
 	flag.Parse()
 	body := make([]byte, *size)
 	for i := range body {
@@ -30,5 +32,8 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write(body)
 	})
+	if *certFile != "" {
+		log.Fatal(http.ServeTLS(l, h, *certFile, *keyFile))
+	}
 	log.Fatal(http.Serve(l, h))
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/signerclient"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -39,10 +41,12 @@ type options struct {
 	admin     string
 	upstream  string
 	roots     string
+	signer    string
 	poll      time.Duration
 	logLevel  string
 	allowRoot bool
 	adminUIDs unixsock.UIDs
+	pprof     bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -55,9 +59,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.admin, "admin", "", "unix socket for GET /status (for lox and lockhttp doctor); empty: none")
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
+	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -138,7 +144,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	dialer := &egress.Dialer{Upstream: upstream, Own: own}
-	g := gate.New(gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots})
+	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots}
+	if o.signer != "" {
+		sc, err := signerclient.New(signerclient.Options{Socket: o.signer, Logger: log})
+		if err != nil {
+			return fmt.Errorf("signer client: %w", err)
+		}
+		cfg.Certs = sc
+	}
+	g := gate.New(cfg)
 
 	var consoleErr atomic.Pointer[string]
 	var consoleChecked atomic.Int64
@@ -160,7 +174,14 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		if len(uids) == 0 {
 			uids = []int{os.Geteuid()}
 		}
-		h := g.StatusHandler(gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked})
+		var h http.Handler = g.StatusHandler(gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked})
+		if o.pprof {
+			mux := http.NewServeMux()
+			mux.Handle("/status", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			h = mux
+		}
 		srv := &http.Server{Handler: unixsock.RequireUID(uids, h, nil), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(al)
 		defer srv.Close()

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,11 +15,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
 func main() {
@@ -30,6 +33,7 @@ const usage = `usage: lockhttp <command> [flags]
 commands:
   explain     what the gate would decide for a raw HTTP request, and why
   verify-log  check the audit files' chains
+  ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -42,6 +46,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
 		return runVerifyLog(args[1:], stdout, stderr)
+	case "ca":
+		if len(args) < 2 || args[1] != "init" {
+			fmt.Fprintln(stderr, "usage: lockhttp ca init --dir DIR")
+			return 2
+		}
+		return runCAInit(args[2:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -78,8 +88,9 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	resolve := resolveFlag{}
 	fs.Var(resolve, "resolve", "HOST=IP: answer for a name instead of DNS (repeatable)")
 	useDNS := fs.Bool("dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
+	noDecrypt := fs.Bool("no-decrypt", false, "decide as a gate without a signer: every CONNECT at the domain")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] REQUEST_FILE|-")
+		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] [--no-decrypt] REQUEST_FILE|-")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -117,7 +128,7 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp explain: reading the request:", err)
 		return 2
 	}
-	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve}
+	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve, NoDecrypt: *noDecrypt}
 	if *useDNS {
 		o.Resolver = net.DefaultResolver
 	}
@@ -173,5 +184,28 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 	if bad > 0 {
 		return 1
 	}
+	return 0
+}
+
+func runCAInit(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp ca init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "the `DIR` to create the CA in (required; made with mode 0700 if missing)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: lockhttp ca init --dir DIR")
+		return 2
+	}
+	ca, err := signer.InitCA(*dir, time.Now(), rand.Reader)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp ca init:", err)
+		return 1
+	}
+	signer.WriteInitSummary(stdout, ca, *dir, os.Geteuid() == 0)
 	return 0
 }

@@ -21,7 +21,7 @@ func main() {
 const usage = `usage: lox <command> [flags]
 
 commands:
-  run   start the local stack (console and gate) and show its decisions
+  run   start the local stack (signer, console and gate) and show its decisions
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -49,6 +49,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
 	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")
+	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -28,6 +28,7 @@ import (
 const corePolicy = `version = 1
 trusted = ["origin.test", "private.test"]
 deny = ["denied.test"]
+splice = ["tunnel.test", "asktunnel.test"]
 
 [[rule]]
 name = "origin-writes"

@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
 )
@@ -45,6 +49,7 @@ func TestExplainAgreesWithGate(t *testing.T) {
 		"CONNECT origin.test:22 HTTP/1.1\r\nHost: origin.test:22\r\n\r\n",
 		"CONNECT origin.test HTTP/1.1\r\nHost: origin.test\r\n\r\n",
 		"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
+		fmt.Sprintf("CONNECT origin.test:%d HTTP/1.1\r\nHost: origin.test:%d\r\n\r\n", e.tlsPort, e.tlsPort),
 	}
 	explainBin := filepath.Join(binDir, "lockhttp")
 	for i, raw := range requests {
@@ -68,12 +73,7 @@ func TestExplainAgreesWithGate(t *testing.T) {
 			if !strings.HasPrefix(raw, "CONNECT") {
 				conn = strings.Replace(raw, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
 			}
-			answer := rawExchange(t, e.up.Listen, conn)
-			resp, err := http.ReadResponse(bufioReader(answer), nil)
-			if err != nil {
-				t.Fatalf("gate answer %q: %v", answer, err)
-			}
-			resp.Body.Close()
+			resp := firstResponse(t, e.up.Listen, conn)
 			code, rule := resp.Header.Get(gate.HeaderCode), resp.Header.Get(gate.HeaderRule)
 			switch ex.Verdict {
 			case "FREE":
@@ -126,4 +126,49 @@ func TestExplainUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCAInitRefusesToOverwrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	bin := filepath.Join(binDir, "lockhttp")
+	out, err := exec.Command(bin, "ca", "init", "--dir", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ca.pem") {
+		t.Fatalf("ca init: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ca-key.pem"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	key1, _ := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
+	cmd := exec.Command(bin, "ca", "init", "--dir", dir)
+	out, _ = cmd.CombinedOutput()
+	key2, _ := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
+	if cmd.ProcessState.ExitCode() == 0 || !bytes.Equal(key1, key2) {
+		t.Fatalf("a second init replaced the CA (exit %d):\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// firstResponse sends raw to the gate and reads its first answer (a CONNECT's 200 included).
+func firstResponse(t *testing.T, addr, raw string) *http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, raw)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	method := ""
+	if strings.HasPrefix(raw, "CONNECT ") {
+		method = "CONNECT"
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("gate answer: %v", err)
+	}
+	if method == "" || resp.StatusCode != 200 {
+		io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	return resp
 }

@@ -48,6 +48,8 @@ type Options struct {
 	Resolve   map[string][]netip.Addr // answers used instead of DNS
 	// Resolver is DNS for names not in Resolve; nil: no DNS, such names are noted as unresolved.
 	Resolver egress.Resolver
+	// NoDecrypt models a gate without a signer: every CONNECT is decided at the domain.
+	NoDecrypt bool
 }
 
 // Request decides the raw request in raw (request line, headers, optional body). A head written
@@ -67,7 +69,7 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	if err != nil {
 		return nil, &UsageError{Msg: "reading the request: " + err.Error()}
 	}
-	jr := &judge.Request{Container: container, Method: req.Method, Header: req.Header}
+	jr := &judge.Request{Container: container, Method: req.Method, Header: req.Header, Decrypt: !o.NoDecrypt}
 	switch {
 	case h.Connect:
 		jr.Kind, jr.Authority = judge.Domain, req.Host
@@ -94,8 +96,18 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	}
 	res := judge.Decide(o.Policy, jr)
 	out := &Result{Decision: res.Decision, Kind: jr.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
-	if res.Verdict == policy.Free {
-		// The gate resolves and checks the address only for what goes out; so does explain.
+	switch {
+	case res.Intercept:
+		out.Kind = "connect-decrypted"
+	case jr.Kind == judge.Domain:
+		out.Kind = "connect-domain"
+		if jr.Decrypt {
+			out.Note = "on the splice list: decided at the domain, never decrypted"
+		}
+	}
+	if res.Verdict == policy.Free && !res.Intercept {
+		// The gate resolves and checks the address only for what goes out; so does explain. A
+		// decrypted CONNECT goes nowhere by itself: the requests inside it are resolved.
 		d := &egress.Dialer{Resolver: staticResolver{answers: o.Resolve, next: o.Resolver}}
 		addrs, err := d.Resolve(ctx, egress.Target{Host: res.Host, Port: res.Port, Floor: &o.Policy.Floor})
 		var refused *egress.RefusedError

@@ -31,8 +31,13 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	res := judge.Decide(pol, &judge.Request{
 		Kind: judge.Domain, Source: ex.source, Method: http.MethodConnect, Authority: r.Host, Header: r.Header,
+		Decrypt: g.certs != nil,
 	})
 	ex.decided(res, pol)
+	if res.Intercept && res.Verdict == policy.Free {
+		g.intercept(w, r, ex, res, pol)
+		return
+	}
 	switch res.Verdict {
 	case policy.Deny:
 		g.refuseWriter(w, r, ex, res.Decision, true)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,13 +50,18 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a client connection idle between requests. Zero: 2m.
 	IdleTimeout time.Duration
+	// Certs issues certificates for decrypted tunnels. Nil: no decryption; every CONNECT is
+	// decided at the domain.
+	Certs Certs
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
 // serve it with Serve.
 type Gate struct {
 	log       *slog.Logger
+	srvLog    *log.Logger // net/http's error log, into log at debug level
 	audit     Auditor
+	certs     Certs
 	dialer    *egress.Dialer
 	now       func() time.Time
 	cfg       Config
@@ -74,6 +80,7 @@ func New(cfg Config) *Gate {
 	g := &Gate{
 		log:     cfg.Logger,
 		audit:   cfg.Audit,
+		certs:   cfg.Certs,
 		dialer:  cfg.Dialer,
 		now:     cfg.Now,
 		cfg:     cfg,
@@ -85,13 +92,14 @@ func New(cfg Config) *Gate {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"
 	g.transport = &http.Transport{
 		Proxy:                 nil, // the gate's own HTTP(S)_PROXY is ignored: it dials through the floor
 		DialContext:           g.dialer.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: refuseWeakCertificates},
 		TLSHandshakeTimeout:   15 * time.Second,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   32,
@@ -123,6 +131,7 @@ func (g *Gate) newID() string {
 type connInfo struct {
 	fc     *framing.Conn
 	source netip.Addr
+	tunnel *tunnelInfo // the decrypted tunnel the connection is inside, or nil
 }
 
 type connInfoKey struct{}
@@ -140,7 +149,7 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
 		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ErrorLog:          g.srvLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ci := &connInfo{}
 			if fc, ok := c.(*framing.Conn); ok {

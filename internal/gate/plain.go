@@ -58,7 +58,12 @@ func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
 
 // onRequest decides a plain-HTTP proxy request.
 func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	ex := g.newExchange(r, "request")
+	kind, event, authority := judge.Plain, "request", r.URL.Host
+	ci := infoFrom(r.Context())
+	if ci != nil && ci.tunnel != nil {
+		kind, event, authority = judge.Tunnel, "tunnel-request", ci.tunnel.authority
+	}
+	ex := g.newExchange(r, event)
 	pctx.UserData = ex
 	pol := g.pol.Load()
 	if pol == nil {
@@ -82,9 +87,17 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		ex.refused(d, pol)
 		return r, g.refuse(r.Context(), r, ex, d)
 	}
+	if kind == judge.Plain && r.URL.Scheme == "https" {
+		// https:// in a plain proxy request: the client asks the gate to speak TLS for it.
+		// Clients use CONNECT for that; refusing keeps one path for HTTPS.
+		d := decisionScheme(r.URL.Scheme)
+		d.Reason = "a plain proxy request for an https:// URL; send HTTPS through CONNECT"
+		ex.refused(d, pol)
+		return r, g.refuse(r.Context(), r, ex, d)
+	}
 	res := judge.Decide(pol, &judge.Request{
-		Kind: judge.Plain, Source: ex.source, Method: r.Method, Scheme: r.URL.Scheme,
-		Authority: r.URL.Host, Path: r.URL.EscapedPath(), Header: r.Header, UserInfo: r.URL.User != nil,
+		Kind: kind, Source: ex.source, Method: r.Method, Scheme: r.URL.Scheme,
+		Authority: authority, Path: r.URL.EscapedPath(), Header: r.Header, UserInfo: r.URL.User != nil,
 	})
 	ex.decided(res, pol)
 	switch res.Verdict {
@@ -97,6 +110,10 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
 	r.URL.Host = ex.target.Addr()
+	r.Trailer = nil // trailers would pass the checks unseen
+	// "Connection: close" from the client is about its own connection: the upstream connection
+	// goes back to the pool either way.
+	r.Close = false
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingReader{rc: r.Body, n: &ex.bytesIn}
 	}

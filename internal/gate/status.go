@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
@@ -16,6 +17,8 @@ type Status struct {
 	Containers    []string `json:"containers,omitempty"`
 	AuditError    string   `json:"audit_error,omitempty"`
 	ConsoleError  string   `json:"console_error,omitempty"`
+	// Signer is "off" without decryption, "ok" when the signer answers, else its error.
+	Signer string `json:"signer"`
 	// ConsoleChecked is when the gate last asked the console for its policy.
 	ConsoleChecked time.Time `json:"console_checked"`
 	Requests       uint64    `json:"requests"`
@@ -41,6 +44,15 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		}
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()
+		}
+		st.Signer = "off"
+		if g.certs != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			st.Signer = "ok"
+			if err := g.certs.Health(ctx); err != nil {
+				st.Signer = err.Error()
+			}
+			cancel()
 		}
 		if info.ConsoleError != nil {
 			if e := info.ConsoleError.Load(); e != nil {

@@ -5,6 +5,7 @@ package judge
 import (
 	"net/http"
 	"net/netip"
+	"strconv"
 
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
@@ -52,6 +53,9 @@ type Request struct {
 	Header http.Header
 	// UserInfo reports that the URL carried a user name or password.
 	UserInfo bool
+	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
+	// not on the splice list is then opened and each request inside decided on its own.
+	Decrypt bool
 }
 
 // Result is the decision and what the checks learnt on the way: the container and the
@@ -61,6 +65,9 @@ type Result struct {
 	Container string
 	Host      string
 	Port      int
+	// Intercept reports a CONNECT to be decrypted (Decision is then FREE or a refusal of the
+	// whole host).
+	Intercept bool
 }
 
 // Decide runs, in order, the source check, the floor's checks by name, port and request shape,
@@ -114,6 +121,10 @@ func Decide(p *policy.Policy, r *Request) Result {
 		}
 	}
 	// 3. Policy.
+	if r.Kind == Domain && r.Decrypt && !p.Spliced(host) {
+		res.Decision, res.Intercept = p.EvaluateIntercept(host), true
+		return res
+	}
 	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain})
 	return res
 }
@@ -140,7 +151,7 @@ func deny(res Result, code policy.Code, rule, reason string) Result {
 
 func quoted(s string) string {
 	if len(s) > 64 {
-		s = s[:64] + "…"
+		s = s[:64]
 	}
-	return "\"" + s + "\""
+	return strconv.Quote(s)
 }

@@ -47,6 +47,8 @@ const (
 	CodeInject        Code = "E_INJECT"
 	CodeExfilSuspect  Code = "E_EXFIL_SUSPECT"
 	CodePinned        Code = "E_PINNED"
+	// CodeNoSigner: the host is to be decrypted and the signer cannot be reached.
+	CodeNoSigner Code = "E_NO_SIGNER"
 )
 
 // Advice is what a refusal with this code tells the agent to do next.
@@ -76,6 +78,8 @@ func (c Code) Advice() string {
 		return "The request looks like data leaving the machine and was refused. Ask the user."
 	case CodePinned:
 		return "The client rejected the gate's certificate."
+	case CodeNoSigner:
+		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); then retry."
 	}
 	return "Ask the user."
 }

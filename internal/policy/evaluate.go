@@ -69,6 +69,32 @@ func (p *Policy) Evaluate(r Request) Decision {
 	return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonUntrusted}
 }
 
+// RuleDecrypt names the decision to open a CONNECT and decrypt it.
+const RuleDecrypt = "decrypt"
+
+const reasonDecrypt = "the tunnel is decrypted: each request inside it is decided on its own"
+
+// EvaluateIntercept decides a CONNECT that the gate will decrypt: only what refuses the whole
+// host applies here (the deny list, a deny rule with neither methods nor paths, or one naming
+// CONNECT); every request inside the tunnel is then decided by Evaluate.
+func (p *Policy) EvaluateIntercept(host string) Decision {
+	if pat := p.deny.lookup(host); pat != "" {
+		return Decision{Verdict: Deny, Code: CodeRule, Rule: RuleDenyList, Reason: "the deny list names " + quote(pat)}
+	}
+	best := int32(-1)
+	p.forRules(host, func(id int32) {
+		rl := &p.rules[id]
+		if rl.verdict == Deny && (rl.whole || rl.connect) && (best < 0 || id < best) {
+			best = id
+		}
+	})
+	if best >= 0 {
+		rl := &p.rules[best]
+		return Decision{Verdict: Deny, Code: CodeRule, Rule: rl.name, Reason: rl.reason}
+	}
+	return Decision{Verdict: Free, Rule: RuleDecrypt, Reason: reasonDecrypt}
+}
+
 // forRules calls fn with the id of every rule whose hosts match host.
 func (p *Policy) forRules(host string, fn func(int32)) {
 	each := func(b *bucket) {

@@ -342,3 +342,37 @@ local = ["127.0.0.1"]
 		})
 	}
 }
+
+func TestEvaluateIntercept(t *testing.T) {
+	p := mustLoad(t, testPolicy+`
+[[rule]]
+name = "gone"
+hosts = ["gone.example.com"]
+verdict = "deny"
+[[rule]]
+name = "no-tunnel"
+hosts = ["notunnel.example.com"]
+methods = ["CONNECT"]
+verdict = "deny"
+`)
+	cases := []struct {
+		host    string
+		verdict Verdict
+		rule    string
+	}{
+		{"github.com", Free, RuleDecrypt},      // restricted rules are decided inside
+		{"api.example.com", Free, RuleDecrypt}, // a path-restricted deny is decided inside
+		{"pastebin.com", Deny, RuleDenyList},
+		{"gone.example.com", Deny, "gone"},          // a whole-host deny refuses the tunnel
+		{"notunnel.example.com", Deny, "no-tunnel"}, // so does a deny naming CONNECT
+		{"unknown.example.org", Free, RuleDecrypt},
+	}
+	for _, c := range cases {
+		t.Run(c.host, func(t *testing.T) {
+			d := p.EvaluateIntercept(c.host)
+			if d.Verdict != c.verdict || d.Rule != c.rule {
+				t.Fatalf("got %v %q (%s); want %v %q", d.Verdict, d.Rule, d.Reason, c.verdict, c.rule)
+			}
+		})
+	}
+}

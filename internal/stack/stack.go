@@ -37,6 +37,8 @@ type Options struct {
 	Listen string
 	// Upstream is an upstream proxy for the gate (http://host:port); empty: direct.
 	Upstream string
+	// Roots is a PEM file of extra roots the gate trusts for origins; empty: the system roots.
+	Roots string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
 	BinDir   string
@@ -53,6 +55,8 @@ type Up struct {
 	ConsoleAudit  string         `json:"console_audit_dir"`
 	ConsoleSocket string         `json:"console_socket"`
 	GateSocket    string         `json:"gate_socket"`
+	SignerSocket  string         `json:"signer_socket"`
+	CACert        string         `json:"ca_cert"` // the CA certificate agents trust (ca.pem)
 	Policy        string         `json:"policy"`
 	StateDir      string         `json:"state_dir"`
 	Logs          string         `json:"logs"`
@@ -94,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	bins, err := findBinaries(o.BinDir, "gate", "console")
+	bins, err := findBinaries(o.BinDir, "gate", "console", "signer")
 	if err != nil {
 		return err
 	}
@@ -103,6 +107,8 @@ func Run(ctx context.Context, o Options) error {
 		ConsoleAudit:  filepath.Join(state, "console-audit"),
 		ConsoleSocket: filepath.Join(state, "console.sock"),
 		GateSocket:    filepath.Join(state, "gate.sock"),
+		SignerSocket:  filepath.Join(state, "signer.sock"),
+		CACert:        filepath.Join(state, "ca", "ca.pem"),
 		Policy:        polPath,
 		StateDir:      state,
 		Logs:          filepath.Join(state, "logs"),
@@ -115,9 +121,31 @@ func Run(ctx context.Context, o Options) error {
 		}
 		os.Remove(filepath.Join(state, UpFile))
 	}
+	caDir := filepath.Join(state, "ca")
+	if _, err := os.Stat(filepath.Join(caDir, "ca-key.pem")); errors.Is(err, os.ErrNotExist) {
+		out, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, out)
+		}
+		fmt.Fprintf(o.Stdout, "lox: created the lockhttp CA; agents trust %s\n", up.CACert)
+	}
+	signerArgs := []string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}
+	if os.Geteuid() == 0 {
+		signerArgs = append(signerArgs, "--dev")
+	}
+	signer, err := start("signer", bins["signer"], filepath.Join(up.Logs, "signer.log"), nil, signerArgs...)
+	if err != nil {
+		return err
+	}
+	children = append(children, signer)
+	if err := waitFor(ctx, signer, 15*time.Second, func() bool { return get(up.SignerSocket, "/health") == nil }); err != nil {
+		stopAll()
+		return fmt.Errorf("signer did not come up: %w (see %s)", err, filepath.Join(up.Logs, "signer.log"))
+	}
 	console, err := start("console", bins["console"], filepath.Join(up.Logs, "console.log"), o.Stdout,
 		"-policy", polPath, "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms")
 	if err != nil {
+		stopAll()
 		return err
 	}
 	children = append(children, console)
@@ -125,7 +153,10 @@ func Run(ctx context.Context, o Options) error {
 		stopAll()
 		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
 	}
-	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket}
+	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket}
+	if o.Roots != "" {
+		gateArgs = append(gateArgs, "-roots", o.Roots)
+	}
 	if o.Upstream != "" {
 		gateArgs = append(gateArgs, "-upstream", o.Upstream)
 	}
@@ -150,6 +181,7 @@ func Run(ctx context.Context, o Options) error {
 	up.Gate = "http://" + st.Listen
 	up.PIDs["console"] = console.cmd.Process.Pid
 	up.PIDs["gate"] = g.cmd.Process.Pid
+	up.PIDs["signer"] = signer.cmd.Process.Pid
 	up.Started = time.Now().UTC()
 	data, _ := json.MarshalIndent(up, "", "  ")
 	if err := atomicfile.WriteFile(filepath.Join(state, UpFile), append(data, '\n'), 0o600); err != nil {
@@ -170,6 +202,8 @@ func Run(ctx context.Context, o Options) error {
 		runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
 	case <-g.done:
 		runErr = fmt.Errorf("the gate exited (%v); see %s", g.err, filepath.Join(up.Logs, "gate.log"))
+	case <-signer.done:
+		runErr = fmt.Errorf("the signer exited (%v); see %s", signer.err, filepath.Join(up.Logs, "signer.log"))
 	}
 	tcancel()
 	tailWG.Wait()
@@ -307,12 +341,13 @@ func getJSON(socket, path string, v any) error {
 func banner(w io.Writer, up *Up, version string) {
 	fmt.Fprintf(w, `lockhttp is up.
   proxy:   %s   (HTTP_PROXY / HTTPS_PROXY for the agent)
+  CA:      %s   (the agent trusts this; see docs/trust-ca.md)
   policy:  %s (%s)
   audit:   %s
   logs:    %s
   state:   %s
-Try: curl -x %s http://example.com/
-`, up.Gate, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Gate)
+Try: curl --cacert %s -x %s https://github.com/
+`, up.Gate, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.CACert, up.Gate)
 }
 
 func shortVersion(v string) string {

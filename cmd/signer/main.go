@@ -1,0 +1,191 @@
+// Command signer holds the lockhttp CA key: `signer init` creates the CA, `signer serve` signs
+// short-lived leaf certificates for the gate over a unix socket.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+const usage = `usage:
+  signer init --dir DIR
+      Create the CA in DIR (made 0700 if missing): ca-key.pem (mode 0600) and ca.pem (0644).
+      ca.pem is the one file agents trust. It never replaces an existing CA.
+  signer serve --ca DIR --socket PATH --allow-uid UID [--allow-uid UID]... [flags]
+      Serve leaf certificates to the gate (the allowed uids) over a unix socket.
+  signer --ca DIR --socket PATH --allow-uid UID ...
+      The same as serve.
+
+Run "signer init -h" or "signer serve -h" for the flags of each.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, euid: os.Geteuid(), now: time.Now})
+	stop()
+	os.Exit(code)
+}
+
+// env is what run takes from the process, so that tests can choose it.
+type env struct {
+	stdout, stderr io.Writer
+	euid           int
+	now            func() time.Time
+}
+
+// run runs the signer with args (without the program name) until ctx ends. It returns the exit
+// code: 0 done, 1 failed, 2 bad usage.
+func run(ctx context.Context, args []string, e env) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(e.stderr, usage)
+		return 2
+	case args[0] == "init":
+		return runInit(args[1:], e)
+	case args[0] == "serve":
+		return runServe(ctx, args[1:], e)
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "--h" || args[0] == "help":
+		fmt.Fprint(e.stdout, usage)
+		return 0
+	case len(args[0]) > 0 && args[0][0] == '-':
+		return runServe(ctx, args, e)
+	default:
+		fmt.Fprintf(e.stderr, "signer: unknown command %q; use init or serve\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// parseFlags parses args with fs and refuses positional arguments. It returns the exit code
+// when parsing ends the run (0 for -h, 2 for bad usage), or -1.
+func parseFlags(flags *flag.FlagSet, args []string, e env) int {
+	flags.SetOutput(e.stderr)
+	flags.Usage = func() {
+		if flags.Name() == "init" {
+			fmt.Fprint(flags.Output(), "usage: signer init --dir DIR\n")
+		} else {
+			fmt.Fprint(flags.Output(), "usage: signer serve --ca DIR --socket PATH --allow-uid UID [--allow-uid UID]... [flags]\n"+
+				"  (signer --ca DIR ... is the same)\n")
+		}
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "signer %s: unexpected argument %q; it takes flags only (see signer %s -h)\n", flags.Name(), flags.Arg(0), flags.Name())
+		return 2
+	}
+	return -1
+}
+
+func runInit(args []string, e env) int {
+	flags := flag.NewFlagSet("init", flag.ContinueOnError)
+	dir := flags.String("dir", "", "the `DIR` to create the CA in (required; made with mode 0700 if missing)")
+	if code := parseFlags(flags, args, e); code >= 0 {
+		return code
+	}
+	if *dir == "" {
+		fmt.Fprintln(e.stderr, "signer init: --dir is required: the directory to create the CA in")
+		return 2
+	}
+	ca, err := signer.InitCA(*dir, e.now(), rand.Reader)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "signer:", err)
+		return 1
+	}
+	signer.WriteInitSummary(e.stdout, ca, *dir, e.euid == 0)
+	return 0
+}
+
+type serveOptions struct {
+	caDir      string
+	socket     string
+	socketMode string
+	allow      unixsock.UIDs
+	dev        bool
+	rate       float64
+	burst      int
+	logLevel   string
+}
+
+func runServe(ctx context.Context, args []string, e env) int {
+	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
+	o := serveOptions{}
+	flags.StringVar(&o.caDir, "ca", "", "the CA `DIR` made by signer init (required)")
+	flags.StringVar(&o.socket, "socket", "", "unix socket `PATH` to serve on (required)")
+	flags.StringVar(&o.socketMode, "socket-mode", "0660", "file `MODE` of the socket, octal")
+	flags.Var(&o.allow, "allow-uid", "`UID` allowed to ask for certificates: the gate's (required, repeatable); other uids' connections are closed")
+	flags.BoolVar(&o.dev, "dev", false, "local development: allow running as root")
+	flags.Float64Var(&o.rate, "rate", signer.DefaultRate, "issue `N` certificates a second on average, across all callers")
+	flags.IntVar(&o.burst, "burst", signer.DefaultBurst, "issue up to `N` certificates at once before --rate applies")
+	flags.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	if code := parseFlags(flags, args, e); code >= 0 {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "signer serve: "+format+"\n", a...)
+		return code
+	}
+	switch {
+	case o.caDir == "":
+		return fail(2, "--ca is required: the CA directory made by `signer init --dir DIR`")
+	case o.socket == "":
+		return fail(2, "--socket is required: the unix socket the gate connects to")
+	case len(o.allow) == 0:
+		return fail(2, "no --allow-uid: name the gate's uid (--allow-uid 10003 in compose); the signer serves nobody else")
+	case o.rate <= 0:
+		return fail(2, "--rate %v: use a positive number of certificates a second", o.rate)
+	case o.burst < 1:
+		return fail(2, "--burst %d: use at least 1", o.burst)
+	}
+	mode, err := strconv.ParseUint(o.socketMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return fail(2, "--socket-mode %q: use an octal file mode such as 0660", o.socketMode)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fail(2, "--log-level %q: use debug, info, warn or error", o.logLevel)
+	}
+	if e.euid == 0 && !o.dev {
+		return fail(1, "refusing to run as root: run the signer as its own user, the only one that can read the CA key (uid 10004 in compose); --dev allows root for local development")
+	}
+	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if slices.Contains(o.allow, e.euid) && !o.dev {
+		log.Warn("an allowed uid is the signer's own: that process could read the CA key; run the gate as another user", "uid", e.euid)
+	}
+
+	ca, err := signer.LoadCA(o.caDir)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	l, err := unixsock.Listen(o.socket, fs.FileMode(mode))
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst})
+	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
+		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
+	if err := srv.Serve(ctx, l); err != nil {
+		return fail(1, "%v", err)
+	}
+	log.Info("signer stopped")
+	return 0
+}

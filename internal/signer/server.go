@@ -1,0 +1,332 @@
+package signer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+// MaxRequestBytes bounds the body of POST /sign.
+const MaxRequestBytes = 16 << 10
+
+// Defaults of ServerConfig.
+const (
+	DefaultRate  = 20.0
+	DefaultBurst = 100
+)
+
+// SignRequest is the body of POST /sign. Unknown fields are refused.
+type SignRequest struct {
+	// Host is the name to certify, as floor.Host normalises it.
+	Host string `json:"host"`
+	// PublicKey is the key to certify: standard base64 (padded) of its PKIX (SubjectPublicKeyInfo) DER.
+	PublicKey string `json:"public_key"`
+}
+
+// SignResponse is the answer of POST /sign (200).
+type SignResponse struct {
+	// Certificate is the leaf certificate in PEM.
+	Certificate string `json:"certificate"`
+	// CA is the CA certificate in PEM (the leaf's issuer).
+	CA string `json:"ca"`
+	// Serial is the leaf's serial number in lowercase hexadecimal.
+	Serial string `json:"serial"`
+	// NotAfter is the leaf's expiry, RFC 3339.
+	NotAfter string `json:"not_after"`
+}
+
+// Health is the answer of GET /health (200).
+type Health struct {
+	// CANotAfter is the CA certificate's expiry, RFC 3339.
+	CANotAfter string `json:"ca_not_after"`
+	// CASubject is the CA certificate's subject.
+	CASubject string `json:"ca_subject"`
+}
+
+// ErrorResponse is the body of the handler's 400, 404, 405, 413, 429 and 500 answers (the 403
+// of the uid check is plain text). Error is safe to show: it never holds key material.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Log field names.
+const (
+	logHost    = "host"
+	logSerial  = "serial"
+	logUID     = "uid"
+	logGID     = "gid"
+	logPID     = "pid"
+	logOutcome = "outcome"
+	logReason  = "reason"
+	logErr     = "err"
+	logExpires = "not_after"
+)
+
+// ServerConfig is what a Server needs.
+type ServerConfig struct {
+	// CA signs the certificates. Required.
+	CA *CA
+	// AllowUIDs are the uids (the gate's) that may ask for certificates; no uid means nobody.
+	AllowUIDs []int
+	// Logger receives one line per request and one per refused connection. Nil: none.
+	Logger *slog.Logger
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+	// Rand is the randomness for serial numbers and signatures. Nil: crypto/rand.Reader.
+	Rand io.Reader
+	// Rate is how many certificates a second the signer issues, across all callers, on
+	// average. Zero means DefaultRate.
+	Rate float64
+	// Burst is how many certificates the signer issues at once before Rate applies. Zero means
+	// DefaultBurst.
+	Burst int
+	// ReadHeaderTimeout bounds the wait for a request's header in Serve. Zero means 5s.
+	ReadHeaderTimeout time.Duration
+}
+
+// Server serves certificates over HTTP: POST /sign and GET /health.
+type Server struct {
+	ca     *CA
+	uids   []int
+	log    *slog.Logger
+	now    func() time.Time
+	rand   io.Reader
+	bucket *bucket
+	rht    time.Duration
+}
+
+// NewServer returns a server for cfg. It panics if cfg.CA is nil.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.CA == nil {
+		panic("signer.NewServer: ServerConfig.CA is nil")
+	}
+	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.rht == 0 {
+		s.rht = 5 * time.Second
+	}
+	rate, burst := cfg.Rate, cfg.Burst
+	if rate == 0 {
+		rate = DefaultRate
+	}
+	if burst == 0 {
+		burst = DefaultBurst
+	}
+	s.bucket = newBucket(rate, burst)
+	return s
+}
+
+// Handler serves POST /sign and GET /health to peers whose uid is allowed (read by
+// unixsock.ConnContext, which the http.Server must use); other peers get 403.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sign", s.serveSign)
+	mux.HandleFunc("/health", s.serveHealth)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint; the signer serves POST /sign and GET /health")
+	})
+	return unixsock.RequireUID(s.uids, mux, func(r *http.Request, p unixsock.Peer, err error) {
+		if err != nil {
+			s.log.Warn("request refused: no peer credentials", logErr, err.Error(), "path", r.URL.Path)
+			return
+		}
+		s.log.Warn("request refused: uid not allowed", logUID, p.UID, logGID, p.GID, logPID, p.PID, "path", r.URL.Path)
+	})
+}
+
+// Serve serves Handler on l until ctx ends, then shuts down (waiting up to 3 s for requests in
+// flight) and returns nil. Connections from uids not allowed are closed as they are accepted
+// (AllowUIDs). It closes l.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ConnContext:       unixsock.ConnContext,
+		ReadHeaderTimeout: s.rht,
+		ReadTimeout:       s.rht + 10*time.Second,
+		WriteTimeout:      s.rht + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	stopped := make(chan struct{})
+	served := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+	}()
+	err := srv.Serve(AllowUIDs(l, s.uids, s.log))
+	close(served)
+	<-stopped
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "use POST /sign")
+		return
+	}
+	peer, _ := unixsock.PeerFrom(r.Context())
+	log := s.log.With(logUID, peer.UID, logPID, peer.PID)
+	now := s.now()
+	if ok, wait := s.bucket.take(now); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		log.Warn("sign", logOutcome, "rate-limited")
+		writeError(w, http.StatusTooManyRequests, "the signer is issuing certificates faster than its rate limit; retry after the Retry-After seconds")
+		return
+	}
+	var req SignRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			log.Warn("sign", logOutcome, "bad-request", logReason, "body too large")
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", MaxRequestBytes))
+			return
+		}
+		log.Warn("sign", logOutcome, "bad-request", logReason, err.Error())
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error()+`; send {"host":"...","public_key":"<base64 of PKIX DER>"}`)
+		return
+	}
+	pub, err := parsePublicKey(req.PublicKey)
+	if err != nil {
+		log.Warn("sign", logOutcome, "bad-request", logHost, clip(req.Host), logReason, err.Error())
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	cert, der, err := Sign(s.ca, req.Host, pub, now, s.rand)
+	if err != nil {
+		var ge *GuardError
+		if errors.As(err, &ge) {
+			log.Warn("sign", logOutcome, "refused", logHost, clip(req.Host), logReason, err.Error())
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		log.Error("sign", logOutcome, "failed", logHost, req.Host, logErr, err.Error())
+		writeError(w, http.StatusInternalServerError, "signing failed; see the signer's log")
+		return
+	}
+	resp := SignResponse{
+		Certificate: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		CA:          string(s.ca.certPEM),
+		Serial:      cert.SerialNumber.Text(16),
+		NotAfter:    cert.NotAfter.UTC().Format(time.RFC3339),
+	}
+	log.Info("sign", logOutcome, "issued", logHost, req.Host, logSerial, resp.Serial, logExpires, resp.NotAfter)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// parsePublicKey reads the public_key field.
+func parsePublicKey(b64 string) (any, error) {
+	if b64 == "" {
+		return nil, errors.New("public_key is empty; send the base64 of the key's PKIX DER")
+	}
+	der, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, errors.New("public_key is not standard base64; send the base64 of the key's PKIX DER")
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("public_key is not a PKIX public key: %v", err)
+	}
+	return pub, nil
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "use GET /health")
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{
+		CANotAfter: s.ca.cert.NotAfter.UTC().Format(time.RFC3339),
+		CASubject:  s.ca.cert.Subject.String(),
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// AllowUIDs wraps l so that Accept returns only connections from the given uids (read with
+// SO_PEERCRED). Every other connection is closed at once and logged (uid, gid, pid), and Accept
+// goes on accepting.
+func AllowUIDs(l net.Listener, uids []int, log *slog.Logger) net.Listener {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &uidListener{Listener: l, uids: slices.Clone(uids), log: log}
+}
+
+type uidListener struct {
+	net.Listener
+	uids []int
+	log  *slog.Logger
+}
+
+func (l *uidListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		p, err := unixsock.PeerOf(c)
+		if err != nil {
+			c.Close()
+			l.log.Warn("connection refused: no peer credentials", logErr, err.Error())
+			continue
+		}
+		if !slices.Contains(l.uids, p.UID) {
+			c.Close()
+			l.log.Warn("connection refused: uid not allowed", logUID, p.UID, logGID, p.GID, logPID, p.PID)
+			continue
+		}
+		return c, nil
+	}
+}
