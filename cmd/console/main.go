@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -31,6 +32,15 @@ type options struct {
 	gateUIDs unixsock.UIDs
 	watch    time.Duration
 	logLevel string
+
+	hubListen    string
+	hubState     string
+	hubKey       string
+	hubGateToken string
+	hubCLIToken  string
+	hubTTL       time.Duration
+	phoneURL     string
+	tui          bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -43,6 +53,14 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.gateUIDs, "gate-uid", "uid allowed to fetch the policy (repeatable; default: the console's own uid)")
 	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.hubListen, "hub-listen", "", "host the hub on this TCP address (the gate's and the facades' API); empty: no hub, every ASK is refused with E_NO_CONSOLE")
+	fs.StringVar(&o.hubState, "hub-state", "", "the hub's state file (tickets and decisions across restarts; required with -hub-listen)")
+	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's Ed25519 key file, created if missing with its public half next to it as FILE.pub for the gate (required with -hub-listen)")
+	fs.StringVar(&o.hubGateToken, "hub-gate-token", "", "the gate's token file for the hub, created if missing (required with -hub-listen)")
+	fs.StringVar(&o.hubCLIToken, "hub-cli-token", "", "the token file of lox's commands (tickets, approve, deny), created if missing; empty: no CLI facade")
+	fs.DurationVar(&o.hubTTL, "ticket-ttl", hub.DefaultTicketTTL, "how long a ticket waits for a human before it expires")
+	fs.StringVar(&o.phoneURL, "phone-url", "", "serve the phone page at /phone on the hub's address; the URL a phone reaches the hub at (http(s)://host[:port]), or \"auto\" for http:// and the address the hub listens on; empty: no phone page")
+	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -59,6 +77,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if len(o.gateUIDs) == 0 {
 		o.gateUIDs = unixsock.UIDs{os.Geteuid()}
+	}
+	if o.hubListen != "" && (o.hubState == "" || o.hubKey == "" || o.hubGateToken == "") {
+		return nil, errors.New("-hub-listen needs -hub-state, -hub-key and -hub-gate-token")
 	}
 	return o, nil
 }
@@ -84,7 +105,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer aw.Close()
-	c, err := console.New(console.Config{PolicyPath: o.policy, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: stdout})
+	out := stdout
+	var msgs *messages
+	if o.tui {
+		msgs = &messages{} // the terminal belongs to the UI: the console's lines go to its status area
+		out = msgs
+	}
+	c, err := console.New(console.Config{PolicyPath: o.policy, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
@@ -97,6 +124,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go c.Watch(ctx, o.watch)
+	var hs *hubServer
+	if o.hubListen != "" {
+		hs, err = serveHub(ctx, o, log, aw)
+		if err != nil {
+			fmt.Fprintln(stderr, "console: hub:", err)
+			return 1
+		}
+		c.SetHub(hs.addr)
+	}
 	srv := &http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -105,6 +141,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		srv.Shutdown(sctx)
 	}()
 	log.Info("console serving", "socket", o.socket, "policy", o.policy, "gate_uids", []int(o.gateUIDs))
+	if o.tui {
+		if hs == nil {
+			fmt.Fprintln(stderr, "console: -tui needs the hub (-hub-listen): the terminal shows its tickets")
+			return 2
+		}
+		go srv.Serve(l)
+		err := runTUI(ctx, hs, c, msgs)
+		stop()
+		if err != nil {
+			fmt.Fprintln(stderr, "console: terminal:", err)
+			return 1
+		}
+		return 0
+	}
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, "console:", err)
 		return 1

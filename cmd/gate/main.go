@@ -25,6 +25,8 @@ import (
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -42,6 +44,9 @@ type options struct {
 	upstream  string
 	roots     string
 	signer    string
+	hubURL    string
+	hubToken  string
+	hubKey    string
 	poll      time.Duration
 	logLevel  string
 	allowRoot bool
@@ -60,6 +65,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
 	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
+	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL (http://host:port) for ASK tickets; empty: every ASK is refused with E_NO_CONSOLE")
+	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub")
+	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's public key file (PEM): every decision must be signed by it")
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -76,6 +84,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.auditDir == "" {
 		return nil, errors.New("-audit is required: every request is audited")
+	}
+	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
+		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
 	}
 	return o, nil
 }
@@ -152,7 +163,24 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		}
 		cfg.Certs = sc
 	}
+	var hc *hubclient.Client
+	if o.hubURL != "" {
+		tok, err := hub.ReadToken(o.hubToken)
+		if err != nil {
+			return err
+		}
+		pub, err := hub.ReadPublicKey(o.hubKey)
+		if err != nil {
+			return err
+		}
+		hc = hubclient.New(o.hubURL, tok, pub, log)
+		go hc.Run(ctx)
+		cfg.Hub = hc
+	}
 	g := gate.New(cfg)
+	if hc != nil {
+		go reportState(ctx, g, hc, cfg, l.Addr().String())
+	}
 
 	var consoleErr atomic.Pointer[string]
 	var consoleChecked atomic.Int64
@@ -214,3 +242,32 @@ func ownAddrs(a net.Addr) ([]netip.AddrPort, error) {
 }
 
 var _ = policy.Hash
+
+// reportState tells the hub the gate's state every 5 s, for the facades' at-a-glance line.
+func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg gate.Config, listen string) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		st := hub.GateState{Listen: listen, Signer: "off", Audit: "ok"}
+		if p := g.Policy(); p != nil {
+			st.PolicyVersion = p.Version
+		}
+		if err := cfg.Audit.Healthy(); err != nil {
+			st.Audit = err.Error()
+		}
+		if cfg.Certs != nil {
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st.Signer = "ok"
+			if err := cfg.Certs.Health(hctx); err != nil {
+				st.Signer = err.Error()
+			}
+			cancel()
+		}
+		hc.ReportState(ctx, st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -21,7 +21,11 @@ func main() {
 const usage = `usage: lox <command> [flags]
 
 commands:
-  run   start the local stack (signer, console and gate) and show its decisions
+  run       start the local stack (signer, console with the hub, gate) and show its decisions
+  tickets   list the pending tickets (--json for scripts)
+  approve   approve a ticket: lox approve [--state DIR] ID
+  deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
+  pair      print a phone pairing link and its QR code
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -32,6 +36,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runRun(args[1:], stdout, stderr)
+	case "tickets":
+		return runTickets(args[1:], stdout, stderr)
+	case "approve":
+		return runDecide(true, args[1:], stdout, stderr)
+	case "deny":
+		return runDecide(false, args[1:], stdout, stderr)
+	case "pair":
+		return runPair(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -44,11 +56,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lox run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := stack.Options{Stdout: stdout, Stderr: stderr}
-	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal view, for scripts")
+	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal UI, for scripts")
+	fs.BoolVar(&o.Follow, "follow", false, "with --headless: print a line for every decision")
 	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, audit, logs")
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
 	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")
+	fs.StringVar(&o.HubListen, "hub-listen", "127.0.0.1:3131", "the hub's address (the gate, lox's commands and the phone page reach it there)")
+	fs.StringVar(&o.PhoneURL, "phone-url", "", "the URL a phone reaches the hub at, for the phone page (default: http:// and the hub's address)")
 	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
 	if err := fs.Parse(args); err != nil {

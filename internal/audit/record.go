@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -27,6 +28,10 @@ type Record struct {
 	BytesOut  int64         // response body bytes written to the client
 	Duration  time.Duration // time from arrival to the last byte sent
 	Detail    string        // free text (e.g. the upstream error)
+	Ticket    string        // the hub ticket an ASK waited on
+	Approver  string        // who decided the ticket: facade and name ("terminal:alice")
+	Score     float64       // the exfiltration heuristics' score (0 when not scored)
+	Findings  string        // what the heuristics or checks found, in words (masked)
 }
 
 // timeLayout is RFC 3339 with a fixed nine-digit fraction, so lines sort and align.
@@ -35,7 +40,7 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // AppendJSON appends the record as one JSON object (no newline) with snake_case keys, in this
 // order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
 // code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
-// away from zero to the microsecond), detail.
+// away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings.
 // Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
 // present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
 // becomes U+FFFD. A Time outside years 0000-9999 yields a time string that is not RFC 3339.
@@ -78,6 +83,13 @@ func (r *Record) appendFields(b []byte) []byte {
 		b = appendMillis(b, us)
 	}
 	b = appendStringField(b, `,"detail":`, r.Detail)
+	b = appendStringField(b, `,"ticket":`, r.Ticket)
+	b = appendStringField(b, `,"approver":`, r.Approver)
+	if r.Score != 0 && !math.IsNaN(r.Score) && !math.IsInf(r.Score, 0) {
+		b = append(b, `,"score":`...)
+		b = strconv.AppendFloat(b, r.Score, 'f', 2, 64)
+	}
+	b = appendStringField(b, `,"findings":`, r.Findings)
 	return b
 }
 

@@ -55,6 +55,8 @@ type Status struct {
 	Name      string    `json:"name"`
 	LoadedAt  time.Time `json:"loaded_at"`
 	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
+	// Hub is the address the hub listens on, when the console hosts one.
+	Hub string `json:"hub,omitempty"`
 }
 
 // Console serves the approved policy.
@@ -68,6 +70,14 @@ type Console struct {
 	mu       sync.Mutex
 	lastSeen string // guarded by mu: the version (hash) of the file as last read
 	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded
+	hubAddr  string // guarded by mu: where the hosted hub listens
+}
+
+// SetHub records the address of the hub this console hosts, for GET /status.
+func (c *Console) SetHub(addr string) {
+	c.mu.Lock()
+	c.hubAddr = addr
+	c.mu.Unlock()
 }
 
 // New loads the policy file; an invalid file is an error naming line, key and fix.
@@ -230,7 +240,7 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 		st.Version, st.Name, st.LoadedAt = s.Version, s.Name, s.LoadedAt
 	}
 	c.mu.Lock()
-	st.FileError = c.fileErr
+	st.FileError, st.Hub = c.fileErr, c.hubAddr
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)

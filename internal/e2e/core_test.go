@@ -68,6 +68,9 @@ allow_ports = [80, 443, %[1]d, %[2]d]
 
 [sources]
 local = ["127.0.0.0/8", "::1/128"]
+
+[settings]
+hold = "1s"
 `
 
 type coreEnv struct {
@@ -244,10 +247,10 @@ func TestCoreRefusals(t *testing.T) {
 		{"port not allowed", []string{"http://origin.test:8081/x"}, 403, "E_FLOOR", "floor:port"},
 		{"single label", []string{fmt.Sprintf("http://intranet:%d/x", e.port)}, 403, "E_FLOOR", "floor:single-label"},
 		{"metadata", []string{"http://metadata.google.internal/computeMetadata/v1/"}, 403, "E_FLOOR", "floor:metadata"},
-		{"ask without a console", []string{"-X", "DELETE", e.url("/thing")}, 403, "E_NO_CONSOLE", "ask-delete"},
-		{"write to trusted asks", []string{"-X", "PATCH", e.url("/thing")}, 403, "E_NO_CONSOLE", "default"},
+		{"ask held past the hold", []string{"-X", "DELETE", e.url("/thing")}, 403, "E_PENDING", "ask-delete"},
+		{"write to trusted asks", []string{"-X", "PATCH", e.url("/thing")}, 403, "E_PENDING", "default"},
 		{"CONNECT port not allowed", []string{"-p", "https://origin.test:1234/"}, 403, "E_FLOOR", "floor:port"},
-		{"CONNECT asks at the domain", []string{"-p", fmt.Sprintf("https://asktunnel.test:%d/", e.tlsPort)}, 403, "E_NO_CONSOLE", "default"},
+		{"CONNECT asks at the domain", []string{"-p", fmt.Sprintf("https://asktunnel.test:%d/", e.tlsPort)}, 403, "E_PENDING", "default"},
 		{"CONNECT deny list", []string{"-p", "https://denied.test/"}, 403, "E_RULE", "deny"},
 	}
 	for _, c := range cases {

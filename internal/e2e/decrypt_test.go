@@ -69,6 +69,9 @@ allow_ports = [%[1]s]
 
 [sources]
 local = ["127.0.0.0/8"]
+
+[settings]
+hold = "1s"
 `
 
 type decryptEnv struct {
@@ -604,7 +607,7 @@ func TestExplainAgreesInsideTunnels(t *testing.T) {
 					t.Fatalf("explain FREE, gate %d %s %s", resp.StatusCode, code, rule)
 				}
 			case "ASK":
-				if code != "E_NO_CONSOLE" || rule != ex.Rule {
+				if code != "E_PENDING" || rule != ex.Rule {
 					t.Fatalf("explain ASK %s, gate %d %s %s", ex.Rule, resp.StatusCode, code, rule)
 				}
 			default:

@@ -113,7 +113,7 @@ func startStackWith(t *testing.T, policyText string, flags, env []string) *runni
 		t.Fatal(err)
 	}
 	r := &running{t: t, state: state, policy: polPath, out: &syncBuffer{}, done: make(chan struct{})}
-	args := append([]string{"run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0"}, flags...)
+	args := append([]string{"run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0"}, flags...)
 	r.cmd = exec.Command(filepath.Join(binDir, "lox"), args...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	if env != nil {

@@ -38,17 +38,18 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 		g.intercept(w, r, ex, res, pol)
 		return
 	}
-	switch res.Verdict {
-	case policy.Deny:
+	if res.Verdict == policy.Deny {
 		g.refuseWriter(w, r, ex, res.Decision, true)
-		return
-	case policy.Ask:
-		d := noConsole(res.Decision)
-		ex.decided(judge.Result{Decision: d, Container: res.Container}, pol)
-		g.refuseWriter(w, r, ex, d, true)
 		return
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
+	if res.Verdict == policy.Ask {
+		if d := g.askConnect(r, ex, res, pol); d != nil {
+			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
+			g.refuseWriter(w, r, ex, *d, true)
+			return
+		}
+	}
 	up, err := g.dialer.Dial(r.Context(), ex.target)
 	if err != nil {
 		var refused *egress.RefusedError

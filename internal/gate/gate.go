@@ -53,6 +53,8 @@ type Config struct {
 	// Certs issues certificates for decrypted tunnels. Nil: no decryption; every CONNECT is
 	// decided at the domain.
 	Certs Certs
+	// Hub holds ASK tickets. Nil: every ASK is refused at once with E_NO_CONSOLE.
+	Hub Hub
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
@@ -62,6 +64,7 @@ type Gate struct {
 	srvLog    *log.Logger // net/http's error log, into log at debug level
 	audit     Auditor
 	certs     Certs
+	hub       Hub
 	dialer    *egress.Dialer
 	now       func() time.Time
 	cfg       Config
@@ -81,6 +84,7 @@ func New(cfg Config) *Gate {
 		log:     cfg.Logger,
 		audit:   cfg.Audit,
 		certs:   cfg.Certs,
+		hub:     cfg.Hub,
 		dialer:  cfg.Dialer,
 		now:     cfg.Now,
 		cfg:     cfg,

@@ -100,15 +100,16 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		Authority: authority, Path: r.URL.EscapedPath(), Header: r.Header, UserInfo: r.URL.User != nil,
 	})
 	ex.decided(res, pol)
-	switch res.Verdict {
-	case policy.Deny:
+	if res.Verdict == policy.Deny {
 		return r, g.refuse(r.Context(), r, ex, res.Decision)
-	case policy.Ask:
-		d := noConsole(res.Decision)
-		ex.decided(judge.Result{Decision: d, Container: res.Container}, pol)
-		return r, g.refuse(r.Context(), r, ex, d)
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
+	if res.Verdict == policy.Ask {
+		if d := g.askRequest(r, ex, res, pol); d != nil {
+			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
+			return r, g.refuse(r.Context(), r, ex, *d)
+		}
+	}
 	r.URL.Host = ex.target.Addr()
 	r.Trailer = nil // trailers would pass the checks unseen
 	// "Connection: close" from the client is about its own connection: the upstream connection

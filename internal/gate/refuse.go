@@ -39,6 +39,9 @@ func refusalBody(ex *exchange, d policy.Decision) []byte {
 		fmt.Fprintf(&b, "Rule:    %s\n", d.Rule)
 	}
 	fmt.Fprintf(&b, "Why:     %s\n", d.Reason)
+	if ex.rec.Ticket != "" {
+		fmt.Fprintf(&b, "Ticket:  %s\n", ex.rec.Ticket)
+	}
 	fmt.Fprintf(&b, "Request: %s\n\n", ex.rec.ID)
 	fmt.Fprintf(&b, "What to do: %s\n", d.Code.Advice())
 	return b.Bytes()
@@ -53,6 +56,9 @@ func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
 	h.Set(HeaderRequest, ex.rec.ID)
 	if d.Rule != "" {
 		h.Set(HeaderRule, d.Rule)
+	}
+	if ex.rec.Ticket != "" {
+		h.Set(HeaderTicket, ex.rec.Ticket)
 	}
 	return h
 }

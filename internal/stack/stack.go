@@ -39,12 +39,20 @@ type Options struct {
 	Upstream string
 	// Roots is a PEM file of extra roots the gate trusts for origins; empty: the system roots.
 	Roots string
+	// HubListen is the hub's TCP address (the gate and the facades reach it there).
+	HubListen string
+	// PhoneURL is the URL a phone reaches the hub at. Empty: http:// and HubListen (which
+	// must then be an address the phone can reach).
+	PhoneURL string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
-	BinDir   string
+	BinDir string
+	// Headless runs without the terminal UI: the console's lines and the banner go to Stdout.
 	Headless bool
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// Follow prints a line per audit record (headless only).
+	Follow bool
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // Up is up.json: how to reach the running stack.
@@ -56,7 +64,9 @@ type Up struct {
 	ConsoleSocket string         `json:"console_socket"`
 	GateSocket    string         `json:"gate_socket"`
 	SignerSocket  string         `json:"signer_socket"`
-	CACert        string         `json:"ca_cert"` // the CA certificate agents trust (ca.pem)
+	CACert        string         `json:"ca_cert"`       // the CA certificate agents trust (ca.pem)
+	Hub           string         `json:"hub"`           // the hub's URL
+	HubCLIToken   string         `json:"hub_cli_token"` // the token file of lox's commands
 	Policy        string         `json:"policy"`
 	StateDir      string         `json:"state_dir"`
 	Logs          string         `json:"logs"`
@@ -109,6 +119,7 @@ func Run(ctx context.Context, o Options) error {
 		GateSocket:    filepath.Join(state, "gate.sock"),
 		SignerSocket:  filepath.Join(state, "signer.sock"),
 		CACert:        filepath.Join(state, "ca", "ca.pem"),
+		HubCLIToken:   filepath.Join(state, "hub-cli.token"),
 		Policy:        polPath,
 		StateDir:      state,
 		Logs:          filepath.Join(state, "logs"),
@@ -142,18 +153,40 @@ func Run(ctx context.Context, o Options) error {
 		stopAll()
 		return fmt.Errorf("signer did not come up: %w (see %s)", err, filepath.Join(up.Logs, "signer.log"))
 	}
-	console, err := start("console", bins["console"], filepath.Join(up.Logs, "console.log"), o.Stdout,
-		"-policy", polPath, "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms")
+	hubListen := o.HubListen
+	if hubListen == "" {
+		hubListen = "127.0.0.1:3131"
+	}
+	hubKey := filepath.Join(state, "hub-key.pem")
+	hubGateToken := filepath.Join(state, "hub-gate.token")
+	consoleArgs := []string{"-policy", polPath, "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
+		"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
+		"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL)}
+	var console *child
+	if o.Headless {
+		console, err = start("console", bins["console"], filepath.Join(up.Logs, "console.log"), o.Stdout, consoleArgs...)
+	} else {
+		// The console's terminal UI owns this terminal: same process group (the foreground one),
+		// this process's stdin and stdout.
+		console, err = startInteractive("console", bins["console"], filepath.Join(up.Logs, "console.log"), append(consoleArgs, "-tui")...)
+	}
 	if err != nil {
 		stopAll()
 		return err
 	}
 	children = append(children, console)
-	if err := waitFor(ctx, console, 15*time.Second, func() bool { return get(up.ConsoleSocket, "/status") == nil }); err != nil {
+	var cst struct {
+		Hub string `json:"hub"`
+	}
+	if err := waitFor(ctx, console, 15*time.Second, func() bool {
+		return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
+	}); err != nil {
 		stopAll()
 		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
 	}
-	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket}
+	up.Hub = "http://" + cst.Hub
+	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket,
+		"-hub", up.Hub, "-hub-token", hubGateToken, "-hub-key", hubKey + ".pub"}
 	if o.Roots != "" {
 		gateArgs = append(gateArgs, "-roots", o.Roots)
 	}
@@ -188,10 +221,12 @@ func Run(ctx context.Context, o Options) error {
 		stopAll()
 		return err
 	}
-	banner(o.Stdout, up, st.PolicyVersion)
+	if o.Headless {
+		banner(o.Stdout, up, st.PolicyVersion)
+	}
 	var tailWG sync.WaitGroup
 	tctx, tcancel := context.WithCancel(ctx)
-	if !o.Headless {
+	if o.Headless && o.Follow {
 		tailWG.Add(1)
 		go func() { defer tailWG.Done(); tailAudit(tctx, up.AuditDir, o.Stdout) }()
 	}
@@ -199,7 +234,10 @@ func Run(ctx context.Context, o Options) error {
 	select {
 	case <-ctx.Done():
 	case <-console.done:
-		runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
+		if console.err != nil || o.Headless {
+			runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
+		}
+		// Without an error, the person at the terminal quit: stop the stack.
 	case <-g.done:
 		runErr = fmt.Errorf("the gate exited (%v); see %s", g.err, filepath.Join(up.Logs, "gate.log"))
 	case <-signer.done:
@@ -284,6 +322,29 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 	return c, nil
 }
 
+// startInteractive starts a child on this process's terminal (stdin and stdout), in this
+// process's group, so that it can read the terminal.
+func startInteractive(name, bin, logPath string, args ...string) (*child, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		logf.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
 func stop(c *child) {
 	select {
 	case <-c.done:
@@ -341,13 +402,14 @@ func getJSON(socket, path string, v any) error {
 func banner(w io.Writer, up *Up, version string) {
 	fmt.Fprintf(w, `lockhttp is up.
   proxy:   %s   (HTTP_PROXY / HTTPS_PROXY for the agent)
+  hub:     %s   (lox tickets / approve / deny)
   CA:      %s   (the agent trusts this; see docs/trust-ca.md)
   policy:  %s (%s)
   audit:   %s
   logs:    %s
   state:   %s
 Try: curl --cacert %s -x %s https://github.com/
-`, up.Gate, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.CACert, up.Gate)
+`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.CACert, up.Gate)
 }
 
 func shortVersion(v string) string {
@@ -413,4 +475,13 @@ func printRecord(w io.Writer, line []byte) {
 	}
 	fmt.Fprintf(w, "%s %-5s %3s %s %s  [%s]\n", r.Time.Local().Format("15:04:05"), r.Verdict,
 		strconv.Itoa(r.Status), r.Method, strings.TrimSpace(r.URL), extra)
+}
+
+// orAuto is the phone page's public URL: the one given, or "auto" (http:// and the address the
+// hub listens on: reachable from this machine, or from the LAN when the hub listens there).
+func orAuto(given string) string {
+	if given != "" {
+		return given
+	}
+	return "auto"
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/phone"
+)
+
+// hubServer is the hub this console hosts.
+type hubServer struct {
+	hub   *hub.Hub
+	phone *phone.Server // nil without -phone-url
+	addr  string
+}
+
+// serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
+// -phone-url, the phone page.
+func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer) (*hubServer, error) {
+	key, err := hub.LoadOrCreateKey(o.hubKey)
+	if err != nil {
+		return nil, err
+	}
+	gateToken, err := hub.TokenFile(o.hubGateToken)
+	if err != nil {
+		return nil, err
+	}
+	facades := map[string]string{}
+	if o.hubCLIToken != "" {
+		tok, err := hub.TokenFile(o.hubCLIToken)
+		if err != nil {
+			return nil, err
+		}
+		facades["cli"] = tok
+	}
+	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL})
+	if err != nil {
+		return nil, err
+	}
+	go h.Run(ctx)
+	l, err := net.Listen("tcp", o.hubListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.hubListen, err)
+	}
+	hs := &hubServer{hub: h}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
+	mux.Handle("/v1/", h.FacadeHandler(facades))
+	if o.phoneURL != "" {
+		public := o.phoneURL
+		if public == "auto" {
+			ap, _ := netip.ParseAddrPort(l.Addr().String())
+			host := ap.Addr().Unmap()
+			if host.IsUnspecified() {
+				host = netip.MustParseAddr("127.0.0.1")
+			}
+			public = "http://" + netip.AddrPortFrom(host, ap.Port()).String()
+		}
+		ph, err := phone.New(phone.Config{Hub: h, PublicURL: public, Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("-phone-url: %w", err)
+		}
+		hs.phone = ph
+		mux.Handle("/phone", ph.Handler())
+		mux.Handle("/phone/", ph.Handler())
+		// lox pair: a pairing link for a CLI facade (a headless stack, a compose console).
+		mux.Handle("POST /v1/phone-pairing", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
+			u, err := ph.NewPairing()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, "{\"url\":%q}\n", u)
+		}))
+		go func() {
+			<-ctx.Done()
+			ph.Close()
+		}()
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("hub serving", "listen", l.Addr().String())
+	hs.addr = l.Addr().String()
+	return hs, nil
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/lockhttp/lockhttp/internal/fingerprint"
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/stack"
+)
+
+// parseInterleaved parses flags before and after positional arguments (Go's flag package stops
+// at the first one) and returns the positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// facade reads up.json in the state directory and returns a hub client with lox's token.
+func facade(state string) (*hubclient.Facade, error) {
+	data, err := os.ReadFile(filepath.Join(state, stack.UpFile))
+	if err != nil {
+		return nil, fmt.Errorf("no running stack in %s (%v): start it with lox run, or name its state directory with --state", state, err)
+	}
+	var up stack.Up
+	if err := json.Unmarshal(data, &up); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(state, stack.UpFile), err)
+	}
+	if up.Hub == "" || up.HubCLIToken == "" {
+		return nil, fmt.Errorf("%s names no hub", filepath.Join(state, stack.UpFile))
+	}
+	tok, err := hub.ReadToken(up.HubCLIToken)
+	if err != nil {
+		return nil, err
+	}
+	return hubclient.NewFacade(up.Hub, tok), nil
+}
+
+func whoami() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return fmt.Sprint(os.Getuid())
+}
+
+func runTickets(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lox tickets", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	asJSON := fs.Bool("json", false, "print a JSON array of the pending tickets, newest first")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "lox tickets: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	f, err := facade(*state)
+	if err != nil {
+		fmt.Fprintln(stderr, "lox tickets:", err)
+		return 1
+	}
+	ts, err := f.Pending(context.Background())
+	if err != nil {
+		fmt.Fprintln(stderr, "lox tickets:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(ts)
+		return 0
+	}
+	if len(ts) == 0 {
+		fmt.Fprintln(stdout, "no pending tickets")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGE\tCONTAINER\tMETHOD\tURL\tRULE\tFINGERPRINT")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, time.Since(t.Created).Round(time.Second), t.Container, t.Method, clip(t.URL, 60), t.Rule, fingerprint.Short(t.Fingerprint))
+	}
+	tw.Flush()
+	return 0
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
+	name := "lox deny"
+	if approve {
+		name = "lox approve"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	reason := fs.String("reason", "", "why (required to deny: the agent is told it)")
+	fp := fs.String("fingerprint", "", "the fingerprint you were shown (default: the ticket's, read now)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "usage: %s [--state DIR] %sTICKET_ID\n", name, map[bool]string{true: "", false: "--reason TEXT "}[approve])
+		return 2
+	}
+	if !approve && strings.TrimSpace(*reason) == "" {
+		fmt.Fprintln(stderr, "lox deny: --reason is required: the agent is told why")
+		return 2
+	}
+	f, err := facade(*state)
+	if err != nil {
+		fmt.Fprintln(stderr, name+":", err)
+		return 1
+	}
+	ctx := context.Background()
+	id := pos[0]
+	want := *fp
+	if want == "" {
+		t, err := f.Get(ctx, id)
+		if err != nil {
+			fmt.Fprintln(stderr, name+":", err)
+			return 1
+		}
+		want = t.Fingerprint
+		fmt.Fprintf(stdout, "%s %s %s (container %s, rule %s)\n", t.ID, t.Method, t.URL, t.Container, t.Rule)
+		if t.Warning != "" {
+			fmt.Fprintln(stdout, "warning:", t.Warning)
+		}
+	}
+	t, err := f.Decide(ctx, id, want, approve, whoami(), *reason)
+	if err != nil {
+		var se *hubclient.StatusError
+		if errors.As(err, &se) && se.Status == 409 {
+			fmt.Fprintln(stderr, name+":", se.Msg)
+			return 1
+		}
+		fmt.Fprintln(stderr, name+":", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s %s by %s\n", t.ID, t.Status, t.Decision.By)
+	return 0
+}
+
+func usageErr(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+func runPair(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lox pair", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "lox pair: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	f, err := facade(*state)
+	if err != nil {
+		fmt.Fprintln(stderr, "lox pair:", err)
+		return 1
+	}
+	u, err := f.PhonePairing(context.Background())
+	if err != nil {
+		fmt.Fprintln(stderr, "lox pair:", err)
+		return 1
+	}
+	if qr, err := qrcode.New(u, qrcode.Medium); err == nil {
+		fmt.Fprint(stdout, qr.ToSmallString(false))
+	}
+	fmt.Fprintf(stdout, "%s\nOpen it on the phone within 10 minutes; it works once.\n", u)
+	return 0
+}

@@ -1,0 +1,93 @@
+// Package fingerprint names a request by what a human approving it sees: the same fingerprint
+// means the same container, method, URL, media type, end-to-end headers and body.
+package fingerprint
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"hash"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// Request is what a fingerprint covers. Header holds the end-to-end headers only: the gate
+// strips hop-by-hop headers and Proxy-Authorization before it fingerprints.
+type Request struct {
+	Container string
+	Method    string
+	URL       string // absolute, as the gate forwards it (scheme, host, port, path and query)
+	MediaType string // the Content-Type's media type, lower case ("" when none)
+	Header    http.Header
+	Body      []byte
+}
+
+// Prefix starts every fingerprint; it names the encoding, so that a change of encoding can
+// never match an old approval.
+const Prefix = "fp1:"
+
+// Of returns the fingerprint: "fp1:" and the hex SHA-256 of a length-prefixed encoding of the
+// request's parts. Header names are compared case-insensitively and sorted; the values of one
+// name keep their order. A JSON body (media type application/json or ending in +json) that
+// parses is compacted (insignificant white space removed; key order and duplicates kept); any
+// other body is taken byte for byte.
+func Of(r *Request) string {
+	h := sha256.New()
+	field(h, "container", r.Container)
+	field(h, "method", r.Method)
+	field(h, "url", r.URL)
+	field(h, "media-type", strings.ToLower(r.MediaType))
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		li, lj := strings.ToLower(keys[i]), strings.ToLower(keys[j])
+		if li != lj {
+			return li < lj
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		n := strings.ToLower(k)
+		for _, v := range r.Header[k] {
+			field(h, "header", n+": "+v)
+		}
+	}
+	field(h, "body", string(NormalBody(r.MediaType, r.Body)))
+	return Prefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// NormalBody is the body as the fingerprint reads it.
+func NormalBody(mediaType string, body []byte) []byte {
+	mt := strings.ToLower(mediaType)
+	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body) {
+		var b bytes.Buffer
+		if json.Compact(&b, body) == nil {
+			return b.Bytes()
+		}
+	}
+	return body
+}
+
+func field(h hash.Hash, name, value string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+	h.Write(n[:])
+	h.Write([]byte(name))
+	binary.BigEndian.PutUint64(n[:], uint64(len(value)))
+	h.Write(n[:])
+	h.Write([]byte(value))
+}
+
+// Short is the first 12 characters after the prefix, for screens.
+func Short(fp string) string {
+	s := strings.TrimPrefix(fp, Prefix)
+	if len(s) > 12 {
+		s = s[:12]
+	}
+	return s
+}

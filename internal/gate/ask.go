@@ -1,0 +1,200 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/fingerprint"
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secrets"
+)
+
+// Hub is the gate's view of the hub; *hubclient.Client is one.
+type Hub interface {
+	Connected() bool
+	Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, error)
+	Wait(ctx context.Context, id string) (hub.Ticket, error)
+	Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error)
+	Leave(id string)
+}
+
+// bodyPreview is how much of a held body a ticket shows.
+const bodyPreview = 4 << 10
+
+// asked is what asking a human came to: go (the request goes out), or a refusal.
+type asked struct {
+	refusal *policy.Decision
+	body    []byte // the held body, to send on
+}
+
+// holdBody reads the body of a request that must be held, up to buffer_limit.
+func holdBody(r *http.Request, limit int64) ([]byte, *policy.Decision, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(data)) > limit {
+		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTooLarge, Rule: "buffer_limit",
+			Reason: fmt.Sprintf("the body is larger than buffer_limit (%d bytes), and a request that needs a human is held in full until the human answers", limit)}
+		return nil, &d, nil
+	}
+	return data, nil, nil
+}
+
+// ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped.
+func ticketHeaders(h http.Header) []hub.Header {
+	out := make([]hub.Header, 0, len(h))
+	for name, vals := range h {
+		for _, v := range vals {
+			out = append(out, hub.Header{Name: display.Escape(name, false), Value: display.Escape(maskHeader(name, v), false)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// maskHeader hides the values of headers that carry credentials.
+func maskHeader(name, value string) string {
+	n := strings.ToLower(name)
+	for _, s := range []string{"authorization", "cookie", "api-key", "apikey", "token", "secret", "password", "session"} {
+		if strings.Contains(n, s) {
+			return secrets.Mask("header", value)
+		}
+	}
+	return value
+}
+
+func mediaType(h http.Header) string {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(h.Get("Content-Type")))
+	}
+	return mt
+}
+
+// askHuman asks the hub about a request the policy asks about and holds it up to the policy's
+// hold time. It returns nil to let the request go, or the refusal to answer. ex is updated with
+// the ticket and, for a decision, the approver.
+func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
+	if g.hub == nil || !g.hub.Connected() {
+		d := noConsole(res.Decision)
+		return &d
+	}
+	req.Container, req.Agent, req.Rule, req.Reason = res.Container, ex.rec.Agent, res.Rule, res.Reason
+	ans, err := g.hub.Ask(ctx, req)
+	if err != nil {
+		g.log.Warn("hub: ask failed", logID, ex.rec.ID, "err", err)
+		d := noConsole(res.Decision)
+		d.Reason += " (the hub did not answer: " + err.Error() + ")"
+		return &d
+	}
+	id := ans.Ticket.ID
+	ex.rec.Ticket = id
+	switch ans.Outcome {
+	case hub.OutcomeApproved:
+		ex.rec.Approver = ans.Signed.By
+		return nil
+	case hub.OutcomeDenied:
+		return g.denied(ex, res, ans.Signed)
+	case hub.OutcomeExpired:
+		return timedOut(res, id)
+	}
+	hctx, cancel := context.WithTimeout(ctx, pol.Settings.Hold)
+	defer cancel()
+	t, err := g.hub.Wait(hctx, id)
+	if err != nil {
+		g.hub.Leave(id)
+		if ctx.Err() != nil {
+			d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "the client went away while the request waited for a human"}
+			return &d
+		}
+		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
+			Reason: fmt.Sprintf("%s; waiting for a human on ticket %s (held %s)", res.Reason, id, pol.Settings.Hold)}
+		return &d
+	}
+	switch t.Status {
+	case hub.Expired:
+		return timedOut(res, id)
+	case hub.Approved, hub.Denied:
+		sd, err := g.hub.Claim(ctx, id, req.Fingerprint)
+		if err != nil {
+			g.log.Warn("hub: claim failed", logID, ex.rec.ID, "ticket", id, "err", err)
+			d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
+				Reason: "the decision on ticket " + id + " could not be taken (" + err.Error() + "); send the request again"}
+			return &d
+		}
+		if sd.Verdict == hub.Denied {
+			return g.denied(ex, res, sd)
+		}
+		ex.rec.Approver = sd.By
+		return nil
+	}
+	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "ticket " + id + " is still pending"}
+	return &d
+}
+
+func (g *Gate) denied(ex *exchange, res judge.Result, sd *hub.SignedDecision) *policy.Decision {
+	ex.rec.Approver = sd.By
+	why := "a human denied it"
+	if sd.Reason != "" {
+		why += ": " + display.Escape(sd.Reason, false)
+	}
+	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeDenied, Rule: res.Rule, Reason: why}
+	return &d
+}
+
+func timedOut(res judge.Result, id string) *policy.Decision {
+	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeTimeout, Rule: res.Rule,
+		Reason: "ticket " + id + " expired before a human answered"}
+	return &d
+}
+
+// askRequest asks about a plain or decrypted request: it holds its body (bounded), fingerprints
+// it and describes it for the ticket. A refusal comes back for a body that is too large.
+func (g *Gate) askRequest(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy) *policy.Decision {
+	body, tooLarge, err := holdBody(r, pol.Settings.BufferLimit)
+	if tooLarge != nil {
+		return tooLarge
+	}
+	if err != nil {
+		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "the request body could not be read: " + err.Error()}
+		return &d
+	}
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.TransferEncoding = nil
+	}
+	u := *r.URL
+	u.Host = ex.target.Addr()
+	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: r.Method, URL: u.String(),
+		MediaType: mediaType(r.Header), Header: r.Header, Body: body})
+	preview := display.Escape(display.Truncate(string(fingerprint.NormalBody(mediaType(r.Header), body)), bodyPreview), true)
+	req := hub.AskRequest{Kind: hub.KindRequest, Method: r.Method, URL: ex.rec.URL, Headers: ticketHeaders(r.Header),
+		BodyPreview: preview, BodySize: int64(len(body)), Fingerprint: fp}
+	return g.askHuman(r.Context(), ex, res, pol, req)
+}
+
+// askConnect asks about a CONNECT decided at the domain.
+func (g *Gate) askConnect(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy) *policy.Decision {
+	target := ex.target.Addr()
+	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: http.MethodConnect, URL: target})
+	grant := pol.Settings.ConnectGrant
+	req := hub.AskRequest{Kind: hub.KindConnect, Method: http.MethodConnect, URL: target, Fingerprint: fp,
+		Host: ex.target.Host, Port: ex.target.Port, Grant: grant,
+		Warning: fmt.Sprintf("Approving opens a tunnel from %s to %s for %s: reads and writes both pass, unseen.", res.Container, target, grant.Round(time.Second))}
+	return g.askHuman(r.Context(), ex, res, pol, req)
+}

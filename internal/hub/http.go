@@ -1,0 +1,263 @@
+package hub
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxAskBytes bounds a request to the hub.
+const maxAskBytes = 1 << 20
+
+// tokenOK compares a bearer token in constant time.
+func tokenOK(r *http.Request, want string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxAskBytes))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+// GateHandler serves the gate's API under /v1/gate/, for a caller with token:
+//
+//	POST /v1/gate/ask     AskRequest → AskAnswer
+//	POST /v1/gate/claim   {"id","fingerprint"} → SignedDecision
+//	POST /v1/gate/leave   {"id"}
+//	POST /v1/gate/state   GateState
+//	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
+//	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
+func (h *Hub) GateHandler(token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/gate/ask", func(w http.ResponseWriter, r *http.Request) {
+		var req AskRequest
+		if err := readJSON(r, &req); err != nil {
+			writeJSON(w, 400, apiError{"bad ask: " + err.Error()})
+			return
+		}
+		ans, err := h.Ask(req)
+		if err != nil {
+			writeJSON(w, 400, apiError{err.Error()})
+			return
+		}
+		writeJSON(w, 200, ans)
+	})
+	mux.HandleFunc("POST /v1/gate/claim", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ ID, Fingerprint string }
+		if err := readJSON(r, &req); err != nil {
+			writeJSON(w, 400, apiError{"bad claim: " + err.Error()})
+			return
+		}
+		d, err := h.Claim(req.ID, req.Fingerprint)
+		if err != nil {
+			writeJSON(w, statusOf(err), apiError{err.Error()})
+			return
+		}
+		// The state file catches up within a second (Run): a claim is not worth a write of
+		// every ticket on the request's path.
+		writeJSON(w, 200, d)
+	})
+	mux.HandleFunc("POST /v1/gate/leave", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ ID string }
+		if err := readJSON(r, &req); err != nil {
+			writeJSON(w, 400, apiError{"bad leave: " + err.Error()})
+			return
+		}
+		h.Leave(req.ID)
+		w.WriteHeader(204)
+	})
+	mux.HandleFunc("POST /v1/gate/state", func(w http.ResponseWriter, r *http.Request) {
+		var s GateState
+		if err := readJSON(r, &s); err != nil {
+			writeJSON(w, 400, apiError{"bad state: " + err.Error()})
+			return
+		}
+		h.SetGateState(s)
+		w.WriteHeader(204)
+	})
+	mux.HandleFunc("GET /v1/gate/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {
+		t, ok := h.Get(r.PathValue("id"))
+		if !ok {
+			writeJSON(w, 404, apiError{ErrNotFound.Error()})
+			return
+		}
+		writeJSON(w, 200, t)
+	})
+	mux.HandleFunc("GET /v1/gate/events", h.serveEvents)
+	return requireToken(token, mux)
+}
+
+func requireToken(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !tokenOK(r, token) {
+			writeJSON(w, 401, apiError{"a valid token is required (Authorization: Bearer ...)"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 404
+	case errors.Is(err, ErrFingerprint), errors.Is(err, ErrDecided):
+		return 409
+	}
+	return 400
+}
+
+// serveEvents streams events as JSON lines.
+func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
+	ch, cancel := h.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(200)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	enc := json.NewEncoder(w)
+	beat := time.NewTicker(15 * time.Second)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-ch:
+			if !ok {
+				return // fell behind: the client reconnects and rereads
+			}
+			if enc.Encode(ev) != nil {
+				return
+			}
+			rc.Flush()
+		case <-beat.C:
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return
+			}
+			rc.Flush()
+		}
+	}
+}
+
+// FacadeHandler serves the facades' API under /v1/, for callers holding one of tokens (facade
+// name → token; the name prefixes the "by" of their decisions):
+//
+//	GET  /v1/tickets            pending tickets, newest first
+//	GET  /v1/tickets/{id}
+//	GET  /v1/recent             decided and expired tickets, latest first
+//	GET  /v1/state              the gate's state
+//	POST /v1/tickets/{id}/approve {"fingerprint","by"}
+//	POST /v1/tickets/{id}/deny    {"fingerprint","by","reason"}
+func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/tickets", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, nonNil(h.Pending()))
+	})
+	mux.HandleFunc("GET /v1/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {
+		t, ok := h.Get(r.PathValue("id"))
+		if !ok {
+			writeJSON(w, 404, apiError{ErrNotFound.Error()})
+			return
+		}
+		writeJSON(w, 200, t)
+	})
+	mux.HandleFunc("GET /v1/recent", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, nonNil(h.Recent(50)))
+	})
+	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, h.GateState())
+	})
+	decide := func(approve bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var req struct {
+				Fingerprint string `json:"fingerprint"`
+				By          string `json:"by"`
+				Reason      string `json:"reason"`
+			}
+			if err := readJSON(r, &req); err != nil {
+				writeJSON(w, 400, apiError{"bad decision: " + err.Error()})
+				return
+			}
+			if !approve && strings.TrimSpace(req.Reason) == "" {
+				writeJSON(w, 400, apiError{"a denial needs a reason: the agent is told it"})
+				return
+			}
+			facade := facadeOf(r)
+			by := facade
+			if n := cleanName(req.By); n != "" {
+				by = facade + ":" + n
+			}
+			t, err := h.Decide(r.PathValue("id"), req.Fingerprint, approve, by, req.Reason)
+			if err != nil {
+				writeJSON(w, statusOf(err), apiError{err.Error()})
+				return
+			}
+			h.Flush()
+			writeJSON(w, 200, t)
+		}
+	}
+	mux.HandleFunc("POST /v1/tickets/{id}/approve", decide(true))
+	mux.HandleFunc("POST /v1/tickets/{id}/deny", decide(false))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name, tok := range tokens {
+			if tokenOK(r, tok) {
+				mux.ServeHTTP(w, r.WithContext(withFacade(r.Context(), name)))
+				return
+			}
+		}
+		writeJSON(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
+	})
+}
+
+// FacadeHandlerFunc serves f to callers holding one of the facade tokens (for routes a host of
+// the hub adds, such as a phone pairing link).
+func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name, tok := range tokens {
+			if tokenOK(r, tok) {
+				f(w, r.WithContext(withFacade(r.Context(), name)))
+				return
+			}
+		}
+		writeJSON(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
+	})
+}
+
+func nonNil(t []Ticket) []Ticket {
+	if t == nil {
+		return []Ticket{}
+	}
+	return t
+}
+
+// cleanName keeps a short printable name for "by".
+func cleanName(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == ':' {
+			return -1
+		}
+		return r
+	}, s)
+}

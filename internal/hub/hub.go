@@ -1,0 +1,519 @@
+package hub
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/audit"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultTicketTTL  = 10 * time.Minute
+	DefaultAuthWindow = 10 * time.Minute
+	// keepDecided is how long decided and expired tickets stay in the state for the recent list.
+	keepDecided = 24 * time.Hour
+	maxRecent   = 200
+)
+
+// Errors of Decide that facades branch on.
+var (
+	ErrNotFound    = errors.New("no such ticket")
+	ErrFingerprint = errors.New("the fingerprint does not match the ticket: the request changed, or the screen is stale; look at the ticket again")
+	ErrDecided     = errors.New("the ticket is already decided or expired")
+)
+
+// Auditor records the hub's decisions.
+type Auditor interface {
+	Write(ctx context.Context, r *audit.Record) error
+}
+
+// Config is what a Hub needs.
+type Config struct {
+	// StatePath is the state file (tickets, decisions, grants), written atomically on every
+	// change. Empty: state in memory only.
+	StatePath string
+	// Key signs decisions for the gate.
+	Key ed25519.PrivateKey
+	Now func() time.Time
+	Log *slog.Logger
+	// Audit receives one record per decision and expiry. Nil: none.
+	Audit Auditor
+	// TicketTTL is how long a ticket waits for a human before it expires. Zero: 10m.
+	TicketTTL time.Duration
+	// AuthWindow is how long an approval nobody was holding for stays good for one retry of the
+	// identical request, and how long a denial answers retries at once. Zero: 10m.
+	AuthWindow time.Duration
+}
+
+// Hub holds the tickets.
+type Hub struct {
+	cfg Config
+	now func() time.Time
+	log *slog.Logger
+
+	mu      sync.Mutex
+	tickets map[string]*Ticket      // guarded by mu
+	byFP    map[string]string       // guarded by mu: fingerprint → id of its latest ticket
+	grants  map[string]time.Time    // guarded by mu: "container|host|port" → until
+	gate    GateState               // guarded by mu
+	subs    map[chan Event]struct{} // guarded by mu
+	dirty   bool                    // guarded by mu: the state file is behind
+}
+
+// state is the state file.
+type state struct {
+	Version int                  `json:"version"`
+	Tickets []*Ticket            `json:"tickets"`
+	Grants  map[string]time.Time `json:"grants"`
+}
+
+// New loads the state file (if any) and returns the hub. Tickets that were pending stay pending
+// with their expiry; held requests lost with a restart are not counted as holders.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("hub: no signing key")
+	}
+	h := &Hub{cfg: cfg, now: cfg.Now, log: cfg.Log, tickets: map[string]*Ticket{}, byFP: map[string]string{},
+		grants: map[string]time.Time{}, subs: map[chan Event]struct{}{}}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StatePath != "" {
+		if err := h.load(); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (h *Hub) ttl() time.Duration {
+	if h.cfg.TicketTTL > 0 {
+		return h.cfg.TicketTTL
+	}
+	return DefaultTicketTTL
+}
+
+func (h *Hub) window() time.Duration {
+	if h.cfg.AuthWindow > 0 {
+		return h.cfg.AuthWindow
+	}
+	return DefaultAuthWindow
+}
+
+// PublicKey is the key the gate verifies decisions with.
+func (h *Hub) PublicKey() ed25519.PublicKey { return h.cfg.Key.Public().(ed25519.PublicKey) }
+
+func newTicketID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "t" + hex.EncodeToString(b[:])
+}
+
+func grantKey(container, host string, port int) string {
+	return container + "|" + host + "|" + strconv.Itoa(port)
+}
+
+// Ask is the gate's question for a request the policy asks about. See the Outcome constants.
+func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
+	if req.Fingerprint == "" || req.Container == "" {
+		return AskAnswer{}, errors.New("hub: a ticket needs a container and a fingerprint")
+	}
+	if req.Kind != KindRequest && req.Kind != KindConnect {
+		return AskAnswer{}, fmt.Errorf("hub: unknown ticket kind %q", req.Kind)
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if req.Kind == KindConnect {
+		if until, ok := h.grants[grantKey(req.Container, req.Host, req.Port)]; ok && now.Before(until) {
+			t := h.tickets[h.byFP[req.Fingerprint]]
+			if t != nil && t.Status == Approved {
+				return AskAnswer{Outcome: OutcomeApproved, Ticket: *t, Signed: h.signed(t)}, nil
+			}
+		}
+	}
+	if id, ok := h.byFP[req.Fingerprint]; ok {
+		t := h.tickets[id]
+		decidedRecently := t.Decision != nil && now.Sub(t.Decision.At) < h.window()
+		switch {
+		case t.Status == Pending:
+			t.Holders++
+			h.changed()
+			h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+			return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
+		case t.Status == Approved && t.Uses > 0 && decidedRecently:
+			t.Uses--
+			h.changed()
+			return AskAnswer{Outcome: OutcomeApproved, Ticket: *t, Signed: h.signed(t)}, nil
+		case t.Status == Denied && decidedRecently:
+			return AskAnswer{Outcome: OutcomeDenied, Ticket: *t, Signed: h.signed(t)}, nil
+		case t.Status == Expired && !t.Reported && now.Sub(t.Expires) < h.window():
+			t.Reported = true
+			h.changed()
+			return AskAnswer{Outcome: OutcomeExpired, Ticket: *t}, nil
+		}
+	}
+	t := &Ticket{
+		ID: newTicketID(), Kind: req.Kind, Container: req.Container, Agent: req.Agent, Method: req.Method,
+		URL: req.URL, Headers: req.Headers, BodyPreview: req.BodyPreview, BodySize: req.BodySize,
+		Rule: req.Rule, Reason: req.Reason, Fingerprint: req.Fingerprint, Created: now, Expires: now.Add(h.ttl()),
+		NeverAuto: true, Warning: req.Warning, Red: req.Red, Host: req.Host, Port: req.Port, Grant: req.Grant,
+		Status: Pending, Holders: 1,
+	}
+	h.tickets[t.ID] = t
+	h.byFP[t.Fingerprint] = t.ID
+	h.changed()
+	h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+	h.log.Info("hub: new ticket", "id", t.ID, "container", t.Container, "method", t.Method, "url", t.URL, "rule", t.Rule)
+	return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
+}
+
+// Claim takes the decision of a ticket the caller was holding a request on: for an approval it
+// uses one of its uses. ErrDecided means nothing is left to claim (ask again).
+func (h *Hub) Claim(id, fingerprint string) (*SignedDecision, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.tickets[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if t.Fingerprint != fingerprint {
+		return nil, ErrFingerprint
+	}
+	switch t.Status {
+	case Approved:
+		if t.Uses <= 0 {
+			return nil, ErrDecided
+		}
+		t.Uses--
+		if t.Holders > 0 {
+			t.Holders--
+		}
+		h.changed()
+		return h.signed(t), nil
+	case Denied:
+		if t.Holders > 0 {
+			t.Holders--
+		}
+		h.changed()
+		return h.signed(t), nil
+	}
+	return nil, ErrDecided
+}
+
+// Leave tells the hub that a request held on the ticket stopped waiting (E_PENDING, or the
+// client went away).
+func (h *Hub) Leave(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.tickets[id]; ok && t.Holders > 0 {
+		t.Holders--
+		h.changed()
+	}
+}
+
+func (h *Hub) signed(t *Ticket) *SignedDecision {
+	if t.Decision == nil {
+		return nil
+	}
+	d := &SignedDecision{Ticket: t.ID, Fingerprint: t.Fingerprint, Verdict: t.Decision.Verdict, By: t.Decision.By,
+		Reason: t.Decision.Reason, At: t.Decision.At}
+	sign(h.cfg.Key, d)
+	return d
+}
+
+// Decide records a human's answer on a pending ticket. fingerprint is the one the facade showed:
+// it must be the ticket's. by names the facade and the person ("terminal:alice"). Nothing but a
+// call from a facade a human operates reaches here: there is no automatic approval.
+func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (Ticket, error) {
+	if strings.TrimSpace(by) == "" {
+		return Ticket{}, errors.New("a decision names who made it")
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.tickets[id]
+	if !ok {
+		return Ticket{}, ErrNotFound
+	}
+	if t.Fingerprint != fingerprint {
+		return Ticket{}, ErrFingerprint
+	}
+	if t.Status != Pending {
+		return Ticket{}, ErrDecided
+	}
+	if !now.Before(t.Expires) {
+		h.expireLocked(t)
+		return Ticket{}, ErrDecided
+	}
+	t.Status = Denied
+	if approve {
+		t.Status = Approved
+		t.Uses = max(1, t.Holders)
+		if t.Kind == KindConnect && t.Grant > 0 {
+			h.grants[grantKey(t.Container, t.Host, t.Port)] = now.Add(t.Grant)
+		}
+	}
+	t.Decision = &Decision{Verdict: t.Status, By: by, Reason: reason, At: now}
+	h.changed()
+	h.publish(Event{Type: "decided", Ticket: copyTicket(t)})
+	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by)
+	h.record(t, "decided")
+	return *t, nil
+}
+
+// Expire marks pending tickets past their expiry; Run calls it every second.
+func (h *Hub) Expire() {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.tickets {
+		if t.Status == Pending && !now.Before(t.Expires) {
+			h.expireLocked(t)
+		}
+	}
+	// Forget old decided tickets and grants.
+	for id, t := range h.tickets {
+		if t.Status != Pending && now.Sub(t.Created) > keepDecided {
+			delete(h.tickets, id)
+			if h.byFP[t.Fingerprint] == id {
+				delete(h.byFP, t.Fingerprint)
+			}
+			h.changed()
+		}
+	}
+	for k, until := range h.grants {
+		if now.After(until) {
+			delete(h.grants, k)
+			h.changed()
+		}
+	}
+}
+
+func (h *Hub) expireLocked(t *Ticket) {
+	t.Status = Expired
+	h.changed()
+	h.publish(Event{Type: "expired", Ticket: copyTicket(t)})
+	h.record(t, "expired")
+}
+
+func (h *Hub) record(t *Ticket, event string) {
+	if h.cfg.Audit == nil {
+		return
+	}
+	r := &audit.Record{Time: h.now(), Event: "ticket-" + event, ID: t.ID, Container: t.Container, Agent: t.Agent,
+		Method: t.Method, URL: t.URL, Rule: t.Rule, Verdict: "ASK", Ticket: t.ID}
+	if t.Decision != nil {
+		r.Approver = t.Decision.By
+		r.Reason = t.Decision.Reason
+		r.Detail = string(t.Decision.Verdict) + " fingerprint " + t.Fingerprint
+	}
+	// The audit write happens under the lock: decisions are rare and must be on record.
+	if err := h.cfg.Audit.Write(context.Background(), r); err != nil {
+		h.log.Error("hub: audit write failed", "err", err)
+	}
+}
+
+// Run expires tickets and writes the state file until ctx ends.
+func (h *Hub) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.Flush()
+			return
+		case <-t.C:
+			h.Expire()
+			h.Flush()
+		}
+	}
+}
+
+// changed marks the state file behind; the caller holds mu. Writes happen in Flush so that a
+// burst of changes costs one write.
+func (h *Hub) changed() { h.dirty = true }
+
+// Flush writes the state file if it is behind.
+func (h *Hub) Flush() {
+	if h.cfg.StatePath == "" {
+		return
+	}
+	h.mu.Lock()
+	if !h.dirty {
+		h.mu.Unlock()
+		return
+	}
+	st := state{Version: 1, Grants: map[string]time.Time{}}
+	for _, t := range h.tickets {
+		st.Tickets = append(st.Tickets, copyTicket(t))
+	}
+	for k, v := range h.grants {
+		st.Grants[k] = v
+	}
+	h.dirty = false
+	h.mu.Unlock()
+	sort.Slice(st.Tickets, func(i, j int) bool { return st.Tickets[i].Created.Before(st.Tickets[j].Created) })
+	data, _ := json.MarshalIndent(st, "", " ")
+	if err := atomicfile.WriteFile(h.cfg.StatePath, data, 0o600); err != nil {
+		h.log.Error("hub: writing the state file failed", "err", err)
+		h.mu.Lock()
+		h.dirty = true
+		h.mu.Unlock()
+	}
+}
+
+// FlushNow writes the state file at once (after a decision, so that a restart keeps it).
+func (h *Hub) FlushNow() { h.Flush() }
+
+func (h *Hub) load() error {
+	f, err := os.Open(h.cfg.StatePath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hub state: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return fmt.Errorf("hub state %s: %w", h.cfg.StatePath, err)
+	}
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("hub state %s: %w; move it aside to start with no tickets", h.cfg.StatePath, err)
+	}
+	for _, t := range st.Tickets {
+		t.Holders = 0 // the requests that were held did not survive the restart
+		h.tickets[t.ID] = t
+		if prev, ok := h.byFP[t.Fingerprint]; !ok || h.tickets[prev].Created.Before(t.Created) {
+			h.byFP[t.Fingerprint] = t.ID
+		}
+	}
+	for k, v := range st.Grants {
+		h.grants[k] = v
+	}
+	return nil
+}
+
+func copyTicket(t *Ticket) *Ticket {
+	c := *t
+	c.Headers = append([]Header(nil), t.Headers...)
+	if t.Decision != nil {
+		d := *t.Decision
+		c.Decision = &d
+	}
+	return &c
+}
+
+// Pending lists the pending tickets, newest first.
+func (h *Hub) Pending() []Ticket {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Ticket
+	for _, t := range h.tickets {
+		if t.Status == Pending {
+			out = append(out, *copyTicket(t))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out
+}
+
+// Recent lists decided and expired tickets, the latest decision first, at most n.
+func (h *Hub) Recent(n int) []Ticket {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Ticket
+	for _, t := range h.tickets {
+		if t.Status != Pending {
+			out = append(out, *copyTicket(t))
+		}
+	}
+	at := func(t Ticket) time.Time {
+		if t.Decision != nil {
+			return t.Decision.At
+		}
+		return t.Expires
+	}
+	sort.Slice(out, func(i, j int) bool { return at(out[i]).After(at(out[j])) })
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Get returns one ticket.
+func (h *Hub) Get(id string) (Ticket, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.tickets[id]
+	if !ok {
+		return Ticket{}, false
+	}
+	return *copyTicket(t), true
+}
+
+// SetGateState records what the gate reported.
+func (h *Hub) SetGateState(s GateState) {
+	s.Reported = h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gate = s
+	h.publish(Event{Type: "gate", Gate: &s})
+}
+
+// GateState is what the gate reported last (zero Reported: never).
+func (h *Hub) GateState() GateState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gate
+}
+
+// Subscribe returns a channel of events and a function that ends the subscription. A
+// subscriber that falls more than 1,024 events behind is dropped (its channel is closed): it
+// must subscribe again and reread the tickets.
+func (h *Hub) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 1024)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// publish sends ev to every subscriber; the caller holds mu.
+func (h *Hub) publish(ev Event) {
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package hub
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newHub(t *testing.T, state string) (*Hub, *clock) {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	h, err := New(Config{Key: key, Now: c.Now, StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, c
+}
+
+func ask(fp string) AskRequest {
+	return AskRequest{Kind: KindRequest, Container: "agent", Method: "POST", URL: "https://example.com/x", Rule: "r", Fingerprint: fp}
+}
+
+func TestSameFingerprintSharesOneTicket(t *testing.T) {
+	h, _ := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	b, _ := h.Ask(ask("fp1:a"))
+	c, _ := h.Ask(ask("fp1:b"))
+	if a.Outcome != OutcomePending || b.Ticket.ID != a.Ticket.ID || c.Ticket.ID == a.Ticket.ID {
+		t.Fatalf("a %s b %s c %s", a.Ticket.ID, b.Ticket.ID, c.Ticket.ID)
+	}
+	if got, _ := h.Get(a.Ticket.ID); got.Holders != 2 || !got.NeverAuto {
+		t.Fatalf("holders %d never_auto %v", got.Holders, got.NeverAuto)
+	}
+	if len(h.Pending()) != 2 {
+		t.Fatalf("pending %d", len(h.Pending()))
+	}
+}
+
+func TestApprovalReleasesHoldersThenOneRetry(t *testing.T) {
+	h, c := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	h.Ask(ask("fp1:a")) // a second identical request held
+	if _, err := h.Decide(a.Ticket.ID, "fp1:other", true, "terminal:alice", ""); !errors.Is(err, ErrFingerprint) {
+		t.Fatalf("decide with a stale fingerprint: %v", err)
+	}
+	if _, err := h.Decide(a.Ticket.ID, "fp1:a", true, "terminal:alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		d, err := h.Claim(a.Ticket.ID, "fp1:a")
+		if err != nil || d.Verdict != Approved || d.By != "terminal:alice" {
+			t.Fatalf("claim %d: %v %v", i, d, err)
+		}
+		if err := d.Verify(h.PublicKey(), a.Ticket.ID, "fp1:a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.Claim(a.Ticket.ID, "fp1:a"); !errors.Is(err, ErrDecided) {
+		t.Fatalf("a third claim: %v", err)
+	}
+	// Both held requests went: a retry asks again.
+	r, _ := h.Ask(ask("fp1:a"))
+	if r.Outcome != OutcomePending || r.Ticket.ID == a.Ticket.ID {
+		t.Fatalf("retry after the held ones: %+v", r.Outcome)
+	}
+	_ = c
+}
+
+func TestApprovalAfterPendingAllowsExactlyOneRetry(t *testing.T) {
+	h, c := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	h.Leave(a.Ticket.ID) // E_PENDING: nobody holds it
+	if _, err := h.Decide(a.Ticket.ID, "fp1:a", true, "cli:root", ""); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := h.Ask(ask("fp1:a"))
+	if first.Outcome != OutcomeApproved || first.Signed.Verify(h.PublicKey(), a.Ticket.ID, "fp1:a") != nil {
+		t.Fatalf("first retry: %+v", first)
+	}
+	second, _ := h.Ask(ask("fp1:a"))
+	if second.Outcome != OutcomePending || second.Ticket.ID == a.Ticket.ID {
+		t.Fatalf("second retry: %+v", second.Outcome)
+	}
+	// The authorisation lasts the window only.
+	h2, c2 := newHub(t, "")
+	b, _ := h2.Ask(ask("fp1:b"))
+	h2.Leave(b.Ticket.ID)
+	h2.Decide(b.Ticket.ID, "fp1:b", true, "cli:root", "")
+	c2.Add(DefaultAuthWindow + time.Second)
+	if late, _ := h2.Ask(ask("fp1:b")); late.Outcome != OutcomePending {
+		t.Fatalf("retry after the window: %s", late.Outcome)
+	}
+	_ = c
+}
+
+func TestDenialAnswersRetries(t *testing.T) {
+	h, _ := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	if _, err := h.Decide(a.Ticket.ID, "fp1:a", false, "phone:pixel", "not this repo"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.Claim(a.Ticket.ID, "fp1:a")
+	if err != nil || d.Verdict != Denied || d.Reason != "not this repo" {
+		t.Fatalf("claim of a denial: %+v %v", d, err)
+	}
+	r, _ := h.Ask(ask("fp1:a"))
+	if r.Outcome != OutcomeDenied || r.Signed.Reason != "not this repo" {
+		t.Fatalf("retry after a denial: %+v", r)
+	}
+}
+
+func TestExpiryThenTimeoutOnceThenAskAgain(t *testing.T) {
+	h, c := newHub(t, "")
+	ch, cancel := h.Subscribe()
+	defer cancel()
+	a, _ := h.Ask(ask("fp1:a"))
+	<-ch // the new ticket
+	c.Add(DefaultTicketTTL)
+	h.Expire()
+	ev := <-ch
+	if ev.Type != "expired" || ev.Ticket.ID != a.Ticket.ID {
+		t.Fatalf("event %+v", ev)
+	}
+	if _, err := h.Decide(a.Ticket.ID, "fp1:a", true, "cli:x", ""); !errors.Is(err, ErrDecided) {
+		t.Fatalf("deciding an expired ticket: %v", err)
+	}
+	if r, _ := h.Ask(ask("fp1:a")); r.Outcome != OutcomeExpired {
+		t.Fatalf("first retry: %s", r.Outcome)
+	}
+	if r, _ := h.Ask(ask("fp1:a")); r.Outcome != OutcomePending {
+		t.Fatalf("second retry: %s", r.Outcome)
+	}
+}
+
+func TestConnectGrant(t *testing.T) {
+	h, c := newHub(t, "")
+	req := AskRequest{Kind: KindConnect, Container: "agent", Method: "CONNECT", URL: "example.com:443", Host: "example.com", Port: 443,
+		Fingerprint: "fp1:c", Grant: 10 * time.Minute, Warning: "reads and writes both pass, unseen"}
+	a, _ := h.Ask(req)
+	h.Decide(a.Ticket.ID, "fp1:c", true, "terminal:alice", "")
+	h.Claim(a.Ticket.ID, "fp1:c")
+	for i := 0; i < 3; i++ {
+		if r, _ := h.Ask(req); r.Outcome != OutcomeApproved {
+			t.Fatalf("CONNECT %d within the grant: %s", i, r.Outcome)
+		}
+	}
+	c.Add(11 * time.Minute)
+	h.Expire()
+	if r, _ := h.Ask(req); r.Outcome == OutcomeApproved {
+		t.Fatal("the grant outlived connect_grant")
+	}
+}
+
+func TestStateSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.json")
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	h, err := New(Config{Key: key, StatePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := h.Ask(ask("fp1:a"))
+	b, _ := h.Ask(ask("fp1:b"))
+	h.Decide(b.Ticket.ID, "fp1:b", false, "cli:x", "no")
+	h.Flush()
+	h2, err := New(Config{Key: key, StatePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, ok := h2.Get(a.Ticket.ID)
+	if !ok || ta.Status != Pending || ta.Holders != 0 {
+		t.Fatalf("pending ticket after restart: %+v %v", ta, ok)
+	}
+	if tb, _ := h2.Get(b.Ticket.ID); tb.Status != Denied || tb.Decision.Reason != "no" {
+		t.Fatalf("denied ticket after restart: %+v", tb)
+	}
+	// The pending ticket can still be decided, and a retry joins it.
+	if r, _ := h2.Ask(ask("fp1:a")); r.Ticket.ID != a.Ticket.ID {
+		t.Fatal("a retry after restart made a new ticket")
+	}
+	if _, err := h2.Decide(a.Ticket.ID, "fp1:a", true, "terminal:a", ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDecisionSignatureBinds(t *testing.T) {
+	h, _ := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	h.Decide(a.Ticket.ID, "fp1:a", true, "terminal:alice", "")
+	d, _ := h.Claim(a.Ticket.ID, "fp1:a")
+	if err := d.Verify(h.PublicKey(), a.Ticket.ID, "fp1:b"); err == nil {
+		t.Error("verified for another fingerprint")
+	}
+	d.By = "terminal:mallory"
+	if err := d.Verify(h.PublicKey(), a.Ticket.ID, "fp1:a"); err == nil {
+		t.Error("verified after tampering")
+	}
+	other, _ := newHub(t, "")
+	d.By = "terminal:alice"
+	if err := d.Verify(other.PublicKey(), a.Ticket.ID, "fp1:a"); err == nil {
+		t.Error("verified with another hub's key")
+	}
+}
+
+func TestSlowSubscriberDropped(t *testing.T) {
+	h, _ := newHub(t, "")
+	ch, _ := h.Subscribe()
+	for i := 0; i < 1100; i++ {
+		h.Ask(ask("fp1:" + string(rune('a'+i%26)) + time.Duration(i).String()))
+	}
+	n := 0
+	for range ch {
+		n++
+	}
+	if n != 1024 {
+		t.Fatalf("got %d events before the close, want 1024", n)
+	}
+}

@@ -1,0 +1,128 @@
+// Package hub holds the ASK tickets: a request the policy wants a human to see waits on a
+// ticket until a person approves or denies it on a facade (the terminal, lox, a phone).
+package hub
+
+import (
+	"time"
+)
+
+// Status is where a ticket stands.
+type Status string
+
+// Ticket statuses.
+const (
+	Pending  Status = "pending"
+	Approved Status = "approved"
+	Denied   Status = "denied"
+	Expired  Status = "expired"
+)
+
+// Kinds of tickets.
+const (
+	KindRequest = "request" // one request, decided by its fingerprint
+	KindConnect = "connect" // a CONNECT decided at the domain: approval opens container × host × port
+)
+
+// Header is one header line as a human sees it (masked, escaped).
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Ticket is one held request (or a group of identical ones) waiting for a human.
+type Ticket struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`
+	Container   string    `json:"container"`
+	Agent       string    `json:"agent,omitempty"`
+	Method      string    `json:"method"`
+	URL         string    `json:"url"`
+	Headers     []Header  `json:"headers,omitempty"`
+	BodyPreview string    `json:"body_preview,omitempty"`
+	BodySize    int64     `json:"body_size"`
+	Rule        string    `json:"rule"`
+	Reason      string    `json:"reason"`
+	Fingerprint string    `json:"fingerprint"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+	// NeverAuto is true for every gate ticket: no facade, flag or setting approves it without a
+	// human.
+	NeverAuto bool `json:"never_auto"`
+	// Warning is shown with the ticket, prominently (a CONNECT's "reads and writes both pass,
+	// unseen"; a Claude API call that hands Anthropic a tool).
+	Warning string `json:"warning,omitempty"`
+	// Red asks facades to show the ticket in red.
+	Red bool `json:"red,omitempty"`
+	// Host and Port are a CONNECT's target; Grant is how long its approval opens it.
+	Host  string        `json:"host,omitempty"`
+	Port  int           `json:"port,omitempty"`
+	Grant time.Duration `json:"grant,omitempty"`
+
+	Status   Status    `json:"status"`
+	Decision *Decision `json:"decision,omitempty"`
+	// Holders is how many requests are held on the ticket now.
+	Holders int `json:"holders"`
+	// Uses is how many requests an approval still lets through (the held ones, or one retry).
+	Uses int `json:"uses"`
+	// Reported marks an expired ticket whose expiry a retry has been told (E_TIMEOUT) once.
+	Reported bool `json:"reported,omitempty"`
+}
+
+// Decision is a human's answer.
+type Decision struct {
+	Verdict Status    `json:"verdict"` // Approved or Denied
+	By      string    `json:"by"`      // facade and name: "terminal:alice", "cli:root", "phone:pixel-7"
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Event tells subscribers what changed.
+type Event struct {
+	Type   string     `json:"type"` // "ticket" (new or joined), "decided", "expired", "gate"
+	Ticket *Ticket    `json:"ticket,omitempty"`
+	Gate   *GateState `json:"gate,omitempty"`
+}
+
+// GateState is what the gate reports about itself, for the facades' at-a-glance view.
+type GateState struct {
+	PolicyVersion string    `json:"policy_version"`
+	Signer        string    `json:"signer"` // "off", "ok" or the error
+	Audit         string    `json:"audit"`  // "ok" or the error
+	Listen        string    `json:"listen"`
+	Reported      time.Time `json:"reported"` // when the hub heard from the gate last
+}
+
+// AskRequest is what the gate sends when the policy asks.
+type AskRequest struct {
+	Kind        string        `json:"kind"`
+	Container   string        `json:"container"`
+	Agent       string        `json:"agent,omitempty"`
+	Method      string        `json:"method"`
+	URL         string        `json:"url"`
+	Headers     []Header      `json:"headers,omitempty"`
+	BodyPreview string        `json:"body_preview,omitempty"`
+	BodySize    int64         `json:"body_size"`
+	Rule        string        `json:"rule"`
+	Reason      string        `json:"reason"`
+	Fingerprint string        `json:"fingerprint"`
+	Warning     string        `json:"warning,omitempty"`
+	Red         bool          `json:"red,omitempty"`
+	Host        string        `json:"host,omitempty"`
+	Port        int           `json:"port,omitempty"`
+	Grant       time.Duration `json:"grant,omitempty"`
+}
+
+// Outcomes of Ask.
+const (
+	OutcomePending  = "pending"  // hold the request and wait for the ticket's decision
+	OutcomeApproved = "approved" // go: an approval (or a CONNECT grant) covers it, and one use was taken
+	OutcomeDenied   = "denied"   // refuse with the human's reason
+	OutcomeExpired  = "expired"  // the ticket expired unanswered: E_TIMEOUT, once
+)
+
+// AskAnswer is the hub's answer to Ask.
+type AskAnswer struct {
+	Outcome string          `json:"outcome"`
+	Ticket  Ticket          `json:"ticket"`
+	Signed  *SignedDecision `json:"signed,omitempty"` // with approved and denied
+}

@@ -1,0 +1,275 @@
+// Package hubclient is the gate's side of the hub: it asks about held requests, waits for their
+// decisions on one event stream, and verifies every decision's signature.
+package hubclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/hub"
+)
+
+// callTimeout bounds one call to the hub (not the event stream).
+const callTimeout = 5 * time.Second
+
+// Client talks to one hub.
+type Client struct {
+	base  string
+	token string
+	pub   ed25519.PublicKey
+	http  *http.Client
+	log   *slog.Logger
+
+	connected atomic.Bool
+
+	mu      sync.Mutex
+	waiters map[string]map[chan hub.Ticket]struct{} // guarded by mu: ticket id → waiting requests
+}
+
+// New returns a client for the hub at base (http://host:port) with the gate's token; pub is the
+// hub's public key, which every decision must verify against.
+func New(base, token string, pub ed25519.PublicKey, log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		base: strings.TrimSuffix(base, "/"), token: token, pub: pub, log: log,
+		http:    &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}},
+		waiters: map[string]map[chan hub.Ticket]struct{}{},
+	}
+}
+
+// Connected reports whether the event stream is up: without it the gate treats the hub as
+// absent.
+func (c *Client) Connected() bool { return c.connected.Load() }
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("hub %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		json.Unmarshal(data, &e)
+		return &StatusError{Status: resp.StatusCode, Msg: e.Error}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("hub %s: bad answer: %w", c.base, err)
+		}
+	}
+	return nil
+}
+
+// StatusError is an answer of the hub that is not a success.
+type StatusError struct {
+	Status int
+	Msg    string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("hub answered %d: %s", e.Status, e.Msg) }
+
+// Ask sends a request the policy asks about. An answer carrying a decision is verified.
+func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, error) {
+	var ans hub.AskAnswer
+	if err := c.call(ctx, "POST", "/v1/gate/ask", req, &ans); err != nil {
+		return ans, err
+	}
+	if ans.Signed != nil {
+		if err := ans.Signed.Verify(c.pub, ans.Ticket.ID, req.Fingerprint); err != nil {
+			return ans, err
+		}
+	} else if ans.Outcome == hub.OutcomeApproved || ans.Outcome == hub.OutcomeDenied {
+		return ans, errors.New("hub answered a decision without its signature")
+	}
+	return ans, nil
+}
+
+// Claim takes the decision of a ticket a request was held on; it is verified.
+func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error) {
+	var d hub.SignedDecision
+	if err := c.call(ctx, "POST", "/v1/gate/claim", map[string]string{"id": id, "fingerprint": fingerprint}, &d); err != nil {
+		return nil, err
+	}
+	if err := d.Verify(c.pub, id, fingerprint); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Leave tells the hub a held request stopped waiting.
+func (c *Client) Leave(id string) {
+	if err := c.call(context.Background(), "POST", "/v1/gate/leave", map[string]string{"id": id}, nil); err != nil {
+		c.log.Warn("hub: leave failed", "ticket", id, "err", err)
+	}
+}
+
+// ReportState tells the hub the gate's state.
+func (c *Client) ReportState(ctx context.Context, s hub.GateState) error {
+	return c.call(ctx, "POST", "/v1/gate/state", s, nil)
+}
+
+// Wait waits until ticket id is no longer pending and returns it, or until ctx ends.
+func (c *Client) Wait(ctx context.Context, id string) (hub.Ticket, error) {
+	ch := make(chan hub.Ticket, 1)
+	c.mu.Lock()
+	if c.waiters[id] == nil {
+		c.waiters[id] = map[chan hub.Ticket]struct{}{}
+	}
+	c.waiters[id][ch] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters[id], ch)
+		if len(c.waiters[id]) == 0 {
+			delete(c.waiters, id)
+		}
+		c.mu.Unlock()
+	}()
+	// A decision may have come between the ask and this wait: look once.
+	var t hub.Ticket
+	if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hub.Pending {
+		return t, nil
+	}
+	select {
+	case t := <-ch:
+		return t, nil
+	case <-ctx.Done():
+		return hub.Ticket{}, ctx.Err()
+	}
+}
+
+func (c *Client) notify(t hub.Ticket) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ch := range c.waiters[t.ID] {
+		select {
+		case ch <- t:
+		default:
+		}
+	}
+}
+
+// Run keeps the event stream open until ctx ends, reconnecting with backoff; after a reconnect
+// it rereads the tickets requests are waiting on, so that no decision is missed.
+func (c *Client) Run(ctx context.Context) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.stream(ctx)
+		c.connected.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("hub: event stream lost; ASK requests are refused until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (c *Client) stream(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/gate/events", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("hub answered %s to the event stream", resp.Status)
+	}
+	c.connected.Store(true)
+	c.resync(ctx)
+	// The hub writes a line at least every 15 s: 45 s of silence means it is gone.
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	lines := make(chan []byte)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case lines <- line:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			return err
+		case <-time.After(45 * time.Second):
+			return errors.New("hub event stream silent for 45s")
+		case line := <-lines:
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 {
+				continue
+			}
+			var ev hub.Event
+			if json.Unmarshal(line, &ev) != nil || ev.Ticket == nil {
+				continue
+			}
+			if ev.Type == "decided" || ev.Type == "expired" {
+				c.notify(*ev.Ticket)
+			}
+		}
+	}
+}
+
+// resync rereads every ticket a request waits on.
+func (c *Client) resync(ctx context.Context) {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.waiters))
+	for id := range c.waiters {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		var t hub.Ticket
+		if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hub.Pending {
+			c.notify(t)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package hubclient
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/hub"
+)
+
+// Facade is a facade's client of the hub (lox tickets, approve, deny).
+type Facade struct {
+	c *Client
+}
+
+// NewFacade returns a facade client for the hub at base with a facade token.
+func NewFacade(base, token string) *Facade {
+	return &Facade{c: &Client{base: strings.TrimSuffix(base, "/"), token: token,
+		http: &http.Client{Timeout: 10 * time.Second}}}
+}
+
+// Pending lists the pending tickets, newest first.
+func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
+	var out []hub.Ticket
+	err := f.c.call(ctx, "GET", "/v1/tickets", nil, &out)
+	return out, err
+}
+
+// Get reads one ticket.
+func (f *Facade) Get(ctx context.Context, id string) (hub.Ticket, error) {
+	var t hub.Ticket
+	err := f.c.call(ctx, "GET", "/v1/tickets/"+id, nil, &t)
+	return t, err
+}
+
+// Decide approves or denies ticket id as shown with fingerprint; by names the person.
+func (f *Facade) Decide(ctx context.Context, id, fingerprint string, approve bool, by, reason string) (hub.Ticket, error) {
+	verb := "deny"
+	if approve {
+		verb = "approve"
+	}
+	var t hub.Ticket
+	err := f.c.call(ctx, "POST", "/v1/tickets/"+id+"/"+verb, map[string]string{"fingerprint": fingerprint, "by": by, "reason": reason}, &t)
+	return t, err
+}
+
+// PhonePairing asks the hub's host for a phone pairing link (single use, 10 minutes).
+func (f *Facade) PhonePairing(ctx context.Context) (string, error) {
+	var out struct {
+		URL string `json:"url"`
+	}
+	err := f.c.call(ctx, "POST", "/v1/phone-pairing", nil, &out)
+	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == 404 {
+			return "", errors.New("the phone page is not enabled on this hub (console -phone-url)")
+		}
+	}
+	return out.URL, err
+}

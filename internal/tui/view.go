@@ -1,0 +1,583 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/lockhttp/lockhttp/internal/fingerprint"
+	"github.com/lockhttp/lockhttp/internal/hub"
+)
+
+// The size assumed until the terminal reports its own.
+const (
+	defaultWidth  = 80
+	defaultHeight = 24
+	// maxMsgLines bounds the message area.
+	maxMsgLines = 4
+)
+
+type styles struct {
+	title, faint, label          lipgloss.Style
+	ok, warn, bad                lipgloss.Style
+	sel, red, redSel, tunnel     lipgloss.Style
+	approved, denied, expired    lipgloss.Style
+	warning, status, msg, msgErr lipgloss.Style
+	key                          lipgloss.Style
+}
+
+func newStyles(r *lipgloss.Renderer) styles {
+	red, green, yellow, grey, magenta := lipgloss.Color("1"), lipgloss.Color("2"), lipgloss.Color("3"),
+		lipgloss.Color("245"), lipgloss.Color("5")
+	return styles{
+		title:    r.NewStyle().Bold(true),
+		faint:    r.NewStyle().Faint(true),
+		label:    r.NewStyle().Foreground(grey),
+		ok:       r.NewStyle().Foreground(green),
+		warn:     r.NewStyle().Foreground(yellow),
+		bad:      r.NewStyle().Foreground(red).Bold(true),
+		sel:      r.NewStyle().Reverse(true).Bold(true),
+		red:      r.NewStyle().Foreground(red),
+		redSel:   r.NewStyle().Foreground(red).Reverse(true).Bold(true),
+		tunnel:   r.NewStyle().Foreground(magenta).Bold(true),
+		approved: r.NewStyle().Foreground(green),
+		denied:   r.NewStyle().Foreground(red),
+		expired:  r.NewStyle().Foreground(grey),
+		warning:  r.NewStyle().Foreground(red).Bold(true),
+		status:   r.NewStyle().Foreground(yellow),
+		msg:      r.NewStyle(),
+		msgErr:   r.NewStyle().Foreground(red),
+		key:      r.NewStyle().Bold(true),
+	}
+}
+
+func (m *model) viewWidth() int {
+	if m.width > 0 {
+		return m.width
+	}
+	return defaultWidth
+}
+
+func (m *model) viewHeight() int {
+	if m.height > 0 {
+		return m.height
+	}
+	return defaultHeight
+}
+
+// View draws the screen: the header and the status lines, the body (the ticket list and the
+// recent decisions, a ticket's details, or a page: help, QR code, a command's output), and at
+// the bottom the message, the prompt and the keys. Every string that came from a ticket, the
+// gate or a hook is passed through clean first.
+func (m *model) View() string {
+	if m.quitting {
+		return ""
+	}
+	w, h := m.viewWidth(), m.viewHeight()
+	top, bottom, rows := m.frame(w, h)
+	var body []string
+	switch {
+	case m.overlay == overlayHelp:
+		body = m.helpBody(w)
+	case m.overlay == overlayQR:
+		body = m.qrBody(w, rows)
+	case m.overlay == overlayOutput:
+		body = m.outputBody(w, rows)
+	case m.screen == screenDetail:
+		body = m.detailBody(w, rows)
+	default:
+		body = m.listBody(w, rows)
+	}
+	lines := make([]string, 0, h)
+	lines = append(lines, top...)
+	for i := range rows {
+		if i < len(body) {
+			lines = append(lines, body[i])
+		} else {
+			lines = append(lines, "")
+		}
+	}
+	lines = append(lines, bottom...)
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		lines[i] = ansi.Truncate(l, w, "…")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// frame lays the screen out: the lines above and below the body, and the body's rows. When the
+// terminal is short, the prompt stays longest, then the message, then the keys; the header stays
+// above them all.
+func (m *model) frame(w, h int) (top, bottom []string, rows int) {
+	msg, prompt, keys := m.bottomParts()
+	budget := max(0, h-1)
+	take := func(lines []string) []string {
+		n := min(len(lines), budget)
+		budget -= n
+		return lines[len(lines)-n:]
+	}
+	prompt = take(prompt)
+	msg = take(msg)
+	keys = take(keys)
+	bottom = append(append(append(bottom, msg...), prompt...), keys...)
+	top = []string{m.headerLine(w)}
+	room := h - len(bottom) - len(top) - 3 // leave three rows to the body where possible
+	for _, s := range m.statusLines {
+		if room <= 0 {
+			break
+		}
+		top = append(top, m.st.status.Render(cleanLine(s)))
+		room--
+	}
+	rows = max(0, h-len(top)-len(bottom))
+	return top, bottom, rows
+}
+
+func (m *model) bodyRows() int {
+	_, _, rows := m.frame(m.viewWidth(), m.viewHeight())
+	return rows
+}
+
+// headerLine is the counts and the gate's state at a glance.
+func (m *model) headerLine(w int) string {
+	now, g, st := m.now(), m.gate, m.st
+	held, reds := 0, 0
+	for _, t := range m.pending {
+		held += t.Holders
+		if t.Red {
+			reds++
+		}
+	}
+	count := fmt.Sprintf("%d pending", len(m.pending))
+	if len(m.pending) > 0 {
+		count = st.title.Render(count)
+	}
+	if reds > 0 {
+		count += " " + st.red.Render(fmt.Sprintf("(%d red)", reds))
+	}
+	count += fmt.Sprintf(" · %d held", held)
+
+	var parts []string
+	stale := g.Reported.IsZero() || now.Sub(g.Reported) > staleGate
+	if stale {
+		s := "gate not reporting"
+		if !g.Reported.IsZero() {
+			s += " (last " + fmtAge(now.Sub(g.Reported)) + " ago)"
+		}
+		parts = append(parts, st.bad.Render(s))
+	}
+	if !g.Reported.IsZero() {
+		var gs []string
+		v := strings.TrimPrefix(g.PolicyVersion, "sha256:")
+		if len(v) > 12 {
+			v = v[:12]
+		}
+		if v == "" {
+			gs = append(gs, st.bad.Render("no policy"))
+		} else {
+			gs = append(gs, "policy "+clean(v))
+		}
+		gs = append(gs, "signer "+m.health(g.Signer, "off"), "audit "+m.health(g.Audit, ""))
+		if !stale {
+			gs = append(gs, st.ok.Render("gate ok"))
+		} else {
+			for i := range gs {
+				gs[i] = st.faint.Render(ansi.Strip(gs[i]))
+			}
+		}
+		parts = append(parts, gs...)
+	}
+	return st.title.Render("lockhttp") + " │ " + count + " │ " + strings.Join(parts, " · ")
+}
+
+// health colours one of the gate's "ok" / error fields.
+func (m *model) health(s, neutral string) string {
+	switch {
+	case s == "ok":
+		return m.st.ok.Render("ok")
+	case s == "":
+		return m.st.warn.Render("?")
+	case s == neutral:
+		return m.st.warn.Render(clean(s))
+	}
+	return m.st.bad.Render(short(s, 40))
+}
+
+// bottomParts are the message, the prompt and the keys.
+func (m *model) bottomParts() (msg, prompt, keys []string) {
+	if m.msg != "" {
+		style := m.st.msg
+		if m.msgErr {
+			style = m.st.msgErr
+		}
+		for _, l := range strings.Split(m.msg, "\n") {
+			msg = append(msg, wrapStyled(style, l, m.viewWidth())...)
+		}
+		if len(msg) > maxMsgLines {
+			msg = append(msg[:maxMsgLines-1], style.Render("… (longer than the screen)"))
+		}
+	}
+	switch m.prompt {
+	case promptDeny, promptCommand:
+		prompt = []string{m.input.View()}
+	case promptQuit:
+		prompt = []string{m.st.bad.Render(fmt.Sprintf(
+			"Quit? %d tickets stay pending and their requests keep waiting (y quits)",
+			len(m.pending)))}
+	}
+	return msg, prompt, []string{m.footer()}
+}
+
+func (m *model) footer() string {
+	k := func(key, what string) string { return m.st.key.Render(key) + " " + what }
+	var parts []string
+	switch {
+	case m.prompt == promptDeny:
+		parts = []string{k("enter", "deny"), k("esc", "cancel")}
+	case m.prompt == promptCommand:
+		parts = []string{k("enter", "run"), k("esc", "cancel")}
+	case m.prompt == promptQuit:
+		parts = []string{k("y", "quit"), k("any other key", "stay")}
+	case m.overlay != overlayNone:
+		parts = []string{k("esc", "close")}
+		if m.overlay == overlayOutput {
+			parts = append(parts, k("↑↓", "scroll"))
+		}
+	case m.screen == screenDetail:
+		parts = []string{k("y", "approve"), k("n", "deny"), k("esc", "back"), k("↑↓", "scroll"), k("?", "help"), k("q", "quit")}
+	default:
+		parts = []string{k("y", "approve"), k("n", "deny"), k("enter", "details"), k("p", "phone"), k(":", "command"),
+			k("?", "help"), k("q", "quit")}
+	}
+	return strings.Join(parts, "  ")
+}
+
+// listBody is the pending tickets, newest first, and the recent decisions below them.
+func (m *model) listBody(w, rows int) []string {
+	if rows <= 0 {
+		return nil
+	}
+	n := len(m.pending)
+	pendingWant, recentWant := max(1, n), max(1, len(m.recent))
+	reserve := 0 // rows kept for the recent decisions however many tickets are pending
+	if rows >= 10 {
+		reserve = 2 + min(recentWant, 3)
+	}
+	pendingRows := max(0, min(pendingWant, rows-1-reserve))
+	recentRows := 0
+	if left := rows - 1 - pendingRows; left >= 3 {
+		recentRows = min(recentWant, left-2)
+	}
+
+	var out []string
+	sel := m.indexOf(m.selected)
+	first := 0
+	if pendingRows > 0 && sel >= pendingRows {
+		first = sel - pendingRows + 1
+	}
+	title := fmt.Sprintf("Pending tickets (%d)", n)
+	if n > pendingRows && pendingRows > 0 {
+		title += fmt.Sprintf(" · %d–%d shown", first+1, min(n, first+pendingRows))
+	}
+	out = append(out, m.st.title.Render(title))
+	if n == 0 && pendingRows > 0 {
+		out = append(out, m.st.faint.Render("  none: requests the policy asks about appear here"))
+	}
+	for i := first; i < n && i < first+pendingRows; i++ {
+		out = append(out, m.ticketLine(m.pending[i], i == sel, w))
+	}
+	if recentRows > 0 {
+		out = append(out, "", m.st.title.Render("Recent decisions"))
+		if len(m.recent) == 0 {
+			out = append(out, m.st.faint.Render("  none yet"))
+		}
+		for i := 0; i < len(m.recent) && i < recentRows; i++ {
+			out = append(out, m.recentLine(m.recent[i]))
+		}
+	}
+	return out
+}
+
+// ticketLine is one pending ticket: age, container, method, URL, rule.
+func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
+	mark := "  "
+	if selected {
+		mark = "> "
+	}
+	if t.Red {
+		mark += "!"
+	} else {
+		mark += " "
+	}
+	left := mark + padLeft(fmtAge(m.now().Sub(t.Created)), 4) + "  " + padRight(short(t.Container, 12), 12) + "  " +
+		padRight(short(t.Method, 7), 7) + "  "
+	tunnel := ""
+	target := clean(t.URL)
+	if t.Kind == hub.KindConnect {
+		tunnel = "[tunnel] "
+		if target == "" {
+			target = clean(fmt.Sprintf("%s:%d", t.Host, t.Port))
+		}
+	}
+	rest := max(0, w-ansi.StringWidth(left)-ansi.StringWidth(tunnel))
+	rule := ""
+	if r := clean(t.Rule); r != "" && rest >= 30 {
+		rule = "  " + ansi.Truncate(r, min(ansi.StringWidth(r), rest/3), "…")
+	}
+	urlW := max(0, rest-ansi.StringWidth(rule))
+	url := padRight(ansi.Truncate(target, urlW, "…"), urlW)
+	switch {
+	case selected && t.Red:
+		return m.st.redSel.Render(left + tunnel + url + rule)
+	case selected:
+		return m.st.sel.Render(left + tunnel + url + rule)
+	case t.Red:
+		return m.st.red.Render(left + tunnel + url + rule)
+	case tunnel != "":
+		return left + m.st.tunnel.Render(tunnel) + url + m.st.faint.Render(rule)
+	}
+	return left + url + m.st.faint.Render(rule)
+}
+
+// recentLine is one decided or expired ticket: time, verdict, by, method, URL.
+func (m *model) recentLine(t hub.Ticket) string {
+	at, by, style := t.Expires, "-", m.st.expired
+	if t.Decision != nil {
+		at, by = t.Decision.At, clean(t.Decision.By)
+	}
+	switch t.Status {
+	case hub.Approved:
+		style = m.st.approved
+	case hub.Denied:
+		style = m.st.denied
+	}
+	line := "  " + at.Format("15:04:05") + "  " + style.Render(padRight(clean(string(t.Status)), 8)) + "  " +
+		padRight(ansi.Truncate(by, 20, "…"), 20) + "  " + padRight(short(t.Method, 7), 7) + "  " + clean(t.URL)
+	if t.Status == hub.Denied && t.Decision != nil && t.Decision.Reason != "" {
+		line += m.st.faint.Render("  — " + clean(t.Decision.Reason))
+	}
+	return line
+}
+
+// detailHead is the part of the detail view that does not scroll: the title, the state, the
+// warnings.
+func (m *model) detailHead(w int) []string {
+	t, st := m.detail, m.st
+	title := "Ticket " + clean(t.ID)
+	if t.Kind == hub.KindConnect {
+		title += " · CONNECT tunnel"
+	}
+	if t.Red {
+		title += " · marked red by the gate"
+		title = st.warning.Render(title)
+	} else {
+		title = st.title.Render(title)
+	}
+	out := []string{title}
+	if t.Status != hub.Pending {
+		out = append(out, wrapStyled(st.bad, "no longer pending: "+m.detailState()+"; esc goes back", w)...)
+	}
+	if t.Kind == hub.KindConnect {
+		grant := "the gate's connect grant"
+		if t.Grant > 0 {
+			grant = t.Grant.String()
+		}
+		target := fmt.Sprintf("%s:%d", t.Host, t.Port)
+		s := fmt.Sprintf("TUNNEL: approving opens %s → %s for %s; reads and writes both pass, unseen, for the grant",
+			clean(t.Container), clean(target), grant)
+		out = append(out, wrapStyled(st.warning, s, w)...)
+	}
+	if t.Warning != "" {
+		out = append(out, wrapStyled(st.warning, "WARNING: "+clean(t.Warning), w)...)
+	}
+	if suspicious(t) {
+		out = append(out, wrapStyled(st.warn,
+			`this ticket holds control or invisible characters; they are shown escaped (\x1b, \u{202E})`, w)...)
+	}
+	return append(out, "")
+}
+
+// detailLines is the part of the detail view that scrolls: every field a human needs.
+func (m *model) detailLines(w int) []string {
+	t, now := m.detail, m.now()
+	var out []string
+	field := func(label, value string) {
+		const lw = 13
+		vw := max(1, w-lw)
+		for i, l := range strings.Split(ansi.Hardwrap(value, vw, true), "\n") {
+			if i == 0 {
+				out = append(out, m.st.label.Render(padRight(label, lw))+l)
+			} else {
+				out = append(out, strings.Repeat(" ", lw)+l)
+			}
+		}
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return clean(s)
+	}
+	field("container", dash(t.Container))
+	field("agent", dash(t.Agent))
+	field("method", dash(t.Method))
+	field("url", dash(t.URL))
+	if t.Kind == hub.KindConnect {
+		field("target", clean(fmt.Sprintf("%s:%d", t.Host, t.Port)))
+		if t.Grant > 0 {
+			field("grant", t.Grant.String())
+		}
+	}
+	field("rule", dash(t.Rule))
+	field("reason", dash(t.Reason))
+	field("fingerprint", dash(fingerprint.Short(t.Fingerprint)))
+	field("created", fmt.Sprintf("%s (%s ago)", t.Created.Format("15:04:05"), fmtAge(now.Sub(t.Created))))
+	left := t.Expires.Sub(now)
+	if left > 0 {
+		field("expires", fmt.Sprintf("%s (in %s)", t.Expires.Format("15:04:05"), left.Truncate(time.Second)))
+	} else {
+		field("expires", t.Expires.Format("15:04:05")+" (expired)")
+	}
+	field("holders", fmt.Sprintf("%d request(s) held now", t.Holders))
+	field("body size", fmt.Sprintf("%d bytes", t.BodySize))
+	if t.Decision != nil {
+		d := fmt.Sprintf("%s by %s at %s", t.Decision.Verdict, clean(t.Decision.By), t.Decision.At.Format("15:04:05"))
+		if t.Decision.Reason != "" {
+			d += ": " + clean(t.Decision.Reason)
+		}
+		field("decision", d)
+	}
+	out = append(out, "", m.st.title.Render(fmt.Sprintf("Headers (%d)", len(t.Headers))))
+	for _, hd := range t.Headers {
+		for _, l := range strings.Split(ansi.Hardwrap(clean(hd.Name)+": "+clean(hd.Value), max(1, w-2), true), "\n") {
+			out = append(out, "  "+l)
+		}
+	}
+	out = append(out, "", m.st.title.Render("Body preview"))
+	if t.BodyPreview == "" {
+		out = append(out, m.st.faint.Render("  none"))
+	}
+	for _, pl := range strings.Split(cleanBlock(t.BodyPreview), "\n") {
+		if t.BodyPreview == "" {
+			break
+		}
+		for _, l := range strings.Split(ansi.Hardwrap(pl, max(1, w-2), true), "\n") {
+			out = append(out, "  "+l)
+		}
+	}
+	return out
+}
+
+func (m *model) detailScrollMax() int {
+	w := m.viewWidth()
+	return max(0, len(m.detailLines(w))-(m.bodyRows()-len(m.detailHead(w))))
+}
+
+func (m *model) detailBody(w, rows int) []string {
+	head := m.detailHead(w)
+	lines := m.detailLines(w)
+	room := max(0, rows-len(head))
+	scroll := min(m.scroll, max(0, len(lines)-room))
+	out := head
+	for i := scroll; i < len(lines) && i < scroll+room; i++ {
+		out = append(out, lines[i])
+	}
+	if below := len(lines) - scroll - room; below > 0 && room > 0 {
+		out[len(out)-1] = m.st.faint.Render(fmt.Sprintf("  … %d more lines (↓)", below))
+	}
+	return out
+}
+
+// suspicious reports whether a ticket holds anything that clean escapes.
+func suspicious(t hub.Ticket) bool {
+	for _, s := range []string{t.ID, t.Container, t.Agent, t.Method, t.URL, t.Rule, t.Reason, t.Warning, t.Host} {
+		if escaped(s) {
+			return true
+		}
+	}
+	for _, h := range t.Headers {
+		if escaped(h.Name) || escaped(h.Value) {
+			return true
+		}
+	}
+	return !plain(t.BodyPreview, true)
+}
+
+func (m *model) helpBody(w int) []string {
+	out := []string{m.st.title.Render("Keys")}
+	for _, b := range m.keys.all() {
+		out = append(out, "  "+m.st.key.Render(padRight(b.Help().Key, 8))+" "+b.Help().Desc)
+	}
+	out = append(out, "", m.st.title.Render("Commands"), "  "+strings.Join(m.commandNames(), "  "), "")
+	out = append(out, wrapStyled(m.st.faint, "y and n act on one ticket: the one in the details, or the selected one "+
+		"in the list. Nothing approves more than one ticket, or without y.", w)...)
+	return out
+}
+
+func (m *model) qrBody(w, rows int) []string {
+	qr := strings.Split(strings.TrimRight(m.qr, "\n"), "\n")
+	url := strings.Split(ansi.Hardwrap(clean(m.qrURL), max(1, w), true), "\n")
+	qw := 0
+	for _, l := range qr {
+		qw = max(qw, ansi.StringWidth(l))
+	}
+	out := []string{m.st.title.Render("Pair a phone: scan this code")}
+	if qw > w || 1+len(qr)+1+len(url) > rows {
+		out = append(out, wrapStyled(m.st.warn, fmt.Sprintf(
+			"the terminal is too small for the QR code (it needs %d×%d); enlarge it, or open this URL on the phone:",
+			qw, m.viewHeight()-rows+2+len(qr)+len(url)), w)...)
+		return append(out, url...)
+	}
+	out = append(out, qr...)
+	return append(append(out, ""), url...)
+}
+
+func (m *model) outputBody(w, rows int) []string {
+	out := []string{m.st.title.Render(m.outTitle)}
+	var lines []string
+	for _, l := range m.output {
+		lines = append(lines, strings.Split(ansi.Hardwrap(l, max(1, w), true), "\n")...)
+	}
+	room := max(0, rows-1)
+	m.outScroll = min(m.outScroll, max(0, len(lines)-room))
+	for i := m.outScroll; i < len(lines) && i < m.outScroll+room; i++ {
+		out = append(out, lines[i])
+	}
+	return out
+}
+
+// wrapStyled wraps plain text to w columns and styles each line.
+func wrapStyled(st lipgloss.Style, s string, w int) []string {
+	lines := strings.Split(ansi.Wrap(s, max(1, w), ""), "\n")
+	for i, l := range lines {
+		lines[i] = st.Render(l)
+	}
+	return lines
+}
+
+// short is s cleaned and cut to n columns.
+func short(s string, n int) string { return ansi.Truncate(clean(s), n, "…") }
+
+func padRight(s string, n int) string { return s + strings.Repeat(" ", max(0, n-ansi.StringWidth(s))) }
+
+func padLeft(s string, n int) string { return strings.Repeat(" ", max(0, n-ansi.StringWidth(s))) + s }
+
+// fmtAge is a duration in its largest unit: 12s, 3m, 5h, 2d.
+func fmtAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
