@@ -1,0 +1,229 @@
+// Package claudeapi judges decrypted requests to the Claude API, where a request can have
+// Anthropic's servers act for the agent (MCP servers, code execution, server-side fetches) out
+// of the gate's sight.
+package claudeapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// hosts are the hosts Judge decides: the Claude API, claude.ai, the console and its telemetry.
+var hosts = [...]string{"api.anthropic.com", "claude.ai", "console.anthropic.com", "statsig.anthropic.com"}
+
+// domains are the domains whose other hosts ask by default (Governs).
+var domains = []string{"anthropic.com", "claude.ai", "claude.com"}
+
+// The rule names of Judge's and CheckCredentials' decisions ("claude-api:<check>").
+const (
+	RuleMessages   = "claude-api:messages"   // POST /v1/messages or /v1/messages/count_tokens, judged by its body
+	RuleSize       = "claude-api:size"       // a Messages API body over the limit, raw or decoded
+	RuleOAuth      = "claude-api:oauth"      // the OAuth endpoints
+	RuleFiles      = "claude-api:files"      // /v1/files and everything under it
+	RuleRead       = "claude-api:read"       // another GET, HEAD or OPTIONS
+	RuleWrite      = "claude-api:write"      // another method
+	RuleHost       = "claude-api:host"       // a host under the Claude domains that is not one of the four hosts
+	RuleCredential = "claude-api:credential" // Authorization and x-api-key
+)
+
+// Request is one decrypted request to one of the four hosts: api.anthropic.com, claude.ai,
+// console.anthropic.com and statsig.anthropic.com.
+type Request struct {
+	Host   string // the host name; case, a final dot and a port are ignored
+	Method string // compared case-sensitively: only GET, HEAD and OPTIONS are reads
+	Path   string // the escaped URL path; a query string, if left on, is cut off
+	Header http.Header
+	Body   []byte // the whole body, as sent (before any Content-Encoding is undone)
+	// Limit is the gate's buffer_limit: a body longer than Limit, as sent or decoded, is
+	// refused with E_BODY_TOO_LARGE. Zero or less: no body may be judged, so any non-empty
+	// Messages API body is refused.
+	Limit int64
+}
+
+// Judgement is Judge's decision and what a human needs to answer an ASK.
+type Judgement struct {
+	policy.Decision // Rule is one of the Rule* names; Reason holds the first finding and a count of the rest
+	// NeverAuto is set on every ASK: no facade, flag or setting may approve it; a human must.
+	NeverAuto bool
+	// Red asks approval screens to show the request in red: a Messages API call that would have
+	// Anthropic act on the agent's behalf.
+	Red bool
+	// Findings is every reason found, in the order found; empty for a FREE decision.
+	Findings []string
+}
+
+// Governs reports whether host is a Claude host: covered when it is one of the four hosts or a
+// name under anthropic.com, claude.ai or claude.com (the names themselves included); known when
+// it is one of the four hosts, which Judge decides. A covered host that is not known asks, never
+// automatically (OtherHost), unless a policy rule decides it: the caller applies the rule.
+func Governs(host string) (covered, known bool) {
+	h := normHost(host)
+	for _, k := range hosts {
+		if h == k {
+			return true, true
+		}
+	}
+	for _, d := range domains {
+		if h == d || strings.HasSuffix(h, "."+d) {
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// OtherHost is the decision for a covered host that is not one of the four hosts when no policy
+// rule decides it: ASK, NeverAuto, rule RuleHost.
+func OtherHost(host string) Judgement {
+	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", shown(normHost(host), 80))})
+}
+
+func normHost(h string) string {
+	h = strings.ToLower(h)
+	if name, port, ok := strings.Cut(h, ":"); ok && isDigits(port) {
+		h = name
+	}
+	return strings.TrimSuffix(h, ".")
+}
+
+// Judge decides one request to one of the four hosts (for any other host it asks, rule
+// RuleHost). It does not look at credentials: the caller runs CheckCredentials first (secret
+// egress comes before size and the Claude API checks).
+//
+// In order: the files API asks; POST to /v1/messages or /v1/messages/count_tokens is judged by
+// its body (over Limit: DENY E_BODY_TOO_LARGE; otherwise FREE only when JudgeBody says so, else
+// ASK, red); the OAuth paths are free; other reads are free; other writes ask. Every ASK is
+// NeverAuto. Paths are cleaned as the policy cleans them; a path that names a listed path in
+// another case, with encoded or back slashes, a trailing slash or ;parameters is judged as that
+// path and never free.
+func Judge(r Request) Judgement {
+	if _, known := Governs(r.Host); !known {
+		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", shown(normHost(r.Host), 80))})
+	}
+	escaped, _, _ := strings.Cut(r.Path, "?")
+	clean := policy.CleanPath(escaped)
+	loose := loosePath(clean)
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions
+
+	if loose == "/v1/files" || strings.HasPrefix(loose, "/v1/files/") {
+		return ask(RuleFiles, false, []string{"the Files API: an upload stays on Anthropic's side for later calls, and a download reads what was stored there"})
+	}
+	if (loose == "/v1/messages" || loose == "/v1/messages/count_tokens") && r.Method == http.MethodPost {
+		j := judgeMessages(r)
+		if clean != loose && j.Verdict == policy.Free {
+			return ask(RuleMessages, true, []string{fmt.Sprintf("the path %s is %s written another way (case, slashes or parameters); the SDKs never send it", shown(clean, 80), shown(loose, 80))})
+		}
+		return j
+	}
+	if strings.HasPrefix(clean, "/v1/oauth/") || normHost(r.Host) == "claude.ai" && strings.HasPrefix(clean, "/oauth/") {
+		return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleOAuth, Reason: "an OAuth sign-in or token request"}}
+	}
+	if read {
+		return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleRead, Reason: r.Method + " reads only; reads of the Claude hosts are free"}}
+	}
+	return ask(RuleWrite, false, []string{fmt.Sprintf("%s %s writes to Anthropic's side (only POST %s and %s are judged by their body)", methodShown(r.Method), shown(clean, 80), "/v1/messages", "/v1/messages/count_tokens")})
+}
+
+// judgeMessages judges the body of a Messages API request.
+func judgeMessages(r Request) Judgement {
+	limit := r.Limit
+	if limit < 0 {
+		limit = 0
+	}
+	if int64(len(r.Body)) > limit {
+		return tooLarge(fmt.Sprintf("the body is %d bytes, over the limit of %d bytes the gate can inspect", len(r.Body), limit))
+	}
+	if ok, why := isJSON(r.Header); !ok {
+		return ask(RuleMessages, true, []string{why})
+	}
+	body := r.Body
+	if codings := contentCodings(r.Header); len(codings) > 0 {
+		var err error
+		body, err = decode(r.Body, codings, limit)
+		if errors.Is(err, errTooLarge) {
+			return tooLarge(fmt.Sprintf("the body decodes (Content-Encoding %s) to more than the limit of %d bytes the gate can inspect", shown(strings.Join(codings, ", "), 64), limit))
+		}
+		if err != nil {
+			return ask(RuleMessages, true, []string{err.Error()})
+		}
+	}
+	free, findings := JudgeBody(body)
+	if !free {
+		return ask(RuleMessages, true, findings)
+	}
+	return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleMessages,
+		Reason: "a Messages API call with no MCP server, no container, no server tool but web search and no fetched source"}}
+}
+
+func tooLarge(reason string) Judgement {
+	return Judgement{Decision: policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTooLarge, Rule: RuleSize, Reason: reason}}
+}
+
+// ask is a NeverAuto ASK with every finding; its reason is the first and a count of the rest.
+func ask(rule string, red bool, findings []string) Judgement {
+	reason := findings[0]
+	if n := len(findings) - 1; n > 0 {
+		reason += fmt.Sprintf(" (and %d more)", n)
+	}
+	return Judgement{Decision: policy.Decision{Verdict: policy.Ask, Rule: rule, Reason: reason},
+		NeverAuto: true, Red: red, Findings: findings}
+}
+
+// loosePath is a cleaned path as a lenient server might read it: lower case, "%2F", "%5C" and
+// '\' read as '/', ";parameters" cut from each segment, dot segments resolved, repeated and
+// trailing slashes dropped.
+func loosePath(clean string) string {
+	s := strings.ToLower(clean)
+	s = strings.NewReplacer("%2f", "/", "%5c", "/", "\\", "/").Replace(s)
+	segs := strings.Split(s, "/")
+	out := make([]string, 0, len(segs))
+	for _, seg := range segs {
+		seg, _, _ = strings.Cut(seg, ";")
+		switch seg {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+func methodShown(m string) string {
+	if m == "" {
+		return "a request"
+	}
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '-' || c == '_') {
+			return "a request"
+		}
+	}
+	return shorten(m, 16)
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// shown is s for a reason: cut to n bytes, and quoted when it holds anything but printable ASCII.
+func shown(s string, n int) string {
+	s = shorten(s, n)
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	return s
+}

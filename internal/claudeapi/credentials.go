@@ -1,0 +1,234 @@
+package claudeapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// HashCredential is the SHA-256 of a credential in lower-case hex: what CheckCredentials
+// compares and what the credentials file lists (after "sha256:"). It is what
+// `printf %s "$KEY" | sha256sum` prints.
+func HashCredential(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(sum[:])
+}
+
+// credential is one credential a request carries, named by the header it came in.
+type credential struct {
+	header string
+	value  string
+}
+
+// credentials lists the credentials h carries: the token of each "Authorization: Bearer X"
+// (any other Authorization value counts whole) and each x-api-key value, header names compared
+// case-insensitively, every value line counted. Empty values carry nothing.
+func credentials(h http.Header) []credential {
+	var out []credential
+	for k, vs := range h {
+		switch {
+		case strings.EqualFold(k, "Authorization"):
+			for _, v := range vs {
+				v = strings.TrimSpace(v)
+				if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+					v = strings.TrimSpace(token)
+				} else if strings.EqualFold(v, "Bearer") {
+					v = ""
+				}
+				if v != "" {
+					out = append(out, credential{header: "Authorization", value: v})
+				}
+			}
+		case strings.EqualFold(k, "X-Api-Key"):
+			for _, v := range vs {
+				if v = strings.TrimSpace(v); v != "" {
+					out = append(out, credential{header: "x-api-key", value: v})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CheckCredentials checks the Claude credential of a request to one of the four hosts against
+// allowed, the SHA-256 hex (HashCredential) of each credential the calling container may use. No
+// credential is FREE (the gate may inject one); one whose hash is in allowed is FREE; one that is
+// not, or two or more (both headers, or one header twice), is DENY E_SECRET_EGRESS. A reason
+// names the header, never the value.
+func CheckCredentials(h http.Header, allowed []string) policy.Decision {
+	creds := credentials(h)
+	switch len(creds) {
+	case 0:
+		return policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "no Claude credential in Authorization or x-api-key"}
+	case 1:
+	default:
+		names := make([]string, len(creds))
+		for i, c := range creds {
+			names[i] = c.header
+		}
+		sort.Strings(names)
+		return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleCredential,
+			Reason: fmt.Sprintf("the request carries two credentials (%s); send one, the container's own", strings.Join(names, ", "))}
+	}
+	c := creds[0]
+	sum := sha256.Sum256([]byte(c.value))
+	found := 0
+	for _, a := range allowed {
+		want, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(a)), "sha256:"))
+		if err != nil || len(want) != sha256.Size {
+			continue
+		}
+		found |= subtle.ConstantTimeCompare(want, sum[:])
+	}
+	if found == 1 {
+		return policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}
+	}
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleCredential,
+		Reason: "the " + c.header + " header carries a Claude credential that is not this container's"}
+}
+
+// Credentials is a checked credentials file: for each container, the SHA-256 hex of each Claude
+// credential it may send.
+type Credentials struct {
+	byContainer map[string][]string
+}
+
+// Allowed is the list CheckCredentials takes for container: nil for a container the file does
+// not name, so that every credential it sends is refused.
+func (c *Credentials) Allowed(container string) []string {
+	if c == nil {
+		return nil
+	}
+	return c.byContainer[container]
+}
+
+// Containers lists the containers the file names, sorted.
+func (c *Credentials) Containers() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, 0, len(c.byContainer))
+	for k := range c.byContainer {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// credentialsFile is the credentials file as written, version 1.
+type credentialsFile struct {
+	// Version must be 1.
+	Version int `toml:"version"`
+	// Containers maps a container name (as in the policy's [sources]) to "sha256:<hex>" of each
+	// Claude credential it may send. Empty: no container may send one.
+	Containers map[string][]string `toml:"containers"`
+}
+
+// typeFix says what the file holds, for an error of the TOML decoder about a type.
+const typeFix = `the file holds version = 1 and a [containers] table that maps each container name to an array of "sha256:<hex>" strings`
+
+var tomlTypeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): `)
+
+const hashFix = `write "sha256:" and the 64 hex digits that printf %s "$KEY" | sha256sum prints (never the key itself)`
+
+// ParseCredentials reads a credentials file strictly: TOML syntax, types, unknown keys, the
+// version, container names and each entry's form. name is how errors refer to the file. An
+// error never quotes an entry: it may be a key pasted by mistake.
+func ParseCredentials(name string, data []byte) (*Credentials, error) {
+	var f credentialsFile
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+		}
+		if m := tomlTypeErr.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("%s:%s: %s: wrong type; %s", name, m[1], m[2], typeFix)
+		}
+		return nil, fmt.Errorf("%s: %w; %s", name, err, typeFix)
+	}
+	var errs []error
+	for _, k := range md.Undecoded() {
+		errs = append(errs, fmt.Errorf("%s:%d: %s: unknown key; the file holds version and [containers] only", name, line(data, k[len(k)-1]), k))
+	}
+	if !md.IsDefined("version") {
+		errs = append(errs, fmt.Errorf("%s:1: version: missing; start the file with version = 1", name))
+	} else if f.Version != 1 {
+		errs = append(errs, fmt.Errorf("%s:%d: version: %d is not supported; this lockhttp reads version = 1", name, line(data, "version"), f.Version))
+	}
+	c := &Credentials{byContainer: make(map[string][]string, len(f.Containers))}
+	for _, container := range sortedKeys(f.Containers) {
+		at := fmt.Sprintf("%s:%d: containers.%s", name, line(data, container), container)
+		if !validContainer(container) {
+			errs = append(errs, fmt.Errorf("%s: container names use a-z, 0-9, '.', '_' and '-' only, starting with a letter or digit, as in the policy's [sources]", at))
+			continue
+		}
+		seen := make(map[string]bool)
+		for i, e := range f.Containers[container] {
+			h, ok := strings.CutPrefix(e, "sha256:")
+			h = strings.ToLower(h)
+			if b, err := hex.DecodeString(h); !ok || err != nil || len(b) != sha256.Size {
+				errs = append(errs, fmt.Errorf("%s[%d]: not sha256:<64 hex digits>; %s", at, i, hashFix))
+				continue
+			}
+			if seen[h] {
+				errs = append(errs, fmt.Errorf("%s[%d]: listed twice; remove one", at, i))
+				continue
+			}
+			seen[h] = true
+			c.byContainer[container] = append(c.byContainer[container], h)
+		}
+		if c.byContainer[container] == nil {
+			c.byContainer[container] = []string{}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func sortedKeys(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func validContainer(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// line is the 1-based line on which key is first assigned (key = ... or "key" = ...), or 0.
+func line(data []byte, key string) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		for _, form := range []string{key, `"` + key + `"`, "'" + key + "'", "containers." + key} {
+			if rest, ok := strings.CutPrefix(l, form); ok && strings.HasPrefix(strings.TrimSpace(rest), "=") {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
