@@ -47,6 +47,7 @@ type options struct {
 	hubURL    string
 	hubToken  string
 	hubKey    string
+	secrets   string
 	poll      time.Duration
 	logLevel  string
 	allowRoot bool
@@ -68,6 +69,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL (http://host:port) for ASK tickets; empty: every ASK is refused with E_NO_CONSOLE")
 	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub")
 	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's public key file (PEM): every decision must be signed by it")
+	fs.StringVar(&o.secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; empty: none")
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -155,7 +157,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	dialer := &egress.Dialer{Upstream: upstream, Own: own}
-	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots}
+	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets}
 	if o.signer != "" {
 		sc, err := signerclient.New(signerclient.Options{Socket: o.signer, Logger: log})
 		if err != nil {
@@ -178,6 +180,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		cfg.Hub = hc
 	}
 	g := gate.New(cfg)
+	go g.WatchFiles(ctx, 5*time.Second)
 	if hc != nil {
 		go reportState(ctx, g, hc, cfg, l.Addr().String())
 	}

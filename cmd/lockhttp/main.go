@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secretfile"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
@@ -89,8 +90,9 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(resolve, "resolve", "HOST=IP: answer for a name instead of DNS (repeatable)")
 	useDNS := fs.Bool("dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
 	noDecrypt := fs.Bool("no-decrypt", false, "decide as a gate without a signer: every CONNECT at the domain")
+	secretsFile := fs.String("secrets", "", "the gate's secrets file, for the checks of injected credentials")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] [--no-decrypt] REQUEST_FILE|-")
+		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] [--no-decrypt] [--secrets FILE] REQUEST_FILE|-")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -128,7 +130,11 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp explain: reading the request:", err)
 		return 2
 	}
-	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve, NoDecrypt: *noDecrypt}
+	insp, problems := secretfile.Inspect(pol, *secretsFile)
+	for _, p := range problems {
+		fmt.Fprintln(stderr, "lockhttp explain: note:", p)
+	}
+	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve, NoDecrypt: *noDecrypt, Inspect: insp}
 	if *useDNS {
 		o.Resolver = net.DefaultResolver
 	}

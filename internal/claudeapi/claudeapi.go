@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/contentcoding"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -141,10 +142,10 @@ func judgeMessages(r Request) Judgement {
 		return ask(RuleMessages, true, []string{why})
 	}
 	body := r.Body
-	if codings := contentCodings(r.Header); len(codings) > 0 {
+	if codings := contentcoding.Codings(r.Header); len(codings) > 0 {
 		var err error
-		body, err = decode(r.Body, codings, limit)
-		if errors.Is(err, errTooLarge) {
+		body, err = contentcoding.Decode(r.Body, codings, limit)
+		if errors.Is(err, contentcoding.ErrTooLarge) {
 			return tooLarge(fmt.Sprintf("the body decodes (Content-Encoding %s) to more than the limit of %d bytes the gate can inspect", shown(strings.Join(codings, ", "), 64), limit))
 		}
 		if err != nil {

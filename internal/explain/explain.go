@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -50,6 +52,8 @@ type Options struct {
 	Resolver egress.Resolver
 	// NoDecrypt models a gate without a signer: every CONNECT is decided at the domain.
 	NoDecrypt bool
+	// Inspect holds the secrets and Claude credentials the checks use; nil: none.
+	Inspect *judge.Inspect
 }
 
 // Request decides the raw request in raw (request line, headers, optional body). A head written
@@ -94,7 +98,17 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 			Reason: fmt.Sprintf("the protocol upgrade to %q is not allowed; only WebSocket upgrades are decided and passed", up)}
 		return &Result{Decision: d, Kind: jr.Kind.String(), Container: container}, nil
 	}
-	res := judge.Decide(o.Policy, jr)
+	jr.Query, jr.MediaType = req.URL.RawQuery, mediaType(req.Header)
+	if req.Body != nil {
+		data, err := io.ReadAll(io.LimitReader(req.Body, o.Policy.Settings.BufferLimit+1))
+		if err != nil {
+			return nil, &UsageError{Msg: "reading the request body: " + err.Error()}
+		}
+		if len(data) > 0 {
+			jr.Body, jr.BodySize = data, int64(len(data))
+		}
+	}
+	res := judge.Decide(o.Policy, o.Inspect, jr)
 	out := &Result{Decision: res.Decision, Kind: jr.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
 	switch {
 	case res.Intercept:
@@ -174,4 +188,12 @@ func (r staticResolver) LookupNetIP(ctx context.Context, network, host string) (
 		return nil, errNoDNS
 	}
 	return r.next.LookupNetIP(ctx, network, host)
+}
+
+func mediaType(h http.Header) string {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(h.Get("Content-Type")))
+	}
+	return mt
 }

@@ -1,10 +1,8 @@
 package gate
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"sort"
@@ -37,29 +35,16 @@ type asked struct {
 	body    []byte // the held body, to send on
 }
 
-// holdBody reads the body of a request that must be held, up to buffer_limit.
-func holdBody(r *http.Request, limit int64) ([]byte, *policy.Decision, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil, nil
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if int64(len(data)) > limit {
-		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTooLarge, Rule: "buffer_limit",
-			Reason: fmt.Sprintf("the body is larger than buffer_limit (%d bytes), and a request that needs a human is held in full until the human answers", limit)}
-		return nil, &d, nil
-	}
-	return data, nil, nil
-}
-
 // ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped.
-func ticketHeaders(h http.Header) []hub.Header {
+func ticketHeaders(h http.Header, in *judge.Inspect) []hub.Header {
 	out := make([]hub.Header, 0, len(h))
 	for name, vals := range h {
 		for _, v := range vals {
-			out = append(out, hub.Header{Name: display.Escape(name, false), Value: display.Escape(maskHeader(name, v), false)})
+			mv := maskHeader(name, v)
+			if in != nil && in.Secrets != nil {
+				mv = in.Secrets.MaskHeader(name, mv)
+			}
+			out = append(out, hub.Header{Name: display.Escape(name, false), Value: display.Escape(mv, false)})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -162,29 +147,23 @@ func timedOut(res judge.Result, id string) *policy.Decision {
 	return &d
 }
 
-// askRequest asks about a plain or decrypted request: it holds its body (bounded), fingerprints
-// it and describes it for the ticket. A refusal comes back for a body that is too large.
-func (g *Gate) askRequest(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy) *policy.Decision {
-	body, tooLarge, err := holdBody(r, pol.Settings.BufferLimit)
-	if tooLarge != nil {
-		return tooLarge
-	}
-	if err != nil {
-		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "the request body could not be read: " + err.Error()}
-		return &d
-	}
-	if body != nil {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		r.TransferEncoding = nil
-	}
+// askRequest asks about a plain or decrypted request whose body the gate holds (read by
+// readBody): it fingerprints it and describes it, masked, for the ticket.
+func (g *Gate) askRequest(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, in *judge.Inspect, body []byte) *policy.Decision {
 	u := *r.URL
 	u.Host = ex.target.Addr()
 	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: r.Method, URL: u.String(),
 		MediaType: mediaType(r.Header), Header: r.Header, Body: body})
-	preview := display.Escape(display.Truncate(string(fingerprint.NormalBody(mediaType(r.Header), body)), bodyPreview), true)
-	req := hub.AskRequest{Kind: hub.KindRequest, Method: r.Method, URL: ex.rec.URL, Headers: ticketHeaders(r.Header),
-		BodyPreview: preview, BodySize: int64(len(body)), Fingerprint: fp}
+	preview := string(fingerprint.NormalBody(mediaType(r.Header), body))
+	if in != nil && in.Secrets != nil {
+		preview = in.Secrets.MaskText(preview)
+	}
+	preview = display.Escape(display.Truncate(preview, bodyPreview), true)
+	req := hub.AskRequest{Kind: hub.KindRequest, Method: r.Method, URL: ex.rec.URL, Headers: ticketHeaders(r.Header, in),
+		BodyPreview: preview, BodySize: int64(len(body)), Fingerprint: fp, Red: res.Red}
+	if len(res.Findings) > 0 {
+		req.Warning = "Claude API: " + strings.Join(res.Findings, "; ")
+	}
 	return g.askHuman(r.Context(), ex, res, pol, req)
 }
 

@@ -40,8 +40,10 @@ func hubServer(t testing.TB, addr, state string, key ed25519.PrivateKey) (h *hub
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)
 	ctx, cancel := context.WithCancel(context.Background())
-	go h.Run(ctx)
-	return h, "http://" + l.Addr().String(), func() { cancel(); srv.Close() }
+	ran := make(chan struct{})
+	go func() { h.Run(ctx); close(ran) }()
+	// stop waits for Run's last state write, so that it never races the test's cleanup.
+	return h, "http://" + l.Addr().String(), func() { cancel(); srv.Close(); <-ran }
 }
 
 func askGate(t testing.TB, hold string) (*testGate, *hub.Hub, string, ed25519.PrivateKey, string, func()) {

@@ -24,6 +24,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/framing"
+	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	Certs Certs
 	// Hub holds ASK tickets. Nil: every ASK is refused at once with E_NO_CONSOLE.
 	Hub Hub
+	// SecretsFile is the gate's secrets file (the values it injects). Empty: none; an inject
+	// rule then refuses with E_INJECT.
+	SecretsFile string
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
@@ -69,6 +73,7 @@ type Gate struct {
 	now       func() time.Time
 	cfg       Config
 	pol       atomic.Pointer[policy.Policy]
+	insp      atomic.Pointer[judge.Inspect] // the policy's detector, injected values and Claude credentials
 	proxy     *goproxy.ProxyHttpServer
 	transport *http.Transport
 	idPrefix  string
@@ -117,7 +122,11 @@ func New(cfg Config) *Gate {
 
 // SetPolicy swaps the compiled policy atomically; requests already decided keep theirs. Pooled
 // upstream connections are dropped, so that every new connection is checked under the new floor.
+// The secrets file and the Claude credentials file the policy names are read again.
 func (g *Gate) SetPolicy(p *policy.Policy) {
+	if p != nil {
+		g.insp.Store(g.loadInspect(p))
+	}
 	old := g.pol.Swap(p)
 	if old != nil && p != nil && old.Version != p.Version {
 		g.transport.CloseIdleConnections()

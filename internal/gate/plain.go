@@ -1,10 +1,14 @@
 package gate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/elazarl/goproxy"
 
@@ -95,9 +99,22 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		ex.refused(d, pol)
 		return r, g.refuse(r.Context(), r, ex, d)
 	}
-	res := judge.Decide(pol, &judge.Request{
+	in := g.insp.Load()
+	if in != nil && in.Secrets != nil {
+		ex.rec.URL = in.Secrets.MaskURL(r.URL)
+	}
+	// The body is read (up to buffer_limit) before the decision: it is inspected, and held if a
+	// human must see it.
+	body, size, err := readBody(r, pol.Settings.BufferLimit)
+	if err != nil {
+		ex.finish(http.StatusBadRequest, 0, "reading the request body: "+err.Error())
+		return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read: "+err.Error())
+	}
+	ex.bytesIn.Store(size)
+	res := judge.Decide(pol, in, &judge.Request{
 		Kind: kind, Source: ex.source, Method: r.Method, Scheme: r.URL.Scheme,
-		Authority: authority, Path: r.URL.EscapedPath(), Header: r.Header, UserInfo: r.URL.User != nil,
+		Authority: authority, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header,
+		UserInfo: r.URL.User != nil, MediaType: mediaType(r.Header), Body: body, BodySize: size,
 	})
 	ex.decided(res, pol)
 	if res.Verdict == policy.Deny {
@@ -105,19 +122,19 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
 	if res.Verdict == policy.Ask {
-		if d := g.askRequest(r, ex, res, pol); d != nil {
+		if d := g.askRequest(r, ex, res, pol, in, body); d != nil {
 			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
 			return r, g.refuse(r.Context(), r, ex, *d)
 		}
+	}
+	if res.Inject != nil {
+		applyInject(r, res.Inject)
 	}
 	r.URL.Host = ex.target.Addr()
 	r.Trailer = nil // trailers would pass the checks unseen
 	// "Connection: close" from the client is about its own connection: the upstream connection
 	// goes back to the pool either way.
 	r.Close = false
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &countingReader{rc: r.Body, n: &ex.bytesIn}
-	}
 	pctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
 	return r.WithContext(egress.WithTarget(r.Context(), ex.target)), nil
 }
@@ -200,4 +217,47 @@ type slogWriter struct {
 func (w *slogWriter) Write(p []byte) (int, error) {
 	w.log.Debug("goproxy", "msg", string(p))
 	return len(p), nil
+}
+
+// readBody reads a request body up to limit+1 bytes and puts what it read back as the body;
+// size is the number of bytes read (limit+1: too large).
+func readBody(r *http.Request, limit int64) ([]byte, int64, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, 0, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	r.ContentLength = int64(len(data))
+	r.TransferEncoding = nil
+	if len(data) == 0 {
+		r.Body = http.NoBody
+	}
+	return data, int64(len(data)), nil
+}
+
+// applyInject adds the credential the policy injects: a header replacing whatever the agent
+// sent under that name, or a query parameter replacing its occurrences.
+func applyInject(r *http.Request, in *judge.Inject) {
+	if in.Header != "" {
+		r.Header.Del(in.Header)
+		r.Header.Set(in.Header, in.Value)
+		return
+	}
+	var kept []string
+	for _, p := range strings.Split(r.URL.RawQuery, "&") {
+		if p == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(p, "=")
+		if dn, err := url.QueryUnescape(name); err == nil && dn == in.Query {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	kept = append(kept, url.QueryEscape(in.Query)+"="+url.QueryEscape(in.Value))
+	r.URL.RawQuery = strings.Join(kept, "&")
 }

@@ -56,6 +56,14 @@ type Request struct {
 	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
 	// not on the splice list is then opened and each request inside decided on its own.
 	Decrypt bool
+	// Query is the raw query string.
+	Query string
+	// MediaType is the Content-Type's media type, lower case.
+	MediaType string
+	// Body holds the request body, at most buffer_limit+1 bytes; BodySize is how many bytes the
+	// gate read (over buffer_limit: too large to inspect).
+	Body     []byte
+	BodySize int64
 }
 
 // Result is the decision and what the checks learnt on the way: the container and the
@@ -68,12 +76,21 @@ type Result struct {
 	// Intercept reports a CONNECT to be decrypted (Decision is then FREE or a refusal of the
 	// whole host).
 	Intercept bool
+	// Inject is the credential to add when the request goes out, or nil.
+	Inject *Inject
+	// NeverAuto, Red and Findings come from the Claude API checks: how a ticket shows the
+	// request.
+	NeverAuto bool
+	Red       bool
+	Findings  []string
 }
 
 // Decide runs, in order, the source check, the floor's checks by name, port and request shape,
-// and the policy. The first refusal wins. It does no I/O: the floor's address checks happen when
-// the gate dials (see package egress).
-func Decide(p *policy.Policy, r *Request) Result {
+// the deny list and deny rules, secret egress, credential injection, the body size, the Claude
+// API checks and the policy's other rules. The first refusal wins. It does no I/O: the floor's
+// address checks happen when the gate dials (see package egress); in may be nil (no secrets file,
+// no Claude credentials).
+func Decide(p *policy.Policy, in *Inspect, r *Request) Result {
 	var res Result
 	// 1. Source.
 	res.Container = r.Container
@@ -126,6 +143,10 @@ func Decide(p *policy.Policy, r *Request) Result {
 		return res
 	}
 	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain})
+	if r.Kind == Domain || res.Verdict == policy.Deny {
+		return res
+	}
+	res.Decision = inspect(p, in, r, &res, res.Decision)
 	return res
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -67,6 +68,47 @@ type Policy struct {
 	index   hostIndex
 	sources []source
 	names   map[string]bool // container names
+
+	secretRules []SecretRule
+	injections  []Injection
+	injectBy    map[string]int // exact host → index in injections
+	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
+	ClaudeCredentials string
+}
+
+// SecretRule is a [[secret]] compiled: its pattern is checked, its hosts are the patterns as
+// written.
+type SecretRule struct {
+	Name, Pattern string
+	Hosts         []string
+}
+
+// Injection is an [[inject]] rule.
+type Injection struct {
+	Name          string
+	Hosts         []string
+	Header, Query string
+	Secret        string
+	Format        string // with {secret}; never empty after compile
+}
+
+// Value is the header or query value to write, given the secret.
+func (in *Injection) Value(secret string) string {
+	return strings.Replace(in.Format, "{secret}", secret, 1)
+}
+
+// SecretRules are the policy's [[secret]] rules.
+func (p *Policy) SecretRules() []SecretRule { return p.secretRules }
+
+// Injections are the policy's [[inject]] rules.
+func (p *Policy) Injections() []Injection { return p.injections }
+
+// InjectionFor returns the [[inject]] rule for host, or nil.
+func (p *Policy) InjectionFor(host string) *Injection {
+	if i, ok := p.injectBy[host]; ok {
+		return &p.injections[i]
+	}
+	return nil
 }
 
 // Settings are [settings] with the defaults applied.
@@ -312,6 +354,9 @@ func (d *Document) Compile() (*Policy, error) {
 	c.floor(p, &f.Floor)
 	c.sources(p, f.Sources)
 	c.settings(p, &f.Settings)
+	c.secretRules(p, f.Secrets)
+	c.injections(p, f.Inject)
+	p.ClaudeCredentials = f.Claude.Credentials
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
 		return nil, c.errs
@@ -575,4 +620,99 @@ func durationOr(d Duration, def time.Duration) time.Duration {
 		return d.Duration
 	}
 	return def
+}
+
+var secretName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func (c *compiler) secretRules(p *Policy, rules []FileSecret) {
+	seen := map[string]bool{}
+	for i, fs := range rules {
+		path := []string{"secret", itoa(i)}
+		at := func(k string) []string { return append(append([]string{}, path...), k) }
+		label := fmt.Sprintf("secret %q", fs.Name)
+		if !secretName.MatchString(fs.Name) {
+			c.errorf(at("name"), label, "name is missing or not of letters, digits, '.', '_' and '-' (64 at most)")
+		} else if seen[fs.Name] {
+			c.errorf(at("name"), label, "the name is used twice; secret names must be unique")
+		}
+		seen[fs.Name] = true
+		if fs.Pattern == "" {
+			c.errorf(at("pattern"), label, "pattern is missing; give a regular expression matching the credential")
+		} else if re, err := regexp.Compile(fs.Pattern); err != nil {
+			c.errorf(at("pattern"), label, "pattern does not compile: %v (RE2 syntax: https://github.com/google/re2/wiki/Syntax)", err)
+		} else if re.MatchString("") {
+			c.errorf(at("pattern"), label, "pattern matches the empty string, so it would match everywhere")
+		}
+		for _, h := range fs.Hosts {
+			if _, err := parseHostPattern(h); err != nil {
+				c.errorf(at("hosts"), label, "hosts: %v", err)
+			}
+		}
+		p.secretRules = append(p.secretRules, SecretRule{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
+	}
+}
+
+var tokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// notInjectable are headers the gate will not set: framing, routing and hop-by-hop headers.
+var notInjectable = map[string]bool{"host": true, "content-length": true, "transfer-encoding": true,
+	"connection": true, "proxy-authorization": true, "proxy-connection": true, "keep-alive": true,
+	"te": true, "trailer": true, "upgrade": true, "content-type": true}
+
+func (c *compiler) injections(p *Policy, rules []FileInject) {
+	p.injectBy = map[string]int{}
+	seen := map[string]bool{}
+	for i, fi := range rules {
+		path := []string{"inject", itoa(i)}
+		at := func(k string) []string { return append(append([]string{}, path...), k) }
+		label := fmt.Sprintf("inject %q", fi.Name)
+		if fi.Name == "" {
+			c.errorf(at("name"), label, "name is missing; give every inject rule a unique name")
+		} else if seen[fi.Name] {
+			c.errorf(at("name"), label, "the name is used twice; inject names must be unique")
+		}
+		seen[fi.Name] = true
+		switch {
+		case (fi.Header == "") == (fi.Query == ""):
+			c.errorf(at("header"), label, "give exactly one of header = \"...\" or query = \"...\"")
+		case fi.Header != "" && !tokenRE.MatchString(fi.Header):
+			c.errorf(at("header"), label, "header %q is not a header name", fi.Header)
+		case fi.Header != "" && notInjectable[strings.ToLower(fi.Header)]:
+			c.errorf(at("header"), label, "the gate does not set %s: it frames or routes the request", fi.Header)
+		case fi.Query != "" && strings.ContainsAny(fi.Query, "&=#?% "):
+			c.errorf(at("query"), label, "query parameter %q: use a plain name", fi.Query)
+		}
+		if !secretName.MatchString(fi.Secret) {
+			c.errorf(at("secret"), label, "secret is missing or not of letters, digits, '.', '_' and '-': it names a value in the gate's secrets file")
+		}
+		format := fi.Format
+		if format == "" {
+			format = "{secret}"
+		}
+		if strings.Count(format, "{secret}") != 1 {
+			c.errorf(at("format"), label, "format must hold {secret} exactly once, as in \"Bearer {secret}\"")
+		}
+		if len(fi.Hosts) == 0 {
+			c.errorf(at("hosts"), label, "hosts is missing; name the hosts that receive the credential")
+		}
+		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format}
+		idx := len(p.injections)
+		for _, h := range fi.Hosts {
+			hp, err := parseHostPattern(h)
+			if err != nil {
+				c.errorf(at("hosts"), label, "hosts: %v", err)
+				continue
+			}
+			if hp.any || hp.suffix != "" {
+				c.errorf(at("hosts"), label, "hosts: %q: a credential is injected for exact host names only, never a pattern", h)
+				continue
+			}
+			if prev, dup := p.injectBy[hp.name]; dup {
+				c.errorf(at("hosts"), label, "hosts: %q already has inject rule %q; one credential per host", h, rules[prev].Name)
+				continue
+			}
+			p.injectBy[hp.name] = idx
+		}
+		p.injections = append(p.injections, in)
+	}
 }

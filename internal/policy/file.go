@@ -28,6 +28,49 @@ type File struct {
 	Sources map[string][]string `toml:"sources"`
 	// Settings. Zero values mean the defaults named on each field.
 	Settings FileSettings `toml:"settings"`
+	// Secrets are credential shapes of your own, each with the hosts it belongs to. Empty: the
+	// built-in shapes only.
+	Secrets []FileSecret `toml:"secret"`
+	// Inject rules add a credential from the gate's secrets file to requests to their hosts.
+	// Empty: the gate injects nothing.
+	Inject []FileInject `toml:"inject"`
+	// Claude holds the Claude API settings. Zero: no credentials file (every Claude credential
+	// is refused).
+	Claude FileClaude `toml:"claude"`
+}
+
+// FileSecret is one [[secret]]: a credential shape the gate refuses to send outside its hosts.
+type FileSecret struct {
+	// Name is required and unique; it names the finding ("custom:<name>").
+	Name string `toml:"name"`
+	// Pattern is a regular expression (RE2 syntax) matching the credential. Required.
+	Pattern string `toml:"pattern"`
+	// Hosts the credential may go to. Empty: none (it never leaves).
+	Hosts []string `toml:"hosts"`
+}
+
+// FileInject is one [[inject]]: the gate adds a secret to requests to exactly these hosts.
+type FileInject struct {
+	// Name is required and unique.
+	Name string `toml:"name"`
+	// Hosts are exact host names (no wildcards). Required.
+	Hosts []string `toml:"hosts"`
+	// Header is the header to set (replacing what the agent sent). One of Header and Query.
+	Header string `toml:"header"`
+	// Query is the query parameter to set. One of Header and Query.
+	Query string `toml:"query"`
+	// Secret names the value in the gate's secrets file. Required.
+	Secret string `toml:"secret"`
+	// Format is the value written, with {secret} standing for the secret, such as
+	// "Bearer {secret}". Empty: the secret alone.
+	Format string `toml:"format"`
+}
+
+// FileClaude is [claude].
+type FileClaude struct {
+	// Credentials is the path, on the gate's machine, of the file naming each container's
+	// Claude credentials by hash (docs/claude-api.md). Empty: no container may send one.
+	Credentials string `toml:"credentials"`
 }
 
 // FileRule is one [[rule]].

@@ -39,6 +39,8 @@ type Options struct {
 	Upstream string
 	// Roots is a PEM file of extra roots the gate trusts for origins; empty: the system roots.
 	Roots string
+	// Secrets is the gate's secrets file (the credentials [[inject]] rules add). Empty: none.
+	Secrets string
 	// HubListen is the hub's TCP address (the gate and the facades reach it there).
 	HubListen string
 	// PhoneURL is the URL a phone reaches the hub at. Empty: http:// and HubListen (which
@@ -189,6 +191,14 @@ func Run(ctx context.Context, o Options) error {
 		"-hub", up.Hub, "-hub-token", hubGateToken, "-hub-key", hubKey + ".pub"}
 	if o.Roots != "" {
 		gateArgs = append(gateArgs, "-roots", o.Roots)
+	}
+	if o.Secrets != "" {
+		abs, err := filepath.Abs(o.Secrets)
+		if err != nil {
+			stopAll()
+			return err
+		}
+		gateArgs = append(gateArgs, "-secrets", abs)
 	}
 	if o.Upstream != "" {
 		gateArgs = append(gateArgs, "-upstream", o.Upstream)

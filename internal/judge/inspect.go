@@ -1,0 +1,148 @@
+package judge
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/claudeapi"
+	"github.com/lockhttp/lockhttp/internal/contentcoding"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secrets"
+)
+
+// Inspect holds what the checks after the policy's deny rules need besides the policy: the
+// credential detector, the values of the gate's injected secrets and the containers' Claude
+// credentials. The gate builds one whenever it applies a policy.
+type Inspect struct {
+	Secrets *secrets.Detector
+	// Injected maps a secret's name to its value, from the gate's secrets file.
+	Injected map[string]string
+	// SecretsErr says why the secrets file did not load (every injection then refuses).
+	SecretsErr error
+	// Claude is the containers' Claude credentials; nil means none may send one.
+	Claude *claudeapi.Credentials
+	// ClaudeErr says why the credentials file named in the policy did not load.
+	ClaudeErr error
+}
+
+// NewInspect builds the detector from the policy's [[secret]] rules and the injected values.
+func NewInspect(p *policy.Policy, injected map[string]string, secretsErr error, claude *claudeapi.Credentials, claudeErr error) (*Inspect, error) {
+	var cfg secrets.Config
+	for _, s := range p.SecretRules() {
+		cfg.Custom = append(cfg.Custom, secrets.Custom{Name: s.Name, Pattern: s.Pattern, Hosts: s.Hosts})
+	}
+	for name, v := range injected {
+		cfg.Injected = append(cfg.Injected, secrets.Injected{Name: name, Value: v})
+	}
+	d, err := secrets.NewDetector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Inspect{Secrets: d, Injected: injected, SecretsErr: secretsErr, Claude: claude, ClaudeErr: claudeErr}, nil
+}
+
+// Inject is a credential the gate adds to a request that goes out.
+type Inject struct {
+	Rule   string
+	Header string // set this header (replacing the agent's), or
+	Query  string // set this query parameter
+	Value  string
+}
+
+// inspect runs steps 4 to 7 on a request the policy's rules did not refuse: secret egress (and
+// the Claude credentials), credential injection, the body size and the Claude API checks; d is
+// the rules' decision. It returns the final decision.
+func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.Decision) policy.Decision {
+	host, limit := res.Host, p.Settings.BufferLimit
+	body := r.Body
+	var cannotRead string
+	if codings := contentcoding.Codings(r.Header); len(codings) > 0 && len(body) > 0 {
+		dec, err := contentcoding.Decode(body, codings, limit)
+		switch {
+		case errors.Is(err, contentcoding.ErrTooLarge):
+			return tooLarge(fmt.Sprintf("decoded, the body is larger than buffer_limit (%d bytes)", limit))
+		case err != nil:
+			cannotRead = err.Error()
+		default:
+			body = dec
+		}
+	}
+	// 4. Secret egress.
+	if in != nil && in.Secrets != nil {
+		sr := &secrets.Request{Host: host, Path: r.Path, Query: r.Query, Header: r.Header, Body: body, MediaType: r.MediaType}
+		if f := in.Secrets.Egress(sr); f != nil {
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
+				Reason: fmt.Sprintf("a %s credential (%s, %s) would go to %s, which it does not belong to", kindWords(f.Kind), f.Where, f.Hash, host)}
+		}
+	}
+	covered, known := claudeapi.Governs(host)
+	if known {
+		var allowed []string
+		if in != nil && in.Claude != nil {
+			allowed = in.Claude.Allowed(res.Container)
+		}
+		if cd := claudeapi.CheckCredentials(r.Header, allowed); cd.Verdict == policy.Deny {
+			if in != nil && in.ClaudeErr != nil {
+				cd.Reason += " (the credentials file named in the policy did not load: " + in.ClaudeErr.Error() + ")"
+			}
+			return cd
+		}
+	}
+	// 5. Credential injection.
+	if inj := p.InjectionFor(host); inj != nil {
+		var val string
+		ok := false
+		if in != nil && in.SecretsErr == nil {
+			val, ok = in.Injected[inj.Secret]
+		}
+		if !ok {
+			why := fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it", inj.Name, inj.Secret, host)
+			if in != nil && in.SecretsErr != nil {
+				why = fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s, and the gate's secrets file does not load", inj.Name, host)
+			}
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name, Reason: why}
+		}
+		res.Inject = &Inject{Rule: inj.Name, Header: inj.Header, Query: inj.Query, Value: inj.Value(val)}
+	}
+	// 6. Size.
+	if r.BodySize > limit {
+		return tooLarge(fmt.Sprintf("the body is larger than buffer_limit (%d bytes), so the gate cannot inspect it", limit))
+	}
+	// 7. The Claude API.
+	if covered {
+		byRule := d.Rule != policy.RuleDefault && d.Rule != policy.RuleTrusted
+		var j claudeapi.Judgement
+		if known {
+			j = claudeapi.Judge(claudeapi.Request{Host: host, Method: r.Method, Path: r.Path, Header: r.Header, Body: r.Body, Limit: limit})
+		} else if !byRule {
+			j = claudeapi.OtherHost(host)
+		} else {
+			j.Verdict = policy.Free
+		}
+		if j.Verdict == policy.Deny {
+			return j.Decision
+		}
+		if !byRule || j.Verdict > d.Verdict {
+			res.NeverAuto, res.Red, res.Findings = j.NeverAuto, j.Red, j.Findings
+			d = j.Decision
+		}
+	}
+	// 8. The rules' verdict stands; a body the gate could not read asks a human.
+	if cannotRead != "" && d.Verdict == policy.Free {
+		d = policy.Decision{Verdict: policy.Ask, Rule: "content-coding", Reason: cannotRead + ", so the gate cannot inspect it: a human must look"}
+	}
+	return d
+}
+
+func tooLarge(why string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTooLarge, Rule: "buffer_limit", Reason: why}
+}
+
+func kindWords(k secrets.Kind) string {
+	s := string(k)
+	if name, ok := strings.CutPrefix(s, "injected:"); ok {
+		return "secret the gate injects (" + name + ")"
+	}
+	return s
+}
