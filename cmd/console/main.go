@@ -27,6 +27,7 @@ func main() {
 
 type options struct {
 	policy   string
+	state    string
 	socket   string
 	auditDir string
 	gateUIDs unixsock.UIDs
@@ -48,6 +49,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	fs.StringVar(&o.policy, "policy", "", "the policy file (required)")
+	fs.StringVar(&o.state, "state", "", "the console's state file: the approved policy and the review decisions (strongly advised: without it every start approves the file as it is)")
 	fs.StringVar(&o.socket, "socket", "", "unix socket to serve the policy on (required)")
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the console's audit files (required)")
 	fs.Var(&o.gateUIDs, "gate-uid", "uid allowed to fetch the policy (repeatable; default: the console's own uid)")
@@ -111,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		msgs = &messages{} // the terminal belongs to the UI: the console's lines go to its status area
 		out = msgs
 	}
-	c, err := console.New(console.Config{PolicyPath: o.policy, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out})
+	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/user"
 	"strings"
@@ -49,14 +50,50 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 			if g := hs.hub.GateState(); g.Listen != "" {
 				out = append(out, "proxy: http://"+g.Listen+"   hub: http://"+hs.addr)
 			}
-			if st := c.Current(); st != nil {
-				out = append(out, "policy: "+st.Name)
-			}
+			out = append(out, c.StatusLines()...)
 			return append(out, msgs.last()...)
+		},
+		Commands: map[string]func(args []string) (string, error){
+			"review": func(args []string) (string, error) { return review(c, "terminal:"+name, args) },
 		},
 	}
 	if hs.phone != nil {
 		cfg.PairingURL = hs.phone.NewPairing
 	}
 	return tui.Run(ctx, cfg, os.Stdin, os.Stdout)
+}
+
+// review is the :review command: a loosening of the policy is approved or rejected here, at the
+// console's own terminal, and nowhere else.
+//
+//	:review                       show the waiting change: what loosens, what tightens, the diff
+//	:review approve VERSION       approve it (VERSION as shown, so that what you saw is what applies)
+//	:review reject VERSION REASON reject it
+func review(c *console.Console, by string, args []string) (string, error) {
+	r := c.Pending()
+	if len(args) == 0 {
+		if r == nil {
+			return "The policy file is the approved policy: nothing to review.", nil
+		}
+		return r.Text(), nil
+	}
+	switch args[0] {
+	case "approve":
+		if len(args) != 2 {
+			return "", errors.New("usage: :review approve VERSION (the version :review shows)")
+		}
+		if err := c.Approve(args[1], by); err != nil {
+			return "", err
+		}
+		return "Approved: the gate applies it within a few seconds.", nil
+	case "reject":
+		if len(args) < 3 {
+			return "", errors.New("usage: :review reject VERSION REASON")
+		}
+		if err := c.Reject(args[1], by, strings.Join(args[2:], " ")); err != nil {
+			return "", err
+		}
+		return "Rejected: the gate keeps the approved policy.", nil
+	}
+	return "", errors.New("usage: :review, :review approve VERSION, :review reject VERSION REASON")
 }

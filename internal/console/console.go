@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ type Auditor interface {
 type Config struct {
 	// PolicyPath is the policy file.
 	PolicyPath string
+	// StatePath is the console's state file: the approved policy and the review decisions.
+	// Empty: state in memory only (every start approves the file as it is).
+	StatePath string
 	// GateUIDs are the uids allowed to fetch the policy.
 	GateUIDs []int
 	Logger   *slog.Logger
@@ -57,6 +61,14 @@ type Status struct {
 	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
 	// Hub is the address the hub listens on, when the console hosts one.
 	Hub string `json:"hub,omitempty"`
+	// ApprovedBy and ApprovedAt say who approved the served policy, and when.
+	ApprovedBy string    `json:"approved_by,omitempty"`
+	ApprovedAt time.Time `json:"approved_at"`
+	// Review is the file's version waiting for a human (a loosening), or "".
+	Review string `json:"review,omitempty"`
+	// Differs reports that the file and the approved policy differ (a review waits, or was
+	// rejected).
+	Differs bool `json:"differs"`
 }
 
 // Console serves the approved policy.
@@ -68,9 +80,12 @@ type Console struct {
 	cur atomic.Pointer[Served]
 
 	mu       sync.Mutex
-	lastSeen string // guarded by mu: the version (hash) of the file as last read
-	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded
-	hubAddr  string // guarded by mu: where the hosted hub listens
+	lastSeen string         // guarded by mu: the version (hash) of the file as last read
+	fileErr  string         // guarded by mu: the error of the file as last read, "" when it loaded
+	hubAddr  string         // guarded by mu: where the hosted hub listens
+	state    stateFile      // guarded by mu: the approved policy and the review decisions
+	approved *policy.Policy // guarded by mu: the approved policy, compiled
+	review   *Review        // guarded by mu: the file's loosening waiting for a human, or nil
 }
 
 // SetHub records the address of the hub this console hosts, for GET /status.
@@ -89,59 +104,136 @@ func New(cfg Config) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if _, err := c.reload(); err != nil {
+	if err := c.loadState(); err != nil {
 		return nil, err
 	}
+	if c.state.Approved == nil {
+		// The first start: the file the operator started the console with is approved.
+		if err := c.firstStart(); err != nil {
+			return nil, err
+		}
+	}
+	c.reload()
 	return c, nil
 }
 
 // Current is the policy being served.
 func (c *Console) Current() *Served { return c.cur.Load() }
 
-// reload reads the file and serves it if it changed and loads; it reports whether a new policy
-// is served. The file is read and hashed every time (it is small): a modification time can miss
-// an edit made within its resolution.
+// reload reads the file and, when it changed: an invalid file changes nothing; a file that is
+// the approved policy or a tightening of it is served at once; a loosening waits for a human
+// (Review). It reports whether a new policy is served. The file is read and hashed every time (it
+// is small): a modification time can miss an edit made within its resolution.
 func (c *Console) reload() (bool, error) {
 	path := c.cfg.PolicyPath
-	f, err := os.Open(path)
-	if err != nil {
-		return false, c.fileError(fmt.Errorf("policy file: %w", err))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
-	f.Close()
-	if err != nil {
-		return false, c.fileError(fmt.Errorf("policy file %s: %w", path, err))
-	}
-	if len(data) > maxPolicyBytes {
-		return false, c.fileError(fmt.Errorf("policy file %s is larger than %d bytes; a policy file is never that large, check the path", path, maxPolicyBytes))
-	}
-	version := policy.Hash(data)
-	c.mu.Lock()
-	seen := c.lastSeen
-	c.lastSeen = version
-	c.mu.Unlock()
-	if cur := c.cur.Load(); cur != nil && cur.Version == version {
-		c.setFileErr("")
-		return false, nil
-	}
-	if seen == version {
-		return false, nil // the same invalid text as last time: already reported
-	}
-	p, err := policy.Load(path, data)
+	data, err := readPolicyFile(path)
 	if err != nil {
 		return false, c.fileError(err)
 	}
-	s := &Served{Version: version, Name: path, TOML: string(data), LoadedAt: c.now(), Rules: p.RuleCount()}
-	old := c.cur.Swap(s)
-	c.setFileErr("")
-	from := ""
-	if old != nil {
-		from = old.Version
+	version := policy.Hash(data)
+	c.mu.Lock()
+	seen, approved := c.lastSeen, c.state.Approved
+	c.lastSeen = version
+	c.mu.Unlock()
+	if approved != nil && approved.Version == version {
+		c.mu.Lock()
+		c.fileErr, c.review = "", nil
+		c.mu.Unlock()
+		return false, nil
 	}
-	c.say("policy %s loaded from %s (%d rules)", short(version), path, p.RuleCount())
-	c.record(&audit.Record{Event: "policy", Verdict: "", Rule: "load", Policy: version,
-		Detail: fmt.Sprintf("loaded %s; previous %s", path, from)})
-	return true, nil
+	if seen == version {
+		return false, nil // already judged
+	}
+	p, err := policy.Load(path, data)
+	if err != nil {
+		c.mu.Lock()
+		c.review = nil
+		c.mu.Unlock()
+		return false, c.fileError(err)
+	}
+	c.setFileErr("")
+	c.mu.Lock()
+	old := c.approved
+	c.mu.Unlock()
+	cmp := policy.Compare(old, p)
+	if cmp.Tightening() {
+		c.approve(p, data, "console (a tightening: applied without review)")
+		if len(cmp.Tightenings) > 0 {
+			c.say("policy %s applied: a tightening (%s)", short(version), strings.Join(cmp.Tightenings, "; "))
+		} else {
+			c.say("policy %s applied: decides as before", short(version))
+		}
+		return true, nil
+	}
+	r := &Review{Version: version, Name: path, Since: c.now(), Changes: cmp, Diff: lineDiff(approved.TOML, string(data)), text: data, policy: p}
+	c.mu.Lock()
+	for _, rj := range c.state.Rejected {
+		if rj.Version == version {
+			r.Rejected = &rj
+		}
+	}
+	c.review = r
+	c.mu.Unlock()
+	if r.Rejected != nil {
+		c.say("the policy file is %s, which was rejected by %s; the gate keeps the approved policy %s", short(version), r.Rejected.By, short(approved.Version))
+	} else {
+		c.say("the policy file has %d loosening change(s), so it waits for review (:review on the console's terminal); the gate keeps %s", len(cmp.Loosenings), short(approved.Version))
+	}
+	c.log.Warn("policy loosening waits for review", "version", version, "loosenings", cmp.Loosenings)
+	return false, nil
+}
+
+// readPolicyFile reads the policy file, bounded.
+func readPolicyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, fmt.Errorf("policy file %s is larger than %d bytes; a policy file is never that large, check the path", path, maxPolicyBytes)
+	}
+	return data, nil
+}
+
+// firstStart approves the policy file as it is: the operator chose it by starting the console.
+func (c *Console) firstStart() error {
+	data, err := readPolicyFile(c.cfg.PolicyPath)
+	if err != nil {
+		return err
+	}
+	p, err := policy.Load(c.cfg.PolicyPath, data)
+	if err != nil {
+		return err
+	}
+	c.approve(p, data, "operator (first start of the console with this file)")
+	c.say("policy %s approved: the first start with %s", short(p.Version), c.cfg.PolicyPath)
+	return nil
+}
+
+// approve makes p (with its text) the approved, served policy, writes the state and audits it.
+func (c *Console) approve(p *policy.Policy, data []byte, by string) {
+	now := c.now()
+	c.mu.Lock()
+	prev := ""
+	if c.state.Approved != nil {
+		prev = c.state.Approved.Version
+	}
+	c.state.Approved = &Approved{Version: p.Version, Name: c.cfg.PolicyPath, TOML: string(data), By: by, At: now}
+	c.approved = p
+	c.review = nil
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		c.log.Error("console: writing the state file failed", "err", err)
+	}
+	s := &Served{Version: p.Version, Name: c.cfg.PolicyPath, TOML: string(data), LoadedAt: now, Rules: p.RuleCount()}
+	c.cur.Store(s)
+	c.record(&audit.Record{Event: "policy", Verdict: "", Rule: "approved", Policy: p.Version, Approver: by,
+		Detail: fmt.Sprintf("approved %s; previous %s", c.cfg.PolicyPath, prev)})
 }
 
 func (c *Console) fileError(err error) error {
@@ -241,6 +333,13 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	st.FileError, st.Hub = c.fileErr, c.hubAddr
+	if a := c.state.Approved; a != nil {
+		st.ApprovedBy, st.ApprovedAt = a.By, a.At
+		st.Differs = c.lastSeen != "" && c.lastSeen != a.Version
+	}
+	if c.review != nil {
+		st.Review = c.review.Version
+	}
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)

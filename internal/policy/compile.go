@@ -74,6 +74,8 @@ type Policy struct {
 	injectBy    map[string]int // exact host → index in injections
 	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
 	ClaudeCredentials string
+
+	file *File // the file as written, for Compare
 }
 
 // SecretRule is a [[secret]] compiled: its pattern is checked, its hosts are the patterns as
@@ -346,6 +348,7 @@ func (d *Document) Compile() (*Policy, error) {
 		Name:    d.Name,
 		index:   hostIndex{exact: make(map[string]*bucket), suffix: make(map[string]*bucket)},
 		names:   make(map[string]bool),
+		file:    f,
 	}
 	c.hostList(&p.trusted, "trusted", f.Trusted)
 	c.hostList(&p.deny, "deny", f.Deny)

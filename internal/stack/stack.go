@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	hubKey := filepath.Join(state, "hub-key.pem")
 	hubGateToken := filepath.Join(state, "hub-gate.token")
-	consoleArgs := []string{"-policy", polPath, "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
+	consoleArgs := []string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
 		"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
 		"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL)}
 	var console *child
@@ -278,8 +278,12 @@ func policyFile(state, given string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("policy: %w", err)
 	}
-	if _, err := policy.Load(abs, data); err != nil {
-		return "", err
+	// On the first start the file becomes the approved policy: it must load. Later the console
+	// serves the approved policy whatever the file says, and reports a bad file itself.
+	if _, err := os.Stat(filepath.Join(state, "console-state.json")); errors.Is(err, os.ErrNotExist) {
+		if _, err := policy.Load(abs, data); err != nil {
+			return "", err
+		}
 	}
 	return abs, nil
 }

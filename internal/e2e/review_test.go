@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
+)
+
+// tmuxStack runs lox run with its terminal UI in a tmux session.
+type tmuxStack struct {
+	tmux, session, state, policy string
+	up                           stack.Up
+}
+
+func startTmuxStack(t *testing.T, policyText string) *tmuxStack {
+	t.Helper()
+	tmux := requireTool(t, "tmux")
+	state := t.TempDir()
+	pol := filepath.Join(state, "policy.toml")
+	os.WriteFile(pol, []byte(policyText), 0o600)
+	s := &tmuxStack{tmux: tmux, session: fmt.Sprintf("lockhttp-e2e-%d", time.Now().UnixNano()), state: state, policy: pol}
+	s.launch(t)
+	return s
+}
+
+func (s *tmuxStack) launch(t *testing.T) {
+	t.Helper()
+	os.Remove(filepath.Join(s.state, stack.UpFile))
+	cmdline := fmt.Sprintf("%s run --state %s --policy %s --listen 127.0.0.1:0 --hub-listen 127.0.0.1:0; sleep 60",
+		filepath.Join(binDir, "lox"), s.state, s.policy)
+	if out, err := exec.Command(s.tmux, "new-session", "-d", "-s", s.session, "-x", "180", "-y", "50", cmdline).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(s.tmux, "kill-session", "-t", s.session).Run() })
+	waitUntil(t, 30*time.Second, "up.json", func() bool {
+		data, err := os.ReadFile(filepath.Join(s.state, stack.UpFile))
+		return err == nil && json.Unmarshal(data, &s.up) == nil
+	})
+}
+
+func (s *tmuxStack) screen() string {
+	out, _ := exec.Command(s.tmux, "capture-pane", "-p", "-t", s.session, "-S", "-200").Output()
+	return string(out)
+}
+
+func (s *tmuxStack) keys(keys ...string) {
+	exec.Command(s.tmux, append([]string{"send-keys", "-t", s.session}, keys...)...).Run()
+}
+
+// command types a : command in the terminal UI and presses Enter.
+func (s *tmuxStack) command(cmd string) {
+	s.keys(":")
+	time.Sleep(100 * time.Millisecond) // the prompt opens on the next frame
+	s.keys("-l", cmd)
+	s.keys("Enter")
+}
+
+func (s *tmuxStack) quit(t *testing.T) {
+	s.keys("Escape")
+	s.command("q!")
+	waitUntil(t, 20*time.Second, "the stack to stop", func() bool {
+		_, err := os.Stat(filepath.Join(s.state, stack.UpFile))
+		return os.IsNotExist(err)
+	})
+	exec.Command(s.tmux, "kill-session", "-t", s.session).Run()
+}
+
+var versionRE = regexp.MustCompile(`:review approve ([0-9a-f]{12})`)
+
+// TestLooseningWaitsForTheConsolesTerminal: an edit that turns an ask rule into a free one does
+// not change the gate's decisions until it is approved with :review in the console's terminal;
+// a restart with an unapproved loosening serves the approved policy.
+func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
+	rec := &originRecorder{}
+	o := httptest.NewServer(rec)
+	defer o.Close()
+	port := o.Listener.Addr().(*net.TCPAddr).Port
+	s := startTmuxStack(t, fmt.Sprintf(askPolicy, port, "1s"))
+	e := &askEnv{running: &running{t: t, state: s.state, up: s.up}, origin: rec, port: port}
+	if r := <-e.send("POST", "/x", "a"); r.code != "E_PENDING" {
+		t.Fatalf("before the edit: %+v", r)
+	}
+	orig, _ := os.ReadFile(s.policy)
+	loose := strings.Replace(string(orig), `verdict = "ask"`, `verdict = "free"`, 1)
+	os.WriteFile(s.policy, []byte(loose), 0o600)
+	waitUntil(t, 10*time.Second, "the console to show the waiting review", func() bool {
+		return strings.Contains(s.screen(), "WAIT FOR REVIEW")
+	})
+	// Once the gate has asked the console again, it still asks.
+	gatePolledAfter(t, s.up, time.Now())
+	if r := <-e.send("POST", "/x", "a"); r.code != "E_PENDING" {
+		t.Fatalf("a loosening applied without review: %+v", r)
+	}
+	s.command("review")
+	var version string
+	waitUntil(t, 10*time.Second, "the review on the screen", func() bool {
+		m := versionRE.FindStringSubmatch(s.screen())
+		if m != nil {
+			version = m[1]
+		}
+		return m != nil && strings.Contains(s.screen(), "verdict ask → free")
+	})
+	s.keys("Escape")
+	s.command("review approve " + version)
+	took := waitUntil(t, 5*time.Second, "the approved loosening to reach the gate", func() bool {
+		r := <-e.send("POST", "/x", "a")
+		return r.status == 200
+	})
+	t.Logf("applied %s after the approval", took)
+
+	// Another loosening, rejected: it never applies, and the console says the file differs.
+	looser := strings.Replace(loose, `methods = ["POST", "DELETE"]`, `methods = ["POST", "DELETE", "PUT"]`, 1)
+	os.WriteFile(s.policy, []byte(looser), 0o600)
+	waitUntil(t, 10*time.Second, "the second review", func() bool { return strings.Contains(s.screen(), "WAIT FOR REVIEW") })
+	s.command("review")
+	waitUntil(t, 10*time.Second, "its version", func() bool {
+		m := versionRE.FindAllStringSubmatch(s.screen(), -1)
+		if len(m) > 0 && m[len(m)-1][1] != version {
+			version = m[len(m)-1][1]
+			return true
+		}
+		return false
+	})
+	s.keys("Escape")
+	s.command("review reject " + version + " no PUT for now")
+	waitUntil(t, 10*time.Second, "the rejection on the screen", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
+	gatePolledAfter(t, s.up, time.Now())
+	if r := <-e.send("PUT", "/x", "a"); r.code != "E_PENDING" {
+		t.Fatalf("a rejected loosening applied: %+v", r)
+	}
+
+	// A restart with the loosened file: the approved policy is served, and the rejection kept.
+	s.quit(t)
+	s.launch(t)
+	e.running.up = s.up
+	waitUntil(t, 10*time.Second, "the console to say the file differs", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
+	if r := <-e.send("PUT", "/x", "a"); r.code != "E_PENDING" {
+		t.Fatalf("after a restart, the rejected loosening applied: %+v", r)
+	}
+	if r := <-e.send("POST", "/x", "a"); r.status != 200 {
+		t.Fatalf("after a restart, the approved policy is not served: %+v", r)
+	}
+}
+
+// gatePolledAfter waits until the gate has fetched the console's policy after since.
+func gatePolledAfter(t *testing.T, up stack.Up, since time.Time) {
+	t.Helper()
+	waitUntil(t, 10*time.Second, "the gate to ask the console again", func() bool {
+		var st gate.Status
+		resp, err := unixsock.Client(up.GateSocket, 2*time.Second).Get("http://unix/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(&st)
+		return st.ConsoleChecked.After(since)
+	})
+}

@@ -1,0 +1,412 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Comparison says how a new policy differs from the approved one. Loosenings lists, in words,
+// every change that may let some request through more easily than before (or that the
+// comparison cannot prove does not); Tightenings lists the rest of the changes. A change that is
+// only a tightening (or no change at all) applies at once; a loosening waits for a human.
+type Comparison struct {
+	Loosenings  []string
+	Tightenings []string
+}
+
+// Tightening reports that nothing in the new policy is more permissive than the old.
+func (c Comparison) Tightening() bool { return len(c.Loosenings) == 0 }
+
+// Same reports that the two policies decide alike in every respect Compare reads.
+func (c Comparison) Same() bool { return len(c.Loosenings) == 0 && len(c.Tightenings) == 0 }
+
+// Compare compares old (the approved policy) with new. It reasons about each part of the policy
+// on its own and counts as a loosening anything it cannot prove is not one: asking a human too
+// often is safe, missing a loosening is not.
+func Compare(old, new *Policy) Comparison {
+	var c Comparison
+	o, n := old.file, new.file
+	c.hostList("trusted", o.Trusted, n.Trusted, false)
+	c.hostList("deny", o.Deny, n.Deny, true)
+	// Decrypting a host lets its reads through without the CONNECT's approval, and splicing one
+	// opens its tunnel to whatever a CONNECT rule allows: both directions loosen something.
+	for _, p := range n.Splice {
+		if !covers(o.Splice, p) {
+			c.loose("splice: + %q", p)
+		}
+	}
+	for _, p := range o.Splice {
+		if !covers(n.Splice, p) {
+			c.loose("splice: - %q (its requests are then decrypted and decided one by one)", p)
+		}
+	}
+	c.rules(o.Rules, n.Rules)
+	c.floor(old, new)
+	c.sources(o.Sources, n.Sources)
+	c.settings(old.Settings, new.Settings)
+	c.secrets(o.Secrets, n.Secrets)
+	c.injections(o.Inject, n.Inject)
+	if o.Claude.Credentials != n.Claude.Credentials {
+		c.loose("claude.credentials: %q → %q (the file's contents are not compared)", o.Claude.Credentials, n.Claude.Credentials)
+	}
+	return c
+}
+
+func (c *Comparison) loose(format string, args ...any) {
+	c.Loosenings = append(c.Loosenings, fmt.Sprintf(format, args...))
+}
+
+func (c *Comparison) tight(format string, args ...any) {
+	c.Tightenings = append(c.Tightenings, fmt.Sprintf(format, args...))
+}
+
+// covers reports whether some pattern in set matches every host that p matches.
+func covers(set []string, p string) bool {
+	pp, err := parseHostPattern(p)
+	if err != nil {
+		return false
+	}
+	for _, s := range set {
+		sp, err := parseHostPattern(s)
+		if err != nil {
+			continue
+		}
+		switch {
+		case sp.any:
+			return true
+		case sp.suffix != "":
+			if pp.any {
+				continue
+			}
+			name := pp.name
+			if pp.suffix != "" {
+				name = "x." + pp.suffix // a name under p's suffix
+				if pp.suffix == sp.suffix {
+					return true
+				}
+			}
+			if strings.HasSuffix(name, "."+sp.suffix) && (pp.suffix == "" || strings.HasSuffix(pp.suffix, "."+sp.suffix)) {
+				return true
+			}
+		default:
+			if !pp.any && pp.suffix == "" && pp.name == sp.name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostList compares a list of host patterns. restrictive lists (deny) loosen when they lose
+// coverage; permissive lists (trusted, splice) loosen when they gain it.
+func (c *Comparison) hostList(key string, old, new []string, restrictive bool) {
+	for _, p := range new {
+		if !covers(old, p) {
+			if restrictive {
+				c.tight("%s: + %q", key, p)
+			} else {
+				c.loose("%s: + %q", key, p)
+			}
+		}
+	}
+	for _, p := range old {
+		if !covers(new, p) {
+			if restrictive {
+				c.loose("%s: - %q", key, p)
+			} else {
+				c.tight("%s: - %q", key, p)
+			}
+		}
+	}
+}
+
+func ruleWords(r FileRule) string {
+	var b strings.Builder
+	if len(r.Methods) > 0 {
+		b.WriteString(strings.Join(r.Methods, ","))
+	} else {
+		b.WriteString("any method")
+	}
+	b.WriteString(" on ")
+	b.WriteString(strings.Join(r.Hosts, ", "))
+	if len(r.Paths) > 0 {
+		b.WriteString(" at ")
+		b.WriteString(strings.Join(r.Paths, ", "))
+	}
+	return b.String()
+}
+
+// rules compares rules by name; a renamed rule is one removed and one added.
+func (c *Comparison) rules(old, new []FileRule) {
+	byName := func(rs []FileRule) map[string]FileRule {
+		m := make(map[string]FileRule, len(rs))
+		for _, r := range rs {
+			m[r.Name] = r
+		}
+		return m
+	}
+	om, nm := byName(old), byName(new)
+	for _, r := range new {
+		prev, ok := om[r.Name]
+		if !ok {
+			if verdicts[r.Verdict] == Free {
+				c.loose("rule %q: + %s %s", r.Name, r.Verdict, ruleWords(r))
+			} else {
+				c.tight("rule %q: + %s %s", r.Name, r.Verdict, ruleWords(r))
+			}
+			continue
+		}
+		c.rule(prev, r)
+	}
+	for _, r := range old {
+		if _, ok := nm[r.Name]; !ok {
+			if verdicts[r.Verdict] == Free {
+				c.tight("rule %q: - %s %s", r.Name, r.Verdict, ruleWords(r))
+			} else {
+				c.loose("rule %q: - %s %s (removed)", r.Name, r.Verdict, ruleWords(r))
+			}
+		}
+	}
+}
+
+// rule compares two versions of one rule. A rule's reach is its hosts × methods × paths: for a
+// free rule a wider reach loosens; for an ask or deny rule a narrower reach loosens, and so does
+// a verdict that becomes more permissive.
+func (c *Comparison) rule(o, n FileRule) {
+	ov, nv := verdicts[o.Verdict], verdicts[n.Verdict]
+	name := n.Name
+	if nv < ov {
+		c.loose("rule %q: verdict %s → %s", name, o.Verdict, n.Verdict)
+	} else if nv > ov {
+		c.tight("rule %q: verdict %s → %s", name, o.Verdict, n.Verdict)
+	}
+	// The reach is judged against the more permissive of the two verdicts' directions: when the
+	// verdict did not change, a free rule loosens by widening and an ask/deny rule by narrowing.
+	freeNow := nv == Free
+	freeBefore := ov == Free
+	widened, narrowed := reachDiff(o, n)
+	for _, w := range widened {
+		if freeNow {
+			c.loose("rule %q: %s", name, w)
+		} else {
+			c.tight("rule %q: %s", name, w)
+		}
+	}
+	for _, w := range narrowed {
+		if !freeBefore {
+			c.loose("rule %q: %s", name, w)
+		} else {
+			c.tight("rule %q: %s", name, w)
+		}
+	}
+}
+
+// reachDiff lists how n's reach grew and shrank compared with o's, in words.
+func reachDiff(o, n FileRule) (widened, narrowed []string) {
+	for _, h := range n.Hosts {
+		if !covers(o.Hosts, h) {
+			widened = append(widened, fmt.Sprintf("hosts: + %q", h))
+		}
+	}
+	for _, h := range o.Hosts {
+		if !covers(n.Hosts, h) {
+			narrowed = append(narrowed, fmt.Sprintf("hosts: - %q", h))
+		}
+	}
+	// Methods: empty means every method.
+	switch {
+	case len(o.Methods) == 0 && len(n.Methods) > 0:
+		narrowed = append(narrowed, fmt.Sprintf("methods: every method → %s", strings.Join(n.Methods, ",")))
+	case len(o.Methods) > 0 && len(n.Methods) == 0:
+		widened = append(widened, fmt.Sprintf("methods: %s → every method", strings.Join(o.Methods, ",")))
+	case len(o.Methods) > 0:
+		for _, m := range n.Methods {
+			if !slices.Contains(o.Methods, m) {
+				widened = append(widened, fmt.Sprintf("methods: + %s", m))
+			}
+		}
+		for _, m := range o.Methods {
+			if !slices.Contains(n.Methods, m) {
+				narrowed = append(narrowed, fmt.Sprintf("methods: - %s", m))
+			}
+		}
+	}
+	// Paths: empty means every path; a pattern is kept only when written the same.
+	switch {
+	case len(o.Paths) == 0 && len(n.Paths) > 0:
+		narrowed = append(narrowed, fmt.Sprintf("paths: every path → %s", strings.Join(n.Paths, ", ")))
+	case len(o.Paths) > 0 && len(n.Paths) == 0:
+		widened = append(widened, fmt.Sprintf("paths: %s → every path", strings.Join(o.Paths, ", ")))
+	case len(o.Paths) > 0:
+		for _, p := range n.Paths {
+			if !slices.Contains(o.Paths, p) {
+				widened = append(widened, fmt.Sprintf("paths: + %s", p))
+			}
+		}
+		for _, p := range o.Paths {
+			if !slices.Contains(n.Paths, p) {
+				narrowed = append(narrowed, fmt.Sprintf("paths: - %s", p))
+			}
+		}
+	}
+	return widened, narrowed
+}
+
+func (c *Comparison) floor(old, new *Policy) {
+	for _, p := range new.Floor.AllowCIDRs {
+		if !prefixCovered(old.Floor.AllowCIDRs, p) {
+			c.loose("floor.allow_cidrs: + %s", p)
+		}
+	}
+	for _, p := range old.Floor.AllowCIDRs {
+		if !prefixCovered(new.Floor.AllowCIDRs, p) {
+			c.tight("floor.allow_cidrs: - %s", p)
+		}
+	}
+	for _, port := range new.Floor.AllowPorts {
+		if !slices.Contains(old.Floor.AllowPorts, port) {
+			c.loose("floor.allow_ports: + %d", port)
+		}
+	}
+	for _, port := range old.Floor.AllowPorts {
+		if !slices.Contains(new.Floor.AllowPorts, port) {
+			c.tight("floor.allow_ports: - %d", port)
+		}
+	}
+	for _, name := range sortedKeys(new.Floor.Hosts) {
+		a := new.Floor.Hosts[name]
+		if prev, ok := old.Floor.Hosts[name]; !ok {
+			c.loose("floor.hosts: + %s = %s", name, a)
+		} else if prev != a {
+			c.loose("floor.hosts: %s: %s → %s", name, prev, a)
+		}
+	}
+	for _, name := range sortedKeys(old.Floor.Hosts) {
+		if _, ok := new.Floor.Hosts[name]; !ok {
+			c.tight("floor.hosts: - %s", name)
+		}
+	}
+}
+
+func prefixCovered(set []netip.Prefix, p netip.Prefix) bool {
+	for _, s := range set {
+		if s.Bits() <= p.Bits() && s.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Comparison) sources(old, new map[string][]string) {
+	for _, name := range sortedKeys(new) {
+		for _, s := range new[name] {
+			if !slices.Contains(old[name], s) {
+				c.loose("sources.%s: + %s", name, s)
+			}
+		}
+	}
+	for _, name := range sortedKeys(old) {
+		for _, s := range old[name] {
+			if !slices.Contains(new[name], s) {
+				c.tight("sources.%s: - %s", name, s)
+			}
+		}
+	}
+}
+
+func (c *Comparison) settings(o, n Settings) {
+	if n.Hold > o.Hold {
+		c.loose("settings.hold: %s → %s", o.Hold, n.Hold)
+	} else if n.Hold < o.Hold {
+		c.tight("settings.hold: %s → %s", o.Hold, n.Hold)
+	}
+	if n.ConnectGrant > o.ConnectGrant {
+		c.loose("settings.connect_grant: %s → %s", o.ConnectGrant, n.ConnectGrant)
+	} else if n.ConnectGrant < o.ConnectGrant {
+		c.tight("settings.connect_grant: %s → %s", o.ConnectGrant, n.ConnectGrant)
+	}
+	if n.BufferLimit > o.BufferLimit {
+		c.loose("settings.buffer_limit: %d → %d bytes", o.BufferLimit, n.BufferLimit)
+	} else if n.BufferLimit < o.BufferLimit {
+		c.tight("settings.buffer_limit: %d → %d bytes", o.BufferLimit, n.BufferLimit)
+	}
+	if o.Heuristics != n.Heuristics {
+		if n.Heuristics == "enforce" {
+			c.tight("settings.heuristics: %s → %s", o.Heuristics, n.Heuristics)
+		} else {
+			c.loose("settings.heuristics: %s → %s", o.Heuristics, n.Heuristics)
+		}
+	}
+}
+
+func (c *Comparison) secrets(old, new []FileSecret) {
+	om := map[string]FileSecret{}
+	for _, s := range old {
+		om[s.Name] = s
+	}
+	nm := map[string]bool{}
+	for _, s := range new {
+		nm[s.Name] = true
+		prev, ok := om[s.Name]
+		switch {
+		case !ok:
+			c.tight("secret %q: + pattern", s.Name)
+		case prev.Pattern != s.Pattern:
+			c.loose("secret %q: pattern changed (it may match less)", s.Name)
+		}
+		if ok {
+			for _, h := range s.Hosts {
+				if !covers(prev.Hosts, h) {
+					c.loose("secret %q: hosts: + %q", s.Name, h)
+				}
+			}
+		}
+	}
+	for _, s := range old {
+		if !nm[s.Name] {
+			c.loose("secret %q: - (removed)", s.Name)
+		}
+	}
+}
+
+func (c *Comparison) injections(old, new []FileInject) {
+	key := func(i FileInject) string {
+		return strings.Join([]string{strings.Join(i.Hosts, ","), i.Header, i.Query, i.Secret, i.Format}, "|")
+	}
+	om := map[string]FileInject{}
+	for _, i := range old {
+		om[i.Name] = i
+	}
+	nm := map[string]bool{}
+	for _, i := range new {
+		nm[i.Name] = true
+		prev, ok := om[i.Name]
+		target := i.Header
+		if target == "" {
+			target = "query " + i.Query
+		}
+		switch {
+		case !ok:
+			c.loose("inject: + %q (secret %q as %s to %s)", i.Name, i.Secret, target, strings.Join(i.Hosts, ", "))
+		case key(prev) != key(i):
+			c.loose("inject %q: changed (secret %q as %s to %s)", i.Name, i.Secret, target, strings.Join(i.Hosts, ", "))
+		}
+	}
+	for _, i := range old {
+		if !nm[i.Name] {
+			c.tight("inject: - %q", i.Name)
+		}
+	}
+}
