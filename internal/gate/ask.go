@@ -74,6 +74,15 @@ func mediaType(h http.Header) string {
 // hold time. It returns nil to let the request go, or the refusal to answer. ex is updated with
 // the ticket and, for a decision, the approver.
 func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
+	d := g.askHuman1(ctx, ex, res, pol, req)
+	// An ASK the heuristics made, refused (denied, or no one to ask): E_EXFIL_SUSPECT.
+	if d != nil && res.Rule == ruleHeuristics && (d.Code == policy.CodeDenied || d.Code == policy.CodeNoConsole) {
+		d.Code = policy.CodeExfilSuspect
+	}
+	return d
+}
+
+func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
 	if g.hub == nil || !g.hub.Connected() {
 		d := noConsole(res.Decision)
 		return &d
@@ -161,7 +170,10 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, res judge.Result, pol *
 	preview = display.Escape(display.Truncate(preview, bodyPreview), true)
 	req := hub.AskRequest{Kind: hub.KindRequest, Method: r.Method, URL: ex.rec.URL, Headers: ticketHeaders(r.Header, in),
 		BodyPreview: preview, BodySize: int64(len(body)), Fingerprint: fp, Red: res.Red}
-	if len(res.Findings) > 0 {
+	switch {
+	case res.Rule == ruleHeuristics:
+		req.Warning = "Looks like data leaving: " + res.Reason
+	case len(res.Findings) > 0:
 		req.Warning = "Claude API: " + strings.Join(res.Findings, "; ")
 	}
 	return g.askHuman(r.Context(), ex, res, pol, req)

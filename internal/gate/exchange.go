@@ -197,6 +197,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 
 func (b *countingBody) Close() error {
 	err := b.rc.Close()
+	b.ex.g.exfil.Replied(b.ex.target.Host, b.n)
 	b.ex.finish(b.status, b.n, "")
 	return err
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -79,6 +80,8 @@ type Gate struct {
 	idPrefix  string
 	idSeq     atomic.Uint64
 
+	exfil *exfil.Scorer // the exfiltration heuristics' memory of hosts, subdomains and bytes
+
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
 }
@@ -102,6 +105,7 @@ func New(cfg Config) *Gate {
 		g.now = time.Now
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"

@@ -425,3 +425,66 @@ func TestSlowHeadIsCut(t *testing.T) {
 		t.Error("the origin was reached")
 	}
 }
+
+func TestHeuristicsShadowAndEnforce(t *testing.T) {
+	tg := startGate(t, nil)
+	blob := strings.Repeat("Qm9vZ2xlIGlzIGEgc2VhcmNoIGVuZ2luZQ7x", 12) // ~430 base64 characters
+	for _, mode := range []string{"shadow", "enforce"} {
+		t.Run(mode, func(t *testing.T) {
+			p, err := policy.Load("h.toml", []byte(fmt.Sprintf(`version = 1
+[[rule]]
+name = "api-free"
+hosts = ["api-%[2]s.test"]
+verdict = "free"
+[floor]
+allow_cidrs = ["127.0.0.1/32"]
+allow_ports = [%[1]d]
+[floor.hosts]
+"api-%[2]s.test" = "127.0.0.1"
+[sources]
+local = ["127.0.0.0/8"]
+[settings]
+heuristics = %[2]q
+`, tg.port, mode)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg.g.SetPolicy(p)
+			before := tg.origin.count()
+			resp, err := tg.client().Get(fmt.Sprintf("http://api-%s.test:%d/collect?d=%s", mode, tg.port, blob))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			id := resp.Header.Get(HeaderRequest)
+			switch mode {
+			case "shadow":
+				if resp.StatusCode != 200 || tg.origin.count() != before+1 {
+					t.Fatalf("shadow: %d", resp.StatusCode)
+				}
+			case "enforce":
+				if resp.StatusCode != 403 || resp.Header.Get(HeaderCode) != "E_EXFIL_SUSPECT" || resp.Header.Get(HeaderRule) != "heuristics" ||
+					!strings.Contains(string(body), "base64") || tg.origin.count() != before {
+					t.Fatalf("enforce: %d %s\n%s", resp.StatusCode, resp.Header.Get(HeaderCode), body)
+				}
+			}
+			var rec map[string]any
+			deadline := time.Now().Add(5 * time.Second)
+			for rec == nil && time.Now().Before(deadline) {
+				for _, m := range tg.records(t) {
+					if m["id"] == id {
+						rec = m
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if rec == nil || rec["score"] == nil || !strings.Contains(fmt.Sprint(rec["findings"]), "base64") {
+				t.Fatalf("audit record %v", rec)
+			}
+			if strings.Contains(fmt.Sprint(rec["findings"]), blob[:30]) {
+				t.Fatal("the findings quote the blob")
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -121,6 +122,7 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		return r, g.refuse(r.Context(), r, ex, res.Decision)
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
+	res = g.heuristics(r, ex, res, pol, body, size)
 	if res.Verdict == policy.Ask {
 		if d := g.askRequest(r, ex, res, pol, in, body); d != nil {
 			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
@@ -260,4 +262,34 @@ func applyInject(r *http.Request, in *judge.Inject) {
 	}
 	kept = append(kept, url.QueryEscape(in.Query)+"="+url.QueryEscape(in.Value))
 	r.URL.RawQuery = strings.Join(kept, "&")
+}
+
+// ruleHeuristics names the ASK the exfiltration heuristics make under heuristics = "enforce".
+const ruleHeuristics = "heuristics"
+
+// heuristics scores a request about to go out (DESIGN.md step 9) and records the score in the
+// audit. Under heuristics = "enforce", a FREE request over the threshold asks instead; under
+// "shadow" (the default) the score is only logged.
+func (g *Gate) heuristics(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, body []byte, size int64) judge.Result {
+	sc := g.exfil.Score(&exfil.Request{Host: res.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header,
+		Body: body, BodySize: size, Trusted: pol.Trusted(res.Host)})
+	if sc.Value <= 0 {
+		return res
+	}
+	ex.rec.Score = sc.Value
+	ex.rec.Findings = strings.Join(sc.Reasons, "; ")
+	if !sc.Suspect {
+		return res
+	}
+	if pol.Settings.Heuristics != "enforce" {
+		g.log.Info("exfiltration score over the threshold (shadow: not enforced)", logID, ex.rec.ID, "host", res.Host, "score", sc.String())
+		return res
+	}
+	if res.Verdict == policy.Free {
+		res.Decision = policy.Decision{Verdict: policy.Ask, Rule: ruleHeuristics,
+			Reason: fmt.Sprintf("the request looks like data leaving (exfiltration score %.1f): %s", sc.Value, strings.Join(sc.Reasons, "; "))}
+		res.Findings = append(res.Findings, sc.Reasons...)
+		ex.decided(res, pol)
+	}
+	return res
 }
