@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
 	"flag"
@@ -20,6 +21,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	// Roots for verifying origins where the system has none (a FROM scratch image): Go uses its
+	// bundle only when the system's is missing.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
@@ -171,11 +176,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		pub, err := hub.ReadPublicKey(o.hubKey)
-		if err != nil {
-			return err
-		}
-		hc = hubclient.New(o.hubURL, tok, pub, log)
+		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hub.ReadPublicKey(o.hubKey) }, log)
 		go hc.Run(ctx)
 		cfg.Hub = hc
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/layout"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secretfile"
 	"github.com/lockhttp/lockhttp/internal/signer"
@@ -35,6 +36,7 @@ commands:
   explain     what the gate would decide for a raw HTTP request, and why
   verify-log  check the audit files' chains
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
+  volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -47,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
 		return runVerifyLog(args[1:], stdout, stderr)
+	case "volumes":
+		return runVolumes(args[1:], stdout, stderr)
 	case "ca":
 		if len(args) < 2 || args[1] != "init" {
 			fmt.Fprintln(stderr, "usage: lockhttp ca init --dir DIR")
@@ -213,5 +217,26 @@ func runCAInit(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	signer.WriteInitSummary(stdout, ca, *dir, os.Geteuid() == 0)
+	return 0
+}
+
+func runVolumes(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp volumes", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/vol", "the `DIR` the volumes are mounted under")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	done, err := layout.Prepare(*root)
+	for _, d := range done {
+		fmt.Fprintln(stdout, d)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp volumes:", err)
+		return 1
+	}
 	return 0
 }

@@ -38,6 +38,34 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// hubFlags are the flags that say which hub to talk to: the stack in --state (its up.json), or
+// --hub with --hub-token (a compose setup, where there is no up.json).
+type hubFlags struct {
+	state, hub, token *string
+}
+
+func addHubFlags(fs *flag.FlagSet) hubFlags {
+	return hubFlags{
+		state: fs.String("state", ".lockfamily", "the stack's state directory (its up.json names the hub)"),
+		hub:   fs.String("hub", "", "the hub's URL, instead of --state's up.json (with --hub-token)"),
+		token: fs.String("hub-token", "", "the facade token file for --hub"),
+	}
+}
+
+func (h hubFlags) facade() (*hubclient.Facade, error) {
+	if *h.hub != "" {
+		if *h.token == "" {
+			return nil, errors.New("--hub needs --hub-token: the file with lox's facade token")
+		}
+		tok, err := hub.ReadToken(*h.token)
+		if err != nil {
+			return nil, err
+		}
+		return hubclient.NewFacade(*h.hub, tok), nil
+	}
+	return facade(*h.state)
+}
+
 // facade reads up.json in the state directory and returns a hub client with lox's token.
 func facade(state string) (*hubclient.Facade, error) {
 	data, err := os.ReadFile(filepath.Join(state, stack.UpFile))
@@ -68,7 +96,7 @@ func whoami() string {
 func runTickets(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lox tickets", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	hf := addHubFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array of the pending tickets, newest first")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -78,7 +106,7 @@ func runTickets(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lox tickets: unexpected argument %q\n", pos[0])
 		return 2
 	}
-	f, err := facade(*state)
+	f, err := hf.facade()
 	if err != nil {
 		fmt.Fprintln(stderr, "lox tickets:", err)
 		return 1
@@ -121,7 +149,7 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	hf := addHubFlags(fs)
 	reason := fs.String("reason", "", "why (required to deny: the agent is told it)")
 	fp := fs.String("fingerprint", "", "the fingerprint you were shown (default: the ticket's, read now)")
 	pos, err := parseInterleaved(fs, args)
@@ -136,7 +164,7 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lox deny: --reason is required: the agent is told why")
 		return 2
 	}
-	f, err := facade(*state)
+	f, err := hf.facade()
 	if err != nil {
 		fmt.Fprintln(stderr, name+":", err)
 		return 1
@@ -180,7 +208,7 @@ func usageErr(err error) int {
 func runPair(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lox pair", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", ".lockfamily", "the stack's state directory")
+	hf := addHubFlags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -189,7 +217,7 @@ func runPair(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lox pair: unexpected argument %q\n", pos[0])
 		return 2
 	}
-	f, err := facade(*state)
+	f, err := hf.facade()
 	if err != nil {
 		fmt.Fprintln(stderr, "lox pair:", err)
 		return 1

@@ -13,11 +13,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -116,6 +118,8 @@ func runInit(args []string, e env) int {
 }
 
 type serveOptions struct {
+	init       bool
+	exportCA   string
 	caDir      string
 	socket     string
 	socketMode string
@@ -130,6 +134,8 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := serveOptions{}
 	flags.StringVar(&o.caDir, "ca", "", "the CA `DIR` made by signer init (required)")
+	flags.BoolVar(&o.init, "init", false, "create the CA in --ca first when it has none (a container's first start); an existing CA is never replaced")
+	flags.StringVar(&o.exportCA, "export-ca", "", "copy ca.pem (the certificate only) into `DIR`, for the agents to trust")
 	flags.StringVar(&o.socket, "socket", "", "unix socket `PATH` to serve on (required)")
 	flags.StringVar(&o.socketMode, "socket-mode", "0660", "file `MODE` of the socket, octal")
 	flags.Var(&o.allow, "allow-uid", "`UID` allowed to ask for certificates: the gate's (required, repeatable); other uids' connections are closed")
@@ -172,9 +178,23 @@ func runServe(ctx context.Context, args []string, e env) int {
 		log.Warn("an allowed uid is the signer's own: that process could read the CA key; run the gate as another user", "uid", e.euid)
 	}
 
+	if o.init {
+		if _, err := os.Stat(filepath.Join(o.caDir, signer.KeyFile)); errors.Is(err, os.ErrNotExist) {
+			ca, err := signer.InitCA(o.caDir, e.now(), rand.Reader)
+			if err != nil {
+				return fail(1, "%v", err)
+			}
+			log.Info("created the CA", "dir", o.caDir, "ca", ca)
+		}
+	}
 	ca, err := signer.LoadCA(o.caDir)
 	if err != nil {
 		return fail(1, "%v", err)
+	}
+	if o.exportCA != "" {
+		if err := atomicfile.WriteFile(filepath.Join(o.exportCA, signer.CertFile), ca.CertPEM(), 0o644); err != nil {
+			return fail(1, "--export-ca: %v", err)
+		}
 	}
 	l, err := unixsock.Listen(o.socket, fs.FileMode(mode))
 	if err != nil {

@@ -46,7 +46,7 @@ func sign(key ed25519.PrivateKey, d *SignedDecision) {
 // Verify checks the signature with the hub's public key and that the decision is about the
 // ticket and the fingerprint the gate asked for.
 func (d *SignedDecision) Verify(pub ed25519.PublicKey, ticket, fingerprint string) error {
-	if !ed25519.Verify(pub, d.payload(), d.Signature) {
+	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d.payload(), d.Signature) {
 		return errors.New("hub decision: bad signature (is the gate configured with this hub's public key?)")
 	}
 	if d.Ticket != ticket || d.Fingerprint != fingerprint {

@@ -28,9 +28,12 @@ const callTimeout = 5 * time.Second
 type Client struct {
 	base  string
 	token string
-	pub   ed25519.PublicKey
 	http  *http.Client
 	log   *slog.Logger
+	// key returns the hub's public key; it is read until it succeeds (the hub writes it on its
+	// first start, which may come after the gate's).
+	key func() (ed25519.PublicKey, error)
+	pub atomic.Pointer[ed25519.PublicKey]
 
 	connected atomic.Bool
 
@@ -41,14 +44,27 @@ type Client struct {
 // New returns a client for the hub at base (http://host:port) with the gate's token; pub is the
 // hub's public key, which every decision must verify against.
 func New(base, token string, pub ed25519.PublicKey, log *slog.Logger) *Client {
+	return NewWithKey(base, token, func() (ed25519.PublicKey, error) { return pub, nil }, log)
+}
+
+// NewWithKey is New with the key read by key, until it succeeds: until then the client does not
+// connect, and every ASK is refused.
+func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		base: strings.TrimSuffix(base, "/"), token: token, pub: pub, log: log,
+		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log,
 		http:    &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}},
 		waiters: map[string]map[chan hub.Ticket]struct{}{},
 	}
+}
+
+func (c *Client) pubKey() ed25519.PublicKey {
+	if p := c.pub.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Connected reports whether the event stream is up: without it the gate treats the hub as
@@ -106,7 +122,7 @@ func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, er
 		return ans, err
 	}
 	if ans.Signed != nil {
-		if err := ans.Signed.Verify(c.pub, ans.Ticket.ID, req.Fingerprint); err != nil {
+		if err := ans.Signed.Verify(c.pubKey(), ans.Ticket.ID, req.Fingerprint); err != nil {
 			return ans, err
 		}
 	} else if ans.Outcome == hub.OutcomeApproved || ans.Outcome == hub.OutcomeDenied {
@@ -121,7 +137,7 @@ func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.Signed
 	if err := c.call(ctx, "POST", "/v1/gate/claim", map[string]string{"id": id, "fingerprint": fingerprint}, &d); err != nil {
 		return nil, err
 	}
-	if err := d.Verify(c.pub, id, fingerprint); err != nil {
+	if err := d.Verify(c.pubKey(), id, fingerprint); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -185,6 +201,19 @@ func (c *Client) notify(t hub.Ticket) {
 func (c *Client) Run(ctx context.Context) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
+		if c.pub.Load() == nil {
+			k, err := c.key()
+			if err != nil {
+				c.log.Warn("hub: no public key yet; ASK requests are refused until there is one", "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(2 * time.Second):
+				}
+				continue
+			}
+			c.pub.Store(&k)
+		}
 		err := c.stream(ctx)
 		c.connected.Store(false)
 		if ctx.Err() != nil {

@@ -1,0 +1,86 @@
+// Command agent is the compose end-to-end test's agent: it tries what an agent would, through the
+// proxy and around it, and prints what happened.
+//
+//	agent sleep                 stay up
+//	agent get URL               GET through HTTP(S)_PROXY, trusting SSL_CERT_FILE
+//	agent post URL BODY         POST through the proxy
+//	agent delete URL            DELETE through the proxy
+//	agent tcp HOST:PORT         a direct TCP connection
+//	agent dns NAME              a DNS lookup
+//	agent noproxy URL           a GET that ignores the proxy variables
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Println("usage: agent sleep|get|post|delete|tcp|dns|noproxy ...")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "sleep":
+		// Block until stopped (an empty select with nothing else running would be a deadlock).
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+		<-ch
+	case "get", "post", "delete":
+		request(strings.ToUpper(os.Args[1]), os.Args[2], strings.Join(os.Args[3:], " "), true)
+	case "noproxy":
+		request("GET", os.Args[2], "", false)
+	case "tcp":
+		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
+		if err != nil {
+			fmt.Println("failed:", err)
+			return
+		}
+		c.Close()
+		fmt.Println("connected")
+	case "dns":
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, os.Args[2])
+		if err != nil {
+			fmt.Println("failed:", err)
+			return
+		}
+		fmt.Println("resolved:", addrs)
+	}
+}
+
+func request(method, url, body string, proxy bool) {
+	pool := x509.NewCertPool()
+	if pem, err := os.ReadFile(os.Getenv("SSL_CERT_FILE")); err == nil {
+		pool.AppendCertsFromPEM(pem)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	if proxy {
+		tr.Proxy = http.ProxyFromEnvironment
+	}
+	timeout := 20 * time.Second
+	if !proxy {
+		timeout = 5 * time.Second // the probe that must fail: do not wait long
+	}
+	c := &http.Client{Transport: tr, Timeout: timeout}
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Println("failed:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	fmt.Printf("status=%d code=%s ticket=%s body=%s\n", resp.StatusCode, resp.Header.Get("X-Lockhttp-Code"), resp.Header.Get("X-Lockhttp-Ticket"), strings.SplitN(string(b), "\n", 2)[0])
+}

@@ -1,0 +1,83 @@
+// Package layout prepares the volumes of the compose setup: each directory owned by the one
+// service that writes it, readable by exactly the services that need it.
+package layout
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The compose setup's numeric users and the group the lockhttp services share.
+const (
+	GateUID    = 10003
+	SignerUID  = 10004
+	ConsoleUID = 10021
+	Group      = 10000
+)
+
+// dir is one volume directory: its owner, group and mode.
+type dir struct {
+	path     string
+	uid, gid int
+	mode     os.FileMode
+	why      string
+}
+
+// Prepare creates (or corrects) the volume directories under root and the gate's hub token:
+//
+//	ca/          signer's, 0700: the CA key never leaves it
+//	ca-public/   signer's, 0755: ca.pem for the agents
+//	sockets/     root:lockhttp, 2770: the unix sockets of signer, console and gate
+//	console/     console's, 0700: policy state, hub state, console audit
+//	hub/         console's, 0750 group lockhttp: the hub's public key and the gate's token
+//	audit/       gate's, 0750 group lockhttp: the gate's audit (the console reads it)
+//	secrets/     gate's, 0700: the gate's secrets file
+//
+// It runs as root once, before the services start; it never reads or changes a file's contents
+// but the token it creates when missing.
+func Prepare(root string) ([]string, error) {
+	dirs := []dir{
+		{"ca", SignerUID, SignerUID, 0o700, "the CA key: the signer's alone"},
+		{"ca-public", SignerUID, Group, 0o755, "ca.pem for the agents"},
+		{"sockets", 0, Group, 0o770 | os.ModeSetgid, "the services' unix sockets"},
+		{"console", ConsoleUID, ConsoleUID, 0o700, "the console's state"},
+		{"hub", ConsoleUID, Group, 0o750, "the hub's public key and the gate's token"},
+		{"audit", GateUID, Group, 0o750, "the gate's audit"},
+		{"secrets", GateUID, GateUID, 0o700, "the gate's secrets file"},
+	}
+	var done []string
+	for _, d := range dirs {
+		p := filepath.Join(root, d.path)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return done, fmt.Errorf("%s (%s): %w", p, d.why, err)
+		}
+		if err := os.Chown(p, d.uid, d.gid); err != nil {
+			return done, fmt.Errorf("%s: chown %d:%d: %w (run this as root)", p, d.uid, d.gid, err)
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			return done, fmt.Errorf("%s: chmod: %w", p, err)
+		}
+		done = append(done, fmt.Sprintf("%s %d:%d %s (%s)", p, d.uid, d.gid, d.mode, d.why))
+	}
+	// The gate's token for the hub: readable by the console (which checks it) and the gate.
+	tok := filepath.Join(root, "hub", "gate.token")
+	if _, err := os.Stat(tok); errors.Is(err, os.ErrNotExist) {
+		var b [32]byte
+		rand.Read(b[:])
+		if err := os.WriteFile(tok, []byte(base64.RawURLEncoding.EncodeToString(b[:])+"\n"), 0o440); err != nil {
+			return done, err
+		}
+	}
+	if err := os.Chown(tok, 0, Group); err != nil {
+		return done, err
+	}
+	if err := os.Chmod(tok, 0o440); err != nil {
+		return done, err
+	}
+	done = append(done, tok+" 0:10000 0440 (the gate's hub token)")
+	return done, nil
+}
