@@ -1,5 +1,5 @@
-// Command lockhttp is the operator's tool: explain what the gate would decide for a request,
-// verify the audit, and (as the system grows) check a setup.
+// Command lockhttp is the operator's tool: check a setup (doctor), explain what the gate would
+// decide for a request, verify the audit.
 package main
 
 import (
@@ -33,6 +33,7 @@ func main() {
 const usage = `usage: lockhttp <command> [flags]
 
 commands:
+  doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
   explain     what the gate would decide for a raw HTTP request, and why
   verify-log  check the audit files' chains
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
@@ -45,6 +46,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "explain":
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":

@@ -198,6 +198,47 @@ func TestComposeSidecar(t *testing.T) {
 			t.Errorf("the signer's CA key is not where the check looks: %s", out)
 		}
 	})
+	t.Run("lockhttp doctor --compose", func(t *testing.T) {
+		out, code := runDoctor(t, "--compose", c.project, "--direct", "172.30.20.10:443")
+		if code != 0 || strings.Contains(out, "ERROR ") {
+			t.Fatalf("healthy setup: exit %d\n%s", code, out)
+		}
+		for _, l := range []struct{ level, check, want string }{
+			{"OK", "ca-key", "owned by uid 10004 (the signer's)"},
+			{"OK", "signer", "the gate reaches it"},
+			{"OK", "signer", "a caller with uid 65534 is refused (the signer closed the connection)"},
+			{"OK", "console", "serves /etc/lockhttp/policy.toml"},
+			{"OK", "hub", "no ticket pending"},
+			{"OK", "gate", "decides with the console's policy"},
+			{"OK", "gate", `source "agent"`},
+			{"OK", "ca", "a decrypted request through the gate succeeded"},
+			{"OK", "audit", "being written"},
+			{"OK", "agent-net", "direct egress fails"},
+			{"OK", "agent-net", "direct IPv6 egress fails"},
+			{"OK", "agent-net", "outside DNS fails"},
+			{"OK", "compose", "agent network only, proxy set, trusts the CA through SSL_CERT_FILE"},
+			// The test policy's floor exceptions, which map origin.test on the egress network.
+			{"WARN", "policy", "allow_cidrs opens 172.30.20.0/24"},
+			{"WARN", "policy", "maps origin.test to 172.30.20.10"},
+		} {
+			if !hasLine(out, l.level, l.check, l.want) {
+				t.Errorf("no %s %s line with %q", l.level, l.check, l.want)
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("doctor:\n%s", out)
+		}
+		t.Logf("doctor:\n%s", out)
+		c.must("stop", "signer")
+		out, code = runDoctor(t, "--compose", c.project)
+		c.must("start", "signer")
+		if code != 2 || !hasLine(out, "ERROR", "compose", "signer") || !hasLine(out, "ERROR", "signer", "") {
+			t.Fatalf("a stopped signer: exit %d\n%s", code, out)
+		}
+		waitUntil(t, 30*time.Second, "decrypted requests again", func() bool {
+			return strings.HasPrefix(c.agent("get", "https://origin.test/after-signer"), "status=200")
+		})
+	})
 	t.Run("the console away: the gate keeps its policy, ASKs get E_NO_CONSOLE", func(t *testing.T) {
 		c.must("stop", "console")
 		waitUntil(t, 30*time.Second, "ASKs refused at once", func() bool {

@@ -2,6 +2,12 @@ package floor
 
 import "strings"
 
+// SelfName is the gate's own name. The gate answers http://lockhttp.internal/ and the requests
+// in a CONNECT to lockhttp.internal itself, and nothing goes out: lockhttp doctor uses it to show
+// that a client goes through the gate and trusts the lockhttp CA. Name still refuses it (it is
+// under .internal) for every other purpose; the signer signs it and no other local name.
+const SelfName = "lockhttp.internal"
+
 // MetadataNames are the names of cloud metadata services. Name refuses each
 // of them and every name under it (Metadata), and every name that starts with
 // "kubernetes.default." whatever the cluster domain. Read at package

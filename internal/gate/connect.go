@@ -29,6 +29,10 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, r, ex, http.StatusServiceUnavailable, "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate.")
 		return
 	}
+	if isSelf(r.Host, 0) {
+		g.serveSelfConnect(w, r, ex, pol)
+		return
+	}
 	res := judge.Decide(pol, g.insp.Load(), &judge.Request{
 		Kind: judge.Domain, Source: ex.source, Method: http.MethodConnect, Authority: r.Host, Header: r.Header,
 		Decrypt: g.certs != nil,

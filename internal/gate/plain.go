@@ -100,6 +100,9 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		ex.refused(d, pol)
 		return r, g.refuse(r.Context(), r, ex, d)
 	}
+	if isSelf(authority, 80) {
+		return r, g.selfResponse(r, ex, pol, kind == judge.Tunnel)
+	}
 	in := g.insp.Load()
 	if in != nil && in.Secrets != nil {
 		ex.rec.URL = in.Secrets.MaskURL(r.URL)

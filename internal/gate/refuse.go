@@ -72,16 +72,15 @@ func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d poli
 	if ex.closeAfter {
 		h.Set("Connection", "close")
 	}
+	return answer(r, status, h, body)
+}
+
+// answer is a response the gate makes itself, for goproxy to write.
+func answer(r *http.Request, status int, h http.Header, body []byte) *http.Response {
 	return &http.Response{
-		StatusCode:    status,
-		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       r,
+		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
 	}
 }
 
@@ -115,9 +114,5 @@ func failureResponse(r *http.Request, ex *exchange, status int, why string) *htt
 	if ex.closeAfter {
 		h.Set("Connection", "close")
 	}
-	return &http.Response{
-		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
-	}
+	return answer(r, status, h, body)
 }

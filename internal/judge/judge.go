@@ -91,19 +91,10 @@ type Result struct {
 // address checks happen when the gate dials (see package egress); in may be nil (no secrets file,
 // no Claude credentials).
 func Decide(p *policy.Policy, in *Inspect, r *Request) Result {
-	var res Result
 	// 1. Source.
-	res.Container = r.Container
-	if res.Container == "" {
-		res.Container = p.Container(r.Source)
-	}
-	if res.Container == "" || !p.HasContainer(res.Container) {
-		who := "this connection's address"
-		if r.Container != "" {
-			who = "container " + quoted(r.Container)
-		}
-		return deny(res, policy.CodeSourceUnknown, policy.RuleSource,
-			"[sources] names no container for "+who)
+	res, ok := Source(p, r)
+	if !ok {
+		return res
 	}
 	// 2. Floor.
 	if r.UserInfo {
@@ -158,6 +149,25 @@ func Framing(e *framing.Error) policy.Decision {
 // Address is the decision for a target whose resolved address the floor refused.
 func Address(ref *floor.Refusal) policy.Decision {
 	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:" + string(ref.Check), Reason: ref.Reason}
+}
+
+// Source runs the source check alone: the container that sent r, or the refusal
+// (E_SOURCE_UNKNOWN) and false. The gate answers requests for its own name after it.
+func Source(p *policy.Policy, r *Request) (Result, bool) {
+	var res Result
+	res.Container = r.Container
+	if res.Container == "" {
+		res.Container = p.Container(r.Source)
+	}
+	if res.Container == "" || !p.HasContainer(res.Container) {
+		who := "this connection's address"
+		if r.Container != "" {
+			who = "container " + quoted(r.Container)
+		}
+		return deny(res, policy.CodeSourceUnknown, policy.RuleSource,
+			"[sources] names no container for "+who), false
+	}
+	return res, true
 }
 
 func floorDeny(res Result, ref *floor.Refusal) Result {

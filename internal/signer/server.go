@@ -3,8 +3,10 @@ package signer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -55,6 +57,9 @@ type Health struct {
 	CANotAfter string `json:"ca_not_after"`
 	// CASubject is the CA certificate's subject.
 	CASubject string `json:"ca_subject"`
+	// CASHA256 is the SHA-256 of the CA certificate (DER, hex): lockhttp doctor compares it
+	// with the ca.pem agents trust.
+	CASHA256 string `json:"ca_sha256"`
 }
 
 // ErrorResponse is the body of the handler's 400, 404, 405, 413, 429 and 500 answers (the 403
@@ -280,6 +285,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Health{
 		CANotAfter: s.ca.cert.NotAfter.UTC().Format(time.RFC3339),
 		CASubject:  s.ca.cert.Subject.String(),
+		CASHA256:   CertSHA256(s.ca.cert),
 	})
 }
 
@@ -329,4 +335,10 @@ func (l *uidListener) Accept() (net.Conn, error) {
 		}
 		return c, nil
 	}
+}
+
+// CertSHA256 is the SHA-256 of a certificate's DER, in hex: how the doctor and the logs name a CA.
+func CertSHA256(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
 }

@@ -3,11 +3,13 @@ package signer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -219,7 +221,8 @@ func TestServerHealth(t *testing.T) {
 	if err := json.Unmarshal(r.body, &h); err != nil {
 		t.Fatal(err)
 	}
-	if h.CASubject != "CN=lockhttp local CA,O=lockhttp" || h.CANotAfter != t0.Add(CALifetime).Format(time.RFC3339) {
+	if h.CASubject != "CN=lockhttp local CA,O=lockhttp" || h.CANotAfter != t0.Add(CALifetime).Format(time.RFC3339) ||
+		h.CASHA256 != fmt.Sprintf("%x", sha256.Sum256(ts.ca.Cert().Raw)) {
 		t.Errorf("health %+v", h)
 	}
 }

@@ -60,6 +60,9 @@ func TestSignGuardsHost(t *testing.T) {
 		{"localhost", "floor:local-name"},
 		{"app.localhost", "floor:local-name"},
 		{"printer.local", "floor:local-name"},
+		{"gate.internal", "floor:local-name"},
+		{"x.lockhttp.internal", "floor:local-name"},
+		{"lockhttp.internal", ""}, // the gate's own name, which it answers itself
 		{"metadata.google.internal", "floor:metadata"},
 		{"metadata", "floor:metadata"},
 		{"kubernetes.default.svc", "floor:metadata"},

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/doctor"
+)
+
+const doctorUsage = `usage:
+  lockhttp doctor [--state DIR] [--json]          the local stack (lox run)
+  lockhttp doctor --compose PROJECT [--json] [--tools-image IMAGE] [--direct HOST:PORT]... [--dns NAME]
+
+One line per check: OK, WARN (works, look at it) or ERROR (will not work), with the fix.
+Exit status 2 when any check is an ERROR.
+`
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "probe-agent":
+			return runProbeAgent(args[1:], stdout, stderr)
+		case "inside-compose":
+			return runInsideCompose(args[1:], stdout, stderr)
+		}
+	}
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, doctorUsage); fs.PrintDefaults() }
+	state := fs.String("state", ".lockfamily", "the local stack's state directory (lox run --state)")
+	project := fs.String("compose", "", "examine the docker compose `PROJECT` instead of a local stack")
+	tools := fs.String("tools-image", "", "the image with the lockhttp binary (default: the project's volumes service image)")
+	dns := fs.String("dns", "example.com", "an outside `NAME` the agent network must not resolve")
+	var direct listFlag
+	fs.Var(&direct, "direct", "a `HOST:PORT` outside that the agent network must not reach (repeatable)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lockhttp doctor: unexpected %q\n%s", fs.Arg(0), doctorUsage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var f *doctor.Facts
+	if *project != "" {
+		f = doctor.GatherCompose(ctx, doctor.Compose{Project: *project, ToolsImage: *tools, Direct: direct, DNSName: *dns})
+	} else {
+		f = doctor.GatherLocal(ctx, *state)
+	}
+	r := doctor.Assess(f)
+	if *asJSON {
+		r.WriteJSON(stdout)
+	} else {
+		r.Write(stdout)
+	}
+	if r.Worst() == doctor.Error {
+		return 2
+	}
+	return 0
+}
+
+// runProbeAgent runs on the agent network (lockhttp doctor --compose starts it there) and prints
+// its facts as JSON.
+func runProbeAgent(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor probe-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	proxy := fs.String("proxy", "", "the gate's proxy URL")
+	ca := fs.String("ca", "", "the lockhttp CA file")
+	dns := fs.String("dns", "", "an outside name to look up")
+	var direct, host listFlag
+	fs.Var(&direct, "direct", "HOST:PORT=WHAT outside, to connect to directly (repeatable)")
+	fs.Var(&host, "host", "HOST:PORT=WHAT on this machine, to connect to directly (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := doctor.AgentProbe{DNSName: *dns}
+	for _, d := range direct {
+		target, what, _ := strings.Cut(d, "=")
+		p.Direct = append(p.Direct, doctor.Direct{Target: target, What: what})
+	}
+	for _, d := range host {
+		target, what, _ := strings.Cut(d, "=")
+		p.Host = append(p.Host, doctor.Direct{Target: target, What: what})
+	}
+	out := struct {
+		Agent *doctor.AgentFacts `json:"agent"`
+		Self  *doctor.SelfFacts  `json:"self,omitempty"`
+	}{Agent: doctor.ProbeAgent(ctx, p)}
+	if *proxy != "" {
+		out.Self = doctor.SelfRequests(ctx, *proxy, *ca)
+	}
+	json.NewEncoder(stdout).Encode(out)
+	return 0
+}
+
+// runInsideCompose runs in a container with the project's volumes (lockhttp doctor --compose
+// starts it) and prints the services' facts as JSON.
+func runInsideCompose(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor inside-compose", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	auditID := fs.String("audit-id", "", "a request id to find in the gate's audit")
+	asGate := fs.Bool("as-gate", false, "the part that runs as the gate's uid")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if *asGate {
+		json.NewEncoder(stdout).Encode(doctor.GatherAsGate(ctx, *auditID))
+		return 0
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp doctor:", err)
+		return 1
+	}
+	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID))
+	return 0
+}

@@ -1,0 +1,377 @@
+package doctor
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+)
+
+// CAWarnBefore is how long before the CA expires the doctor starts warning.
+const CAWarnBefore = 30 * 24 * time.Hour
+
+// Assess turns facts into the report. It does no I/O.
+func Assess(f *Facts) *Report {
+	r := &Report{}
+	if f.Stack != "" {
+		r.add(Error, "stack", "%s", f.Stack)
+	}
+	assessContainers(r, f)
+	assessCA(r, f)
+	assessSigner(r, f)
+	assessConsole(r, f)
+	assessPolicy(r, f)
+	assessHub(r, f)
+	assessGate(r, f)
+	assessSelf(r, f)
+	assessAudit(r, f)
+	assessAgent(r, f)
+	return r
+}
+
+func short(h string) string {
+	h = strings.TrimPrefix(h, "sha256:")
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func days(d time.Duration) int { return int(d.Hours() / 24) }
+
+func assessCA(r *Report, f *Facts) {
+	ca := f.CA
+	if ca == nil {
+		return
+	}
+	switch {
+	case ca.CertErr != "":
+		r.add(Error, "ca", "%s: %s; fix: the signer writes ca.pem when it starts (signer serve --init --export-ca DIR); never make a new CA to fix a missing file, restore this one", ca.CertPath, ca.CertErr)
+	case !ca.IsCA:
+		r.add(Error, "ca", "%s is not a CA certificate; fix: point agents at the ca.pem the signer exports", ca.CertPath)
+	case !f.Now.Before(ca.NotAfter):
+		r.add(Error, "ca", "%s (sha256 %s) expired on %s: every client refuses the gate's certificates; fix: make a new CA on purpose and have every agent trust it (docs/deploy.md, \"Replacing the CA\")",
+			ca.CertPath, short(ca.SHA256), ca.NotAfter.UTC().Format(time.DateOnly))
+	case ca.NotAfter.Sub(f.Now) < CAWarnBefore:
+		r.add(Warn, "ca", "%s (sha256 %s) expires on %s, in %d days; fix: plan its replacement now (docs/deploy.md, \"Replacing the CA\")",
+			ca.CertPath, short(ca.SHA256), ca.NotAfter.UTC().Format(time.DateOnly), days(ca.NotAfter.Sub(f.Now)))
+	default:
+		r.add(OK, "ca", "%s: %s, sha256 %s, valid until %s (%d days)", ca.CertPath, ca.Subject, short(ca.SHA256),
+			ca.NotAfter.UTC().Format(time.DateOnly), days(ca.NotAfter.Sub(f.Now)))
+	}
+	if !ca.KeyStat {
+		return
+	}
+	mode := fs.FileMode(ca.KeyMode)
+	switch {
+	case ca.KeyErr != "":
+		r.add(Error, "ca-key", "%s: %s; fix: the signer cannot sign without its key: restore it from a backup (never make a new CA to fix this without re-trusting it everywhere)", ca.KeyPath, ca.KeyErr)
+	case mode.Perm()&0o077 != 0:
+		r.add(Error, "ca-key", "%s has mode %04o: users other than the signer's can read the CA key; fix: chmod 600 %s", ca.KeyPath, mode.Perm(), ca.KeyPath)
+	case ca.SignerUID >= 0 && ca.KeyUID != ca.SignerUID:
+		r.add(Error, "ca-key", "%s is owned by uid %d, the signer runs as uid %d; fix: chown %d %s", ca.KeyPath, ca.KeyUID, ca.SignerUID, ca.SignerUID, ca.KeyPath)
+	default:
+		owner := fmt.Sprintf("uid %d", ca.KeyUID)
+		if ca.SignerUID >= 0 {
+			owner += " (the signer's)"
+		}
+		r.add(OK, "ca-key", "%s: mode %04o, owned by %s", ca.KeyPath, mode.Perm(), owner)
+	}
+}
+
+func assessSigner(r *Report, f *Facts) {
+	s := f.Signer
+	if s == nil {
+		return
+	}
+	decryptOff := f.Gate != nil && f.Gate.Status != nil && f.Gate.Status.Signer == "off"
+	switch {
+	case decryptOff:
+		r.add(Warn, "signer", "the gate runs without a signer: it decides a CONNECT by its host alone, and a granted CONNECT opens reads and writes alike, unseen; fix: run the signer and start the gate with -signer")
+	case f.Gate != nil && f.Gate.Status != nil && f.Gate.Status.Signer != "ok":
+		r.add(Error, "signer", "the gate cannot get certificates: %s; every decrypted host is refused with E_NO_SIGNER; fix: start the signer (lox run starts it; docker-compose up -d signer) and check its log", f.Gate.Status.Signer)
+	case s.Err != "":
+		r.add(Error, "signer", "%s: %s; fix: start the signer (lox run starts it; docker-compose up -d signer) and check its log", s.Socket, s.Err)
+	default:
+		via := "the gate reaches it"
+		if f.Gate == nil || f.Gate.Status == nil {
+			via = "answers the gate's uid"
+		}
+		r.add(OK, "signer", "%s: %s", s.Socket, via)
+	}
+	if s.Health != nil && f.CA != nil && f.CA.SHA256 != "" && s.Health.CASHA256 != "" && s.Health.CASHA256 != f.CA.SHA256 {
+		r.add(Error, "signer", "the signer signs with the CA sha256 %s, but %s is sha256 %s: clients trusting that file refuse every decrypted connection; fix: export the signer's ca.pem again (signer serve --export-ca) and have agents trust it",
+			short(s.Health.CASHA256), f.CA.CertPath, short(f.CA.SHA256))
+	}
+	switch {
+	case s.OtherProbed && s.OtherRefused:
+		r.add(OK, "signer", "a caller with uid %d is refused (%s)", s.OtherUID, s.OtherHow)
+	case s.OtherProbed:
+		r.add(Error, "signer", "a caller with uid %d got an answer (%s): any process with that uid can have certificates signed; fix: give the signer --allow-uid with the gate's uid only", s.OtherUID, s.OtherHow)
+	case s.NotProbedOK:
+		r.add(OK, "signer", "other uids cannot reach it: %s", s.NotProbed)
+	case s.NotProbed != "":
+		r.add(Warn, "signer", "whether another uid is refused was not probed: %s", s.NotProbed)
+	}
+}
+
+func assessConsole(r *Report, f *Facts) {
+	c := f.Console
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Err != "":
+		r.add(Error, "console", "%s: %s; the gate keeps its last policy and refuses every ASK; fix: start the console (lox run; docker-compose up -d console) and check its log", c.Socket, c.Err)
+		return
+	case c.Status == nil || c.Status.Version == "":
+		r.add(Error, "console", "serves no approved policy: the gate refuses everything; fix: correct the policy file (see the console's log) and approve it")
+	case c.PolicyErr != "":
+		r.add(Error, "console", "serves a policy the gate cannot load: %s; fix: correct the policy file and approve it", c.PolicyErr)
+	default:
+		by := ""
+		if c.Status.ApprovedBy != "" {
+			by = fmt.Sprintf(", approved by %s on %s", c.Status.ApprovedBy, c.Status.ApprovedAt.UTC().Format(time.DateTime))
+		}
+		r.add(OK, "console", "serves %s%s", c.Policy, by)
+	}
+	if c.Status == nil {
+		return
+	}
+	switch {
+	case c.Status.FileError != "":
+		r.add(Warn, "console", "the policy file does not load: %s; the gate keeps the approved policy; fix: correct the file", c.Status.FileError)
+	case c.Status.Review != "":
+		r.add(Warn, "console", "the policy file loosens the approved policy and waits for a human (version %s); fix: review it in the console's terminal (:review), or undo the change", short(c.Status.Review))
+	case c.Status.Differs:
+		r.add(Warn, "console", "the policy file differs from the approved policy (a loosening was rejected); fix: undo the change in the file, or edit it again to ask anew")
+	}
+}
+
+func assessPolicy(r *Report, f *Facts) {
+	c := f.Console
+	if c == nil || c.Status == nil || c.PolicyErr != "" {
+		return
+	}
+	for _, p := range c.AllowCIDRs {
+		r.add(Warn, "policy", "floor exception: allow_cidrs opens %s to agents (the floor refuses private and local addresses for them); keep it only for a host you mean to reach", p)
+	}
+	for _, p := range c.AllowPorts {
+		r.add(Warn, "policy", "floor exception: allow_ports opens port %d (the floor allows 80 and 443); keep it only if agents need it", p)
+	}
+	hosts := make([]string, 0, len(c.FloorHosts))
+	for h := range c.FloorHosts {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	for _, h := range hosts {
+		r.add(Warn, "policy", "floor exception: floor.hosts maps %s to %s, past DNS and past the name checks; keep it only for a host you mean to reach", h, c.FloorHosts[h])
+	}
+}
+
+func assessHub(r *Report, f *Facts) {
+	h := f.Hub
+	if h == nil {
+		return
+	}
+	if h.Err != "" {
+		r.add(Error, "hub", "%s: %s; every ASK is refused with E_NO_CONSOLE; fix: start the console (it hosts the hub) and check the token file", h.URL, h.Err)
+		return
+	}
+	if len(h.Pending) == 0 {
+		r.add(OK, "hub", "%s: reachable, no ticket pending", h.URL)
+		return
+	}
+	oldest := h.Pending[0]
+	for _, p := range h.Pending {
+		if p.Created.Before(oldest.Created) {
+			oldest = p
+		}
+	}
+	r.add(Warn, "hub", "%d ticket(s) pending, the oldest (%s, a %s) for %s; fix: answer them in the console's terminal, with lox approve/deny, or on the phone",
+		len(h.Pending), oldest.ID, oldest.Kind, f.Now.Sub(oldest.Created).Round(time.Second))
+}
+
+func assessGate(r *Report, f *Facts) {
+	g := f.Gate
+	if g == nil {
+		return
+	}
+	if g.Err != "" {
+		r.add(Error, "gate", "%s: %s; fix: start the gate (lox run; docker-compose up -d gate) and check its log", g.Socket, g.Err)
+		return
+	}
+	st := g.Status
+	r.add(OK, "gate", "listening on %s, %d requests since %s", st.Listen, st.Requests, st.Started.UTC().Format(time.DateTime))
+	consoleVersion := ""
+	if f.Console != nil && f.Console.Status != nil {
+		consoleVersion = f.Console.Status.Version
+	}
+	switch {
+	case st.PolicyVersion == "":
+		r.add(Error, "gate", "has no policy: it refuses every request with E_NO_CONSOLE; fix: start the console, or see the gate's log for why it cannot fetch the policy")
+	case consoleVersion != "" && st.PolicyVersion != consoleVersion:
+		r.add(Error, "gate", "decides with policy %s while the console serves %s (waited %s); fix: see the gate's log (console_error: %s)",
+			short(st.PolicyVersion), short(consoleVersion), g.Waited.Round(time.Second), orNone(st.ConsoleError))
+	case consoleVersion != "":
+		r.add(OK, "gate", "decides with the console's policy %s", short(st.PolicyVersion))
+	}
+	if st.ConsoleError != "" && (consoleVersion == "" || st.PolicyVersion == consoleVersion) {
+		r.add(Warn, "gate", "its last policy fetch failed: %s; it keeps deciding with the policy it has", st.ConsoleError)
+	}
+	if st.AuditError != "" {
+		r.add(Error, "audit", "the gate cannot write its audit (%s): it refuses all traffic until it can; fix: free space or fix the audit directory's owner and mode", st.AuditError)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func assessSelf(r *Report, f *Facts) {
+	s := f.Self
+	if s == nil {
+		return
+	}
+	switch {
+	case s.PlainErr != "":
+		r.add(Error, "gate", "a request for http://lockhttp.internal/ through %s failed: %s; fix: check the proxy address agents are given", s.Proxy, s.PlainErr)
+	case s.Plain != nil:
+		r.add(OK, "gate", "answers through %s: source %q, policy %s", s.Proxy, s.Plain.Container, short(s.Plain.PolicyVersion))
+	}
+	if s.CAFile == "" || f.Gate != nil && f.Gate.Status != nil && f.Gate.Status.Signer == "off" {
+		return // without a signer nothing is decrypted: the signer's line says so
+	}
+	switch {
+	case s.Untrusted:
+		r.add(Error, "ca", "a client trusting %s refused the gate's certificate: %s; fix: have agents trust the ca.pem the signer exports (the signer and the file disagree)", s.CAFile, s.DecryptedErr)
+	case s.DecryptedErr != "":
+		r.add(Error, "gate", "a decrypted request (https://lockhttp.internal/) failed: %s; fix: see the gate's and the signer's logs", s.DecryptedErr)
+	case s.Decrypted != nil:
+		r.add(OK, "ca", "a decrypted request through the gate succeeded: a client trusting %s accepts the gate's certificates", s.CAFile)
+	}
+}
+
+func assessAudit(r *Report, f *Facts) {
+	a := f.Audit
+	if a == nil {
+		return
+	}
+	switch {
+	case a.Err != "":
+		r.add(Error, "audit", "%s: %s; fix: the gate writes its audit there: check the directory and the gate's log", a.Dir, a.Err)
+	case !a.Found:
+		r.add(Error, "audit", "the gate answered request %s but %s has no record of it (%d files, newest %s); fix: check that the gate's -audit is this directory and that it can write it",
+			a.ID, a.Dir, a.Files, a.Latest.UTC().Format(time.DateTime))
+	default:
+		r.add(OK, "audit", "being written: request %s is recorded in %s", a.ID, a.Dir)
+	}
+}
+
+func assessAgent(r *Report, f *Facts) {
+	a := f.Agent
+	if a == nil {
+		return
+	}
+	if a.Err != "" {
+		r.add(Error, "agent-net", "the probe on the agent network did not run: %s; fix: build the tools image (compose/build.sh) and check the project name", a.Err)
+		return
+	}
+	bypass := "agents can go around the gate; fix: declare the agent network internal: true and attach agents to it alone (compose/compose.yaml)"
+	if a.Internal != nil && !*a.Internal {
+		r.add(Error, "agent-net", "docker does not isolate %s (internal: false): its containers reach the internet without the gate; fix: internal: true on the agent network (compose/compose.yaml)", a.Network)
+	}
+	if a.RoutesErr != "" {
+		r.add(Warn, "agent-net", "the routing table could not be read: %s", a.RoutesErr)
+	}
+	reached := false
+	var tried []string
+	for _, d := range a.Direct {
+		tried = append(tried, d.Target+" ("+d.What+")")
+		if d.Reached {
+			reached = true
+			r.add(Error, "agent-net", "a direct connection to %s (%s) got through (%s): %s", d.Target, d.What, orNone(d.Err), bypass)
+		}
+	}
+	if !reached && (a.Internal == nil || *a.Internal) {
+		route := "no default route"
+		if a.DefaultRoute4 {
+			route = "docker drops what an internal network sends out"
+		}
+		r.add(OK, "agent-net", "direct egress fails: %s (tried %s)", route, orNone(strings.Join(tried, ", ")))
+	}
+	for _, h := range a.Host {
+		if h.Reached {
+			r.add(Warn, "agent-net", "agents reach this machine at %s (%s: %s): every service here that listens on all addresses is open to them; fix: bind host services to 127.0.0.1, or drop the agent subnet in the host's INPUT chain", h.Target, h.What, h.Err)
+		}
+	}
+	switch {
+	case a.DefaultRoute6 || a.Route6:
+		r.add(Warn, "agent-net", "the agent network has IPv6 routes: docker isolates an internal network's IPv6 only when the daemon runs with ip6tables; fix: enable_ipv6: false on the agent network, or check that the daemon has ip6tables on")
+	default:
+		r.add(OK, "agent-net", "direct IPv6 egress fails: no route out (%s)", orNone(a.Route6Err))
+	}
+	if len(a.DNSAddrs) > 0 {
+		r.add(Error, "agent-net", "the agents' resolver answers outside names (%s → %s): DNS is a channel out; fix: keep the agent network internal: true (its resolver then answers only the project's names)",
+			a.DNSName, strings.Join(a.DNSAddrs, ", "))
+	} else if a.DNSName != "" {
+		r.add(OK, "agent-net", "outside DNS fails (%s: %s)", a.DNSName, orNone(a.DNSErr))
+	}
+}
+
+func assessContainers(r *Report, f *Facts) {
+	if f.Mode != "compose" {
+		return
+	}
+	seen := map[string]bool{}
+	for _, c := range f.Containers {
+		seen[c.Role] = true
+		switch c.Role {
+		case "gate", "signer", "console":
+			if c.State != "running" {
+				r.add(Error, "compose", "%s (%s) is %s; fix: docker-compose up -d %s, and see docker-compose logs %s", c.Service, c.Name, c.State, c.Service, c.Service)
+				continue
+			}
+			if c.User == "" || c.User == "0" || strings.HasPrefix(c.User, "0:") || strings.HasPrefix(c.User, "root") {
+				r.add(Error, "compose", "%s runs as root; fix: give it its own uid (user: in compose/compose.yaml)", c.Service)
+			}
+			if c.Role == "gate" && !c.ReadOnly {
+				r.add(Warn, "compose", "the gate's root filesystem is writable; fix: read_only: true")
+			}
+		case "agent":
+			if c.State != "running" {
+				continue
+			}
+			var other []string
+			for _, n := range c.Networks {
+				if !strings.HasSuffix(n, "_agent") {
+					other = append(other, n)
+				}
+			}
+			if len(other) > 0 {
+				r.add(Error, "compose", "agent %s is also on %s: a route around the gate; fix: attach it to the agent network only", c.Name, strings.Join(other, ", "))
+			}
+			if !c.Proxy {
+				r.add(Warn, "compose", "agent %s has no HTTP_PROXY/HTTPS_PROXY: its clients cannot reach anything; fix: set them to http://gate:3130", c.Name)
+			}
+			if len(c.CAVars) == 0 || !c.CAMounted {
+				r.add(Warn, "compose", "agent %s does not point its clients at the lockhttp CA (mounted: %t, variables: %s); fix: mount ca-public read-only and set SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE (docs/deploy.md)",
+					c.Name, c.CAMounted, orNone(strings.Join(c.CAVars, " ")))
+			} else {
+				r.add(OK, "compose", "agent %s: agent network only, proxy set, trusts the CA through %s", c.Name, strings.Join(c.CAVars, " "))
+			}
+		}
+	}
+	for _, role := range []string{"signer", "console", "gate"} {
+		if !seen[role] {
+			r.add(Error, "compose", "no %s container in the project; fix: docker-compose up -d", role)
+		}
+	}
+	if seen["gate"] && seen["signer"] && seen["console"] && !seen["agent"] {
+		r.add(Warn, "compose", "no agent container on the agent network yet; fix: attach your agent service to the agent network (compose/agent.example.yaml)")
+	}
+}

@@ -1,0 +1,177 @@
+package doctor
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/signer"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+var yes, no = true, false
+
+// healthy are the facts of a sound compose setup.
+func healthy() *Facts {
+	return &Facts{
+		Mode: "compose", Now: now,
+		CA: &CAFacts{CertPath: "/vol/ca-public/ca.pem", Subject: "CN=lockhttp CA", NotAfter: now.Add(400 * 24 * time.Hour), SHA256: "aa11", IsCA: true,
+			KeyPath: "/vol/ca/ca-key.pem", KeyStat: true, KeyMode: 0o600, KeyUID: 10004, SignerUID: 10004},
+		Signer: &SignerFacts{Socket: "/run/lockhttp/signer.sock", Health: &signer.Health{CASHA256: "aa11"},
+			OtherProbed: true, OtherUID: 65534, OtherRefused: true, OtherHow: "the signer closed the connection"},
+		Console: &ConsoleFacts{Socket: "/run/lockhttp/console.sock", Status: &console.Status{Version: "sha256:v1"}, Policy: "policy.toml, version v1"},
+		Hub:     &HubFacts{URL: "http://console:3131"},
+		Gate:    &GateFacts{Socket: "/run/lockhttp/gate.sock", Status: &gate.Status{Listen: "0.0.0.0:3130", PolicyVersion: "sha256:v1", Signer: "ok"}},
+		Self: &SelfFacts{Proxy: "http://gate:3130", CAFile: "/ca/ca.pem", Plain: &gate.SelfAnswer{Gate: "lockhttp", Request: "r1"},
+			Decrypted: &gate.SelfAnswer{Gate: "lockhttp", Decrypted: true, Request: "r2"}},
+		Audit: &AuditFacts{Dir: "/vol/audit", ID: "r1", Found: true},
+		Agent: &AgentFacts{Network: "p_agent", Internal: &yes, DefaultRoute4: true, Route4: true, Route6Err: "network is unreachable", DNSName: "example.com", DNSErr: "no such host",
+			Direct: []Direct{{Target: "172.30.20.2:3130", What: "the gate on p_egress", Err: "timed out"}},
+			Host:   []Direct{{Target: "172.30.10.1:9", What: "this machine", Err: "timed out"}}},
+		Containers: []ContainerFacts{
+			{Name: "p_signer_1", Service: "signer", Role: "signer", State: "running", User: "10004:10000"},
+			{Name: "p_console_1", Service: "console", Role: "console", State: "running", User: "10021:10000"},
+			{Name: "p_gate_1", Service: "gate", Role: "gate", State: "running", User: "10003:10000", ReadOnly: true},
+			{Name: "p_agent_1", Service: "agent", Role: "agent", State: "running", Networks: []string{"p_agent"}, Proxy: true,
+				CAVars: []string{"SSL_CERT_FILE"}, CAMounted: true},
+		},
+	}
+}
+
+func TestHealthyIsAllOK(t *testing.T) {
+	r := Assess(healthy())
+	var b bytes.Buffer
+	r.Write(&b)
+	if r.Worst() != OK || r.Count(OK) < 15 {
+		t.Fatalf("worst %s:\n%s", r.Worst(), b.String())
+	}
+	for _, want := range []string{"direct egress fails: docker drops what an internal network sends out (tried 172.30.20.2:3130", "direct IPv6 egress fails", "outside DNS fails", "a decrypted request through the gate succeeded",
+		"a caller with uid 65534 is refused", "owned by uid 10004 (the signer's)", "being written"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+}
+
+// TestEachBreakage changes one fact of a healthy setup and expects exactly the line that says so.
+func TestEachBreakage(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(f *Facts)
+		level  Level
+		check  string
+		want   string
+	}{
+		{"expired CA", func(f *Facts) { f.CA.NotAfter = now.Add(-time.Hour) }, Error, "ca", "expired on 2026-11-30"},
+		{"CA expiring in 29 days", func(f *Facts) { f.CA.NotAfter = now.Add(29*24*time.Hour + time.Hour) }, Warn, "ca", "in 29 days"},
+		{"CA file missing", func(f *Facts) { f.CA.CertErr = "no such file or directory" }, Error, "ca", "never make a new CA"},
+		{"not a CA", func(f *Facts) { f.CA.IsCA = false }, Error, "ca", "is not a CA certificate"},
+		{"key readable by the group", func(f *Facts) { f.CA.KeyMode = 0o640 }, Error, "ca-key", "mode 0640"},
+		{"key readable by all", func(f *Facts) { f.CA.KeyMode = 0o644 }, Error, "ca-key", "chmod 600 /vol/ca/ca-key.pem"},
+		{"key owned by the gate", func(f *Facts) { f.CA.KeyUID = 10003 }, Error, "ca-key", "owned by uid 10003, the signer runs as uid 10004; fix: chown 10004"},
+		{"key missing", func(f *Facts) { f.CA.KeyErr = "no such file" }, Error, "ca-key", "restore it from a backup"},
+		{"signer stopped", func(f *Facts) {
+			f.Gate.Status.Signer = "signer unavailable: context deadline exceeded"
+			f.Signer.Err = "context deadline exceeded"
+		}, Error, "signer", "E_NO_SIGNER"},
+		{"decryption off", func(f *Facts) { f.Gate.Status.Signer = "off" }, Warn, "signer", "a granted CONNECT opens reads and writes alike, unseen"},
+		{"signer CA is not the agents' CA", func(f *Facts) { f.Signer.Health.CASHA256 = "bb22" }, Error, "signer", "export the signer's ca.pem again"},
+		{"signer serves another uid", func(f *Facts) { f.Signer.OtherRefused, f.Signer.OtherHow = false, "GET /health answered 200" }, Error, "signer", "--allow-uid"},
+		{"other uid not probed", func(f *Facts) { f.Signer.OtherProbed, f.Signer.NotProbed = false, "run the doctor as root" }, Warn, "signer", "was not probed: run the doctor as root"},
+		{"decryption off: no decrypted request is expected", func(f *Facts) {
+			f.Gate.Status.Signer = "off"
+			f.Self.Decrypted, f.Self.DecryptedErr = nil, "answered 403"
+		}, Warn, "signer", "unseen"},
+		{"console down", func(f *Facts) { f.Console.Status, f.Console.Err = nil, "connect: no such file or directory" }, Error, "console", "start the console"},
+		{"console serves nothing", func(f *Facts) { f.Console.Status.Version = "" }, Error, "console", "serves no approved policy"},
+		{"invalid policy file", func(f *Facts) {
+			f.Console.Status.FileError = `policy.toml:5: rule "x": verdict "maybe" is unknown`
+		}, Warn, "console", `policy.toml:5: rule "x": verdict "maybe" is unknown`},
+		{"review pending", func(f *Facts) { f.Console.Status.Review, f.Console.Status.Differs = "sha256:v2", true }, Warn, "console", ":review"},
+		{"review rejected", func(f *Facts) { f.Console.Status.Differs = true }, Warn, "console", "rejected"},
+		{"floor cidr", func(f *Facts) { f.Console.AllowCIDRs = []string{"10.0.0.0/8"} }, Warn, "policy", "allow_cidrs opens 10.0.0.0/8"},
+		{"floor port", func(f *Facts) { f.Console.AllowPorts = []int{8443} }, Warn, "policy", "allow_ports opens port 8443"},
+		{"floor host", func(f *Facts) { f.Console.FloorHosts = map[string]string{"git.corp": "10.1.2.3"} }, Warn, "policy", "maps git.corp to 10.1.2.3"},
+		{"hub down", func(f *Facts) { f.Hub.Err = "connection refused" }, Error, "hub", "E_NO_CONSOLE"},
+		{"tickets pending", func(f *Facts) {
+			f.Hub.Pending = []Pending{{ID: "t2", Kind: "request", Created: now.Add(-time.Minute)}, {ID: "t1", Kind: "connect", Created: now.Add(-3 * time.Minute)}}
+		}, Warn, "hub", "2 ticket(s) pending, the oldest (t1, a connect) for 3m0s"},
+		{"gate down", func(f *Facts) { f.Gate.Status, f.Gate.Err = nil, "connection refused" }, Error, "gate", "start the gate"},
+		{"gate on an old policy", func(f *Facts) { f.Gate.Status.PolicyVersion, f.Gate.Waited = "sha256:v0", 6*time.Second }, Error, "gate", "decides with policy v0 while the console serves v1"},
+		{"gate without policy", func(f *Facts) { f.Gate.Status.PolicyVersion = "" }, Error, "gate", "has no policy"},
+		{"gate's audit broken", func(f *Facts) { f.Gate.Status.AuditError = "disk full" }, Error, "audit", "disk full"},
+		{"audit record missing", func(f *Facts) { f.Audit.Found = false }, Error, "audit", "has no record of it"},
+		{"CA untrusted", func(f *Facts) {
+			f.Self.Decrypted, f.Self.DecryptedErr, f.Self.Untrusted = nil, "x509: certificate signed by unknown authority", true
+		}, Error, "ca", "refused the gate's certificate"},
+		{"proxy unreachable", func(f *Facts) { f.Self.Plain, f.Self.PlainErr = nil, "connection refused" }, Error, "gate", "check the proxy address"},
+		{"not internal", func(f *Facts) { f.Agent.Internal = &no }, Error, "agent-net", "docker does not isolate p_agent (internal: false)"},
+		{"direct reached", func(f *Facts) { f.Agent.Direct[0].Reached, f.Agent.Direct[0].Err = true, "connected" }, Error, "agent-net", "got through"},
+		{"this machine reached", func(f *Facts) {
+			f.Agent.Host[0].Reached, f.Agent.Host[0].Err = true, "refused by a host that was reached"
+		}, Warn, "agent-net", "bind host services to 127.0.0.1"},
+		{"ipv6 route", func(f *Facts) { f.Agent.Route6 = true }, Warn, "agent-net", "ip6tables"},
+		{"outside DNS", func(f *Facts) { f.Agent.DNSAddrs, f.Agent.DNSErr = []string{"93.184.215.14"}, "" }, Error, "agent-net", "DNS is a channel out"},
+		{"probe did not run", func(f *Facts) { f.Agent = &AgentFacts{Err: "no such image"} }, Error, "agent-net", "no such image"},
+		{"gate stopped", func(f *Facts) { f.Containers[2].State = "exited" }, Error, "compose", "docker-compose up -d gate"},
+		{"gate as root", func(f *Facts) { f.Containers[2].User = "" }, Error, "compose", "gate runs as root"},
+		{"agent with a second network", func(f *Facts) { f.Containers[3].Networks = []string{"bridge", "p_agent"} }, Error, "compose", "also on bridge"},
+		{"agent without proxy", func(f *Facts) { f.Containers[3].Proxy = false }, Warn, "compose", "no HTTP_PROXY"},
+		{"agent without CA", func(f *Facts) { f.Containers[3].CAVars = nil }, Warn, "compose", "does not point its clients at the lockhttp CA"},
+		{"no signer container", func(f *Facts) { f.Containers = f.Containers[1:] }, Error, "compose", "no signer container"},
+		{"no stack", func(f *Facts) { f.Stack = "no stack is running" }, Error, "stack", "no stack is running"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			tc.break_(f)
+			r := Assess(f)
+			var b bytes.Buffer
+			r.Write(&b)
+			found := false
+			for _, l := range r.Find(tc.check) {
+				if l.Level == tc.level && strings.Contains(l.Text, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no %s %s line with %q:\n%s", tc.level, tc.check, tc.want, b.String())
+			}
+			if tc.level == Error && r.Worst() != Error || tc.level == Warn && r.Worst() != Warn {
+				t.Fatalf("worst is %s, want %s:\n%s", r.Worst(), tc.level, b.String())
+			}
+		})
+	}
+}
+
+func TestReportLinesStayOnOneLine(t *testing.T) {
+	f := healthy()
+	f.Console.Status.FileError = "policy.toml:3: bad\nvalue\ton two lines"
+	var b bytes.Buffer
+	Assess(f).Write(&b)
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" || strings.Contains(l, " OK, ") {
+			continue
+		}
+		if !strings.HasPrefix(l, "OK ") && !strings.HasPrefix(l, "WARN ") && !strings.HasPrefix(l, "ERROR ") {
+			t.Fatalf("line %q does not start with a level:\n%s", l, b.String())
+		}
+	}
+}
+
+func TestGateway(t *testing.T) {
+	for _, tc := range [][3]string{
+		{"172.30.10.0/24", "", "172.30.10.1"},
+		{"172.30.10.0/24", "172.30.10.254", "172.30.10.254"},
+		{"fd00:1::/64", "", "fd00:1::1"},
+		{"", "", ""},
+	} {
+		if got := gateway(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("gateway(%q, %q) = %q, want %q", tc[0], tc[1], got, tc[2])
+		}
+	}
+}

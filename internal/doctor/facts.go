@@ -1,0 +1,179 @@
+package doctor
+
+import (
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/signer"
+)
+
+// Facts are what gathering found. Errors are strings: facts cross process and container
+// boundaries as JSON. A nil part was not gathered (not visible from where the doctor ran).
+type Facts struct {
+	Mode  string    `json:"mode"` // "local" (lox run) or "compose"
+	Now   time.Time `json:"now"`
+	Stack string    `json:"stack,omitempty"` // why the stack could not be found, if it could not
+
+	CA      *CAFacts      `json:"ca,omitempty"`
+	Signer  *SignerFacts  `json:"signer,omitempty"`
+	Console *ConsoleFacts `json:"console,omitempty"`
+	Hub     *HubFacts     `json:"hub,omitempty"`
+	Gate    *GateFacts    `json:"gate,omitempty"`
+	// Self is a request for the gate's own name through the proxy (from the agent network, in
+	// compose).
+	Self  *SelfFacts  `json:"self,omitempty"`
+	Audit *AuditFacts `json:"audit,omitempty"`
+	// Agent is the agent network's boundary, probed from inside it (compose only).
+	Agent *AgentFacts `json:"agent,omitempty"`
+	// Containers are the compose project's containers (compose only).
+	Containers []ContainerFacts `json:"containers,omitempty"`
+}
+
+// CAFacts: the certificate agents trust and the key the signer holds.
+type CAFacts struct {
+	CertPath string    `json:"cert_path"`
+	CertErr  string    `json:"cert_err,omitempty"`
+	Subject  string    `json:"subject,omitempty"`
+	NotAfter time.Time `json:"not_after"`
+	SHA256   string    `json:"sha256,omitempty"`
+	IsCA     bool      `json:"is_ca"`
+
+	KeyPath string `json:"key_path"`
+	// KeyStat is false when the key's directory cannot be looked into from here.
+	KeyStat bool   `json:"key_stat"`
+	KeyErr  string `json:"key_err,omitempty"`
+	KeyMode uint32 `json:"key_mode"`
+	KeyUID  int    `json:"key_uid"`
+	// SignerUID is the uid the signer runs as; -1 when unknown.
+	SignerUID int `json:"signer_uid"`
+}
+
+// SignerFacts: the signer as the doctor (with the gate's rights) and another uid see it.
+type SignerFacts struct {
+	Socket string         `json:"socket"`
+	Err    string         `json:"err,omitempty"`
+	Health *signer.Health `json:"health,omitempty"`
+	// OtherUID is the uid of the refusal probe; OtherProbed false: not probed, NotProbed says why.
+	OtherUID     int    `json:"other_uid"`
+	OtherProbed  bool   `json:"other_probed"`
+	OtherRefused bool   `json:"other_refused"`
+	OtherHow     string `json:"other_how,omitempty"` // how it was refused, or what it got
+	NotProbed    string `json:"not_probed,omitempty"`
+	NotProbedOK  bool   `json:"not_probed_ok,omitempty"` // the reason is itself a proof (a 0700 directory)
+}
+
+// ConsoleFacts: what the console serves.
+type ConsoleFacts struct {
+	Socket string          `json:"socket"`
+	Err    string          `json:"err,omitempty"`
+	Status *console.Status `json:"status,omitempty"`
+	// PolicyErr: fetching or compiling the served policy failed.
+	PolicyErr string `json:"policy_err,omitempty"`
+	Policy    string `json:"policy,omitempty"` // the served policy's name and version, for the line
+	// The served policy's floor exceptions.
+	AllowCIDRs []string          `json:"allow_cidrs,omitempty"`
+	AllowPorts []int             `json:"allow_ports,omitempty"` // beyond 80 and 443
+	FloorHosts map[string]string `json:"floor_hosts,omitempty"`
+	Heuristics string            `json:"heuristics,omitempty"`
+}
+
+// HubFacts: the hub as a facade sees it.
+type HubFacts struct {
+	URL     string    `json:"url"`
+	Err     string    `json:"err,omitempty"`
+	Pending []Pending `json:"pending,omitempty"`
+}
+
+// Pending is one ticket waiting for a human.
+type Pending struct {
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"`
+	Created time.Time `json:"created"`
+}
+
+// GateFacts: the gate's admin status.
+type GateFacts struct {
+	Socket string       `json:"socket"`
+	Err    string       `json:"err,omitempty"`
+	Status *gate.Status `json:"status,omitempty"`
+	// Waited is how long the doctor waited for the gate to take the console's policy.
+	Waited time.Duration `json:"waited"`
+}
+
+// SelfFacts: requests for the gate's own name through the proxy.
+type SelfFacts struct {
+	Proxy  string `json:"proxy"`
+	CAFile string `json:"ca_file,omitempty"` // the CA the client trusted; "": no decrypted request
+	// Plain is http://lockhttp.internal/; Decrypted is https://lockhttp.internal/.
+	PlainErr     string           `json:"plain_err,omitempty"`
+	Plain        *gate.SelfAnswer `json:"plain,omitempty"`
+	DecryptedErr string           `json:"decrypted_err,omitempty"`
+	Decrypted    *gate.SelfAnswer `json:"decrypted,omitempty"`
+	// Untrusted: the decrypted request failed on the gate's certificate.
+	Untrusted bool `json:"untrusted,omitempty"`
+}
+
+// AuditFacts: whether the gate's audit holds the self request's record.
+type AuditFacts struct {
+	Dir   string `json:"dir"`
+	ID    string `json:"id"`
+	Err   string `json:"err,omitempty"`
+	Found bool   `json:"found"`
+	// Files is how many audit files the directory holds; Latest the newest one's time.
+	Files  int       `json:"files"`
+	Latest time.Time `json:"latest"`
+}
+
+// AgentFacts: the agent network's boundary, probed from a container on it.
+type AgentFacts struct {
+	Err string `json:"err,omitempty"` // the probe could not run
+	// Network is the agent network's name; Internal and IPv6 what docker says of it (nil:
+	// not asked).
+	Network  string `json:"network,omitempty"`
+	Internal *bool  `json:"internal,omitempty"`
+	IPv6     bool   `json:"ipv6,omitempty"`
+	// DefaultRoute4/6: the routing table has a default route. Docker gives internal networks
+	// one too and drops what they send out in the host's firewall: a route alone is no way out.
+	DefaultRoute4 bool   `json:"default_route4"`
+	DefaultRoute6 bool   `json:"default_route6"`
+	RoutesErr     string `json:"routes_err,omitempty"`
+	// Route4/Route6: the kernel found a route to an outside address (a UDP "connect", which
+	// sends nothing); RouteErr says why not. Facts for the report, like the default routes.
+	Route4    bool   `json:"route4"`
+	Route4Err string `json:"route4_err,omitempty"`
+	Route6    bool   `json:"route6"`
+	Route6Err string `json:"route6_err,omitempty"`
+	// Direct are TCP connections to addresses outside the agent network; Host to this machine
+	// (the network's gateway), whose services listening on every address agents then reach.
+	Direct []Direct `json:"direct,omitempty"`
+	Host   []Direct `json:"host,omitempty"`
+	// DNS is a lookup of an outside name through the agent's resolver.
+	DNSName  string   `json:"dns_name"`
+	DNSAddrs []string `json:"dns_addrs,omitempty"`
+	DNSErr   string   `json:"dns_err,omitempty"`
+}
+
+// Direct is one direct connection attempt.
+type Direct struct {
+	Target  string `json:"target"`
+	What    string `json:"what"`
+	Reached bool   `json:"reached"` // connected, or refused by a host that was reached
+	Err     string `json:"err,omitempty"`
+}
+
+// ContainerFacts: one container of a compose project, from docker inspect.
+type ContainerFacts struct {
+	Name     string   `json:"name"`
+	Service  string   `json:"service"`
+	Role     string   `json:"role"` // gate, signer, console, agent
+	State    string   `json:"state"`
+	User     string   `json:"user"`
+	ReadOnly bool     `json:"read_only"`
+	Networks []string `json:"networks"`
+	// For agents: the proxy variables and the CA variables they set, and whether the public CA
+	// volume is mounted.
+	Proxy     bool     `json:"proxy"`
+	CAVars    []string `json:"ca_vars,omitempty"`
+	CAMounted bool     `json:"ca_mounted"`
+}
