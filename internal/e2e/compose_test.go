@@ -119,7 +119,13 @@ func TestComposeSidecar(t *testing.T) {
 	c := &composeStack{t: t, project: fmt.Sprintf("lockhttp-e2e-%d", os.Getpid()), dir: filepath.Join(root, "compose"),
 		env: []string{"LOCKHTTP_TAG=e2e", "LOCKHTTP_POLICY=" + filepath.Join(root, "compose", "test", "policy.toml"),
 			"LOCKHTTP_TEST_ROOT=" + os.Getenv("LOCKHTTP_TEST_ROOT"), fmt.Sprintf("LOCKHTTP_HUB_PORT=%d", freePort(t))}}
-	c.run("down", "-v") // a leftover of an interrupted run
+	c.run("down", "-v")
+	// Networks an interrupted run left behind hold the fixed subnets this one needs.
+	if out, err := exec.Command("docker", "network", "ls", "-q", "--filter", "name=lockhttp-e2e-").Output(); err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			exec.Command("docker", "network", "rm", id).Run() // refused while in use: left alone
+		}
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := c.run("logs", "--tail=30")
