@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/secrets"
 )
 
 // Defaults for the zero values of [settings] and [floor].
@@ -78,8 +80,8 @@ type Policy struct {
 	file *File // the file as written, for Compare
 }
 
-// SecretRule is a [[secret]] compiled: its pattern is checked, its hosts are the patterns as
-// written.
+// SecretRule is a [[secret]] compiled: checked as the gate's detector checks it
+// (secrets.CheckCustom), so the detector builds from it; its hosts are the patterns as written.
 type SecretRule struct {
 	Name, Pattern string
 	Hosts         []string
@@ -627,30 +629,30 @@ func durationOr(d Duration, def time.Duration) time.Duration {
 
 var secretName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
+// secretRules checks each [[secret]] with secrets.CheckCustom, the check the gate's detector
+// makes when it is built from the policy: a rule it would refuse is refused here, at its line,
+// rather than approved and left to fail in the gate.
 func (c *compiler) secretRules(p *Policy, rules []FileSecret) {
 	seen := map[string]bool{}
 	for i, fs := range rules {
 		path := []string{"secret", itoa(i)}
 		at := func(k string) []string { return append(append([]string{}, path...), k) }
 		label := fmt.Sprintf("secret %q", fs.Name)
-		if !secretName.MatchString(fs.Name) {
-			c.errorf(at("name"), label, "name is missing or not of letters, digits, '.', '_' and '-' (64 at most)")
-		} else if seen[fs.Name] {
+		if fs.Name == "" {
+			label = fmt.Sprintf("secret #%d", i+1)
+		}
+		err := secrets.CheckCustom(secrets.Custom{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
+		var ce *secrets.CustomError
+		switch {
+		case errors.As(err, &ce):
+			c.errorf(at(ce.Field), label, "%s", ce.Msg)
+		case err != nil:
+			c.errorf(path, label, "%v", err)
+		}
+		if seen[fs.Name] && (ce == nil || ce.Field != "name") {
 			c.errorf(at("name"), label, "the name is used twice; secret names must be unique")
 		}
 		seen[fs.Name] = true
-		if fs.Pattern == "" {
-			c.errorf(at("pattern"), label, "pattern is missing; give a regular expression matching the credential")
-		} else if re, err := regexp.Compile(fs.Pattern); err != nil {
-			c.errorf(at("pattern"), label, "pattern does not compile: %v (RE2 syntax: https://github.com/google/re2/wiki/Syntax)", err)
-		} else if re.MatchString("") {
-			c.errorf(at("pattern"), label, "pattern matches the empty string, so it would match everywhere")
-		}
-		for _, h := range fs.Hosts {
-			if _, err := parseHostPattern(h); err != nil {
-				c.errorf(at("hosts"), label, "hosts: %v", err)
-			}
-		}
 		p.secretRules = append(p.secretRules, SecretRule{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
 	}
 }

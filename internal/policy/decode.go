@@ -189,7 +189,8 @@ func knownKeys(path []string) string {
 			return "this table takes names of your choice"
 		}
 	}
-	if t.Kind() == reflect.Slice {
+	tables := t.Kind() == reflect.Slice // an array of tables: [[rule]], [[secret]], [[inject]]
+	if tables {
 		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct || t == reflect.TypeOf(Duration{}) || t == reflect.TypeOf(Size{}) {
@@ -204,8 +205,8 @@ func knownKeys(path []string) string {
 	where := "the top level"
 	if len(path) > 1 {
 		where = "[" + strings.Join(path[:len(path)-1], ".") + "]"
-		if t == reflect.TypeOf(FileRule{}) {
-			where = "[[rule]]"
+		if tables {
+			where = "[" + where + "]"
 		}
 	}
 	return fmt.Sprintf("the keys of %s are %s (see docs/policy.md)", where, strings.Join(names, ", "))

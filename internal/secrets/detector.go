@@ -121,41 +121,19 @@ func NewDetector(c Config) (*Detector, error) {
 	d := &Detector{}
 	names := make(map[string]bool)
 	for i, cu := range c.Custom {
-		at := fmt.Sprintf("custom pattern %q", cu.Name)
-		if cu.Name == "" {
-			return nil, fmt.Errorf("custom pattern %d has no name; give each custom pattern a name", i+1)
+		cc, unescape, err := compileCustom(cu)
+		if err != nil && cu.Name == "" {
+			return nil, fmt.Errorf("custom pattern %d: %w", i+1, err)
 		}
-		if !validName(cu.Name) {
-			return nil, fmt.Errorf("%s: the name may hold only letters, digits, '-', '_' and '.' (at most 64)", at)
+		if err != nil {
+			return nil, fmt.Errorf("custom pattern %q: %w", cu.Name, err)
 		}
 		if names[cu.Name] {
-			return nil, fmt.Errorf("%s is defined twice; give each custom pattern its own name", at)
+			return nil, fmt.Errorf("custom pattern %q is defined twice; give each custom pattern its own name", cu.Name)
 		}
 		names[cu.Name] = true
-		if cu.Pattern == "" {
-			return nil, fmt.Errorf("%s has no pattern; give the regular expression of the credential", at)
-		}
-		tree, err := syntax.Parse(cu.Pattern, syntax.Perl)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w; use RE2 syntax", at, err)
-		}
-		if anchored(tree) {
-			return nil, fmt.Errorf("%s uses ^, $, \\A or \\z; remove them: the pattern is searched inside header values, URLs and bodies", at)
-		}
-		re, err := regexp.Compile(cu.Pattern)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w; use RE2 syntax", at, err)
-		}
-		if re.MatchString("") {
-			return nil, fmt.Errorf("%s matches the empty string; make it match at least one character", at)
-		}
-		hosts, err := hostPatterns(cu.Hosts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		d.unescape = d.unescape || mayMatchEscaped(tree)
-		prefix, _ := re.LiteralPrefix()
-		d.custom = append(d.custom, custom{kind: Kind("custom:" + cu.Name), re: re, prefix: newNeedle(prefix), hosts: hosts})
+		d.unescape = d.unescape || unescape
+		d.custom = append(d.custom, cc)
 	}
 	inames := make(map[string]bool)
 	for i, in := range c.Injected {
@@ -188,6 +166,64 @@ func NewDetector(c Config) (*Detector, error) {
 	}
 	d.jwtHosts = hosts
 	return d, nil
+}
+
+// CustomError is why a custom pattern is refused: the field at fault, so that a caller can point
+// at where it is written, and what to do about it.
+type CustomError struct {
+	// Field is "name", "pattern" or "hosts".
+	Field string
+	// Msg says what is wrong and the fix, without the pattern's name: "pattern matches the
+	// empty string, so it would match everywhere; make it match at least one character".
+	Msg string
+}
+
+func (e *CustomError) Error() string { return e.Msg }
+
+// CheckCustom checks one custom pattern exactly as NewDetector does (it runs the same code): its
+// name, pattern and hosts. Whether another pattern has the same name is the caller's to check.
+// A refusal is a *CustomError.
+func CheckCustom(c Custom) error {
+	_, _, err := compileCustom(c)
+	return err
+}
+
+// compileCustom checks and compiles one custom pattern, for NewDetector and CheckCustom. It
+// reports whether the pattern may match what JSON escapes (see Detector.unescape). A refusal
+// is a *CustomError.
+func compileCustom(cu Custom) (custom, bool, error) {
+	refuse := func(field, format string, args ...any) (custom, bool, error) {
+		return custom{}, false, &CustomError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if cu.Name == "" {
+		return refuse("name", "name is missing; give it a name of letters, digits, '-', '_' and '.'")
+	}
+	if !validName(cu.Name) {
+		return refuse("name", "the name may hold only letters, digits, '-', '_' and '.' (at most 64); rename it")
+	}
+	if cu.Pattern == "" {
+		return refuse("pattern", "pattern is missing; give the regular expression of the credential")
+	}
+	tree, err := syntax.Parse(cu.Pattern, syntax.Perl)
+	if err != nil {
+		return refuse("pattern", "pattern does not compile: %v; use RE2 syntax (https://github.com/google/re2/wiki/Syntax)", err)
+	}
+	if anchored(tree) {
+		return refuse("pattern", "pattern uses ^, $, \\A or \\z, but it is searched inside header values, URLs and bodies; remove them (use \\b for a word boundary)")
+	}
+	re, err := regexp.Compile(cu.Pattern)
+	if err != nil {
+		return refuse("pattern", "pattern does not compile: %v; use RE2 syntax (https://github.com/google/re2/wiki/Syntax)", err)
+	}
+	if re.MatchString("") {
+		return refuse("pattern", "pattern matches the empty string, so it would match everywhere; make it match at least one character")
+	}
+	hosts, err := hostPatterns(cu.Hosts)
+	if err != nil {
+		return refuse("hosts", "%v", err)
+	}
+	prefix, _ := re.LiteralPrefix()
+	return custom{kind: Kind("custom:" + cu.Name), re: re, prefix: newNeedle(prefix), hosts: hosts}, mayMatchEscaped(tree), nil
 }
 
 func validName(n string) bool {
@@ -260,10 +296,10 @@ func hostPatterns(in []string) ([]string, error) {
 			name, wild = t[2:], true
 		}
 		if strings.Contains(name, "*") {
-			return nil, fmt.Errorf("host pattern %q: a * may only stand alone or begin the pattern, as in \"*.example.com\"", t)
+			return nil, fmt.Errorf("host pattern %q: a * may only stand alone or begin the pattern; write it like \"*.example.com\"", t)
 		}
 		if strings.Contains(name, ":") && !strings.HasPrefix(name, "[") {
-			return nil, fmt.Errorf("host pattern %q: patterns name hosts without a port", t)
+			return nil, fmt.Errorf("host pattern %q: patterns name hosts without a port; remove the port", t)
 		}
 		norm, r := floor.Host(name)
 		if r != nil {

@@ -12,13 +12,13 @@ func TestNewDetectorErrors(t *testing.T) {
 		c    Config
 		want string // in the error
 	}{
-		{"custom without name", Config{Custom: []Custom{{Pattern: "x+"}}}, "custom pattern 1 has no name"},
+		{"custom without name", Config{Custom: []Custom{{Pattern: "x+"}}}, "custom pattern 1: name is missing"},
 		{"custom bad name", Config{Custom: []Custom{{Name: "a b", Pattern: "x+"}}}, `custom pattern "a b": the name may hold only`},
 		{"custom twice", Config{Custom: []Custom{{Name: "a", Pattern: "x+"}, {Name: "a", Pattern: "y+"}}}, `custom pattern "a" is defined twice`},
-		{"custom no pattern", Config{Custom: []Custom{{Name: "a"}}}, `custom pattern "a" has no pattern`},
-		{"custom bad regexp", Config{Custom: []Custom{{Name: "a", Pattern: "x("}}}, `custom pattern "a": error parsing regexp`},
-		{"custom empty match", Config{Custom: []Custom{{Name: "a", Pattern: "x*"}}}, `custom pattern "a" matches the empty string`},
-		{"custom anchored", Config{Custom: []Custom{{Name: "a", Pattern: "^acme_[0-9]+$"}}}, `custom pattern "a" uses ^, $`},
+		{"custom no pattern", Config{Custom: []Custom{{Name: "a"}}}, `custom pattern "a": pattern is missing`},
+		{"custom bad regexp", Config{Custom: []Custom{{Name: "a", Pattern: "x("}}}, `custom pattern "a": pattern does not compile: error parsing regexp`},
+		{"custom empty match", Config{Custom: []Custom{{Name: "a", Pattern: "x*"}}}, `custom pattern "a": pattern matches the empty string`},
+		{"custom anchored", Config{Custom: []Custom{{Name: "a", Pattern: "^acme_[0-9]+$"}}}, `custom pattern "a": pattern uses ^, $`},
 		{"custom bad host", Config{Custom: []Custom{{Name: "a", Pattern: "x+", Hosts: []string{"a.*.com"}}}}, `custom pattern "a": host pattern "a.*.com"`},
 		{"custom ip host", Config{Custom: []Custom{{Name: "a", Pattern: "x+", Hosts: []string{"10.0.0.1"}}}}, `custom pattern "a": host pattern "10.0.0.1"`},
 		{"custom host with port", Config{Custom: []Custom{{Name: "a", Pattern: "x+", Hosts: []string{"a.com:443"}}}}, "without a port"},
