@@ -75,9 +75,9 @@ func (d *Dialer) resolver() Resolver {
 // Resolve returns the addresses of t, every one checked by the floor: [floor.hosts] first, then
 // DNS. A name with one refused address among its answers is refused.
 func (d *Dialer) Resolve(ctx context.Context, t Target) ([]netip.Addr, error) {
-	var addrs []netip.Addr
+	var answer []netip.Addr
 	if a, ok := t.Floor.Hosts[t.Host]; ok {
-		addrs = []netip.Addr{a}
+		answer = []netip.Addr{a}
 	} else {
 		got, err := d.resolver().LookupNetIP(ctx, "ip", t.Host)
 		if err != nil {
@@ -90,9 +90,11 @@ func (d *Dialer) Resolve(ctx context.Context, t Target) ([]netip.Addr, error) {
 		if len(got) == 0 {
 			return nil, fmt.Errorf("%q has no addresses", t.Host)
 		}
-		addrs = got
+		answer = got
 	}
-	for i, a := range addrs {
+	// A new slice: the resolver's answer may be shared (a cache), and is not written to.
+	addrs := make([]netip.Addr, len(answer))
+	for i, a := range answer {
 		a = a.Unmap()
 		addrs[i] = a
 		if r := floor.CheckAddr(a, t.Port, t.Floor.AllowCIDRs, d.Own); r != nil {

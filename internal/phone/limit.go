@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Failed authentication (a bad pairing or session token) costs a remote address one token of a
@@ -13,57 +15,48 @@ import (
 // that address is refused (429) before any token is looked at, so guessing runs at failRate.
 const (
 	failRate   = 2.0
-	failBurst  = 10.0
+	failBurst  = 10
 	maxBuckets = 10000 // addresses tracked at once; past that, the rest share one bucket
 )
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
+// overflowKey is the bucket shared by the addresses past maxBuckets.
+const overflowKey = "overflow"
 
-// limiter counts failed authentication per remote address (an IPv6 address by its /64).
+// limiter counts failed authentication per remote address (an IPv6 address by its /64), one
+// rate.Limiter each, read at the injected clock's times.
 type limiter struct {
 	now func() time.Time
 
 	mu sync.Mutex
-	m  map[string]*bucket // guarded by mu
+	m  map[string]*rate.Limiter // guarded by mu
 }
 
 func newLimiter(now func() time.Time) *limiter {
-	return &limiter{now: now, m: map[string]*bucket{}}
+	return &limiter{now: now, m: map[string]*rate.Limiter{}}
 }
 
-// get returns key's bucket, refilled to now; the caller holds mu.
-func (l *limiter) get(key string) *bucket {
-	now := l.now()
-	b, ok := l.m[key]
-	if !ok {
-		if len(l.m) >= maxBuckets {
-			for k, b := range l.m {
-				if b.tokens+now.Sub(b.last).Seconds()*failRate >= failBurst {
-					delete(l.m, k)
-				}
-			}
-		}
-		if len(l.m) >= maxBuckets {
-			key = "overflow"
-			if b, ok = l.m[key]; ok {
-				return l.refill(b, now)
-			}
-		}
-		b = &bucket{tokens: failBurst, last: now}
-		l.m[key] = b
+// get returns key's bucket, made full when key has none; the caller holds mu. With maxBuckets
+// tracked, the full ones (which say nothing a new bucket would not) are dropped first; if none
+// is, key shares the overflow bucket.
+func (l *limiter) get(key string, now time.Time) *rate.Limiter {
+	if b, ok := l.m[key]; ok {
 		return b
 	}
-	return l.refill(b, now)
-}
-
-func (l *limiter) refill(b *bucket, now time.Time) *bucket {
-	if d := now.Sub(b.last).Seconds(); d > 0 {
-		b.tokens = min(failBurst, b.tokens+d*failRate)
+	if len(l.m) >= maxBuckets {
+		for k, b := range l.m {
+			if b.TokensAt(now) >= failBurst {
+				delete(l.m, k)
+			}
+		}
 	}
-	b.last = now
+	if len(l.m) >= maxBuckets {
+		key = overflowKey
+		if b, ok := l.m[key]; ok {
+			return b
+		}
+	}
+	b := rate.NewLimiter(failRate, failBurst)
+	l.m[key] = b
 	return b
 }
 
@@ -71,15 +64,17 @@ func (l *limiter) refill(b *bucket, now time.Time) *bucket {
 func (l *limiter) allow(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.get(key).tokens >= 1
+	now := l.now()
+	return l.get(key, now).TokensAt(now) >= 1
 }
 
-// fail takes one token from key's bucket.
+// fail takes one token from key's bucket. Failures that passed allow together each cost a token:
+// the bucket goes into debt rather than letting the extra ones go free.
 func (l *limiter) fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.get(key)
-	b.tokens = max(0, b.tokens-1)
+	now := l.now()
+	l.get(key, now).ReserveN(now, 1)
 }
 
 // remoteKey is the limiter's key for the request's peer: its IP address, an IPv6 one cut to

@@ -1,39 +1,42 @@
 package signer
 
 import (
-	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// bucket is a token bucket: it holds up to burst tokens and gains rate tokens a second.
+// bucket is a token bucket (a rate.Limiter read at explicit times): it holds up to burst tokens
+// and gains rate tokens a second. A clock that goes back gains nothing.
 type bucket struct {
-	rate  float64
-	burst float64
+	lim *rate.Limiter
 
-	mu     sync.Mutex
-	tokens float64   // guarded by mu
-	last   time.Time // guarded by mu: when tokens was last brought up to date
+	mu   sync.Mutex
+	last time.Time // guarded by mu: the latest time take was given; an earlier one is read as it
 }
 
-func newBucket(rate float64, burst int) *bucket {
-	return &bucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+func newBucket(r float64, burst int) *bucket {
+	return &bucket{lim: rate.NewLimiter(rate.Limit(r), burst)}
 }
 
 // take takes one token at now. When there is none it returns false and how long until there is.
 func (b *bucket) take(now time.Time) (bool, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.IsZero() && now.After(b.last) {
-		b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	// rate.Limiter gains nothing for a time before its last, but then moves its last back, so
+	// that the same interval would be counted again when the clock comes forward.
+	if now.Before(b.last) {
+		now = b.last
 	}
-	if b.last.IsZero() || now.After(b.last) {
-		b.last = now
+	b.last = now
+	r := b.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return false, rate.InfDuration
 	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return false, wait
 	}
-	wait := time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
-	return false, wait
+	return true, 0
 }
