@@ -98,9 +98,10 @@ func normHost(h string) string {
 // In order: the files API asks; POST to /v1/messages or /v1/messages/count_tokens is judged by
 // its body (over Limit: DENY E_BODY_TOO_LARGE; otherwise FREE only when JudgeBody says so, else
 // ASK, red); the OAuth paths are free; other reads are free; other writes ask. Every ASK is
-// NeverAuto. Paths are cleaned as the policy cleans them; a path that names a listed path in
-// another case, with encoded or back slashes, a trailing slash or ;parameters is judged as that
-// path and never free.
+// NeverAuto. Paths are read as the policy reads them (policy.CleanPath, policy.LoosePaths): a
+// path that names a listed path in any lenient reading (another case, encoded or back slashes,
+// a trailing slash, ;parameters cut) is judged as that path and never free, and the OAuth paths
+// are free only when every reading is the path as sent.
 func Judge(r Request) Judgement {
 	if _, known := Governs(r.Host); !known {
 		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", shown(normHost(r.Host), 80))})
@@ -110,7 +111,7 @@ func Judge(r Request) Judgement {
 	loose := loosePath(clean)
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions
 
-	if loose == "/v1/files" || strings.HasPrefix(loose, "/v1/files/") {
+	if isFiles(loose) {
 		return ask(RuleFiles, false, []string{"the Files API: an upload stays on Anthropic's side for later calls, and a download reads what was stored there"})
 	}
 	if (loose == "/v1/messages" || loose == "/v1/messages/count_tokens") && r.Method == http.MethodPost {
@@ -120,7 +121,8 @@ func Judge(r Request) Judgement {
 		}
 		return j
 	}
-	if strings.HasPrefix(clean, "/v1/oauth/") || normHost(r.Host) == "claude.ai" && strings.HasPrefix(clean, "/oauth/") {
+	plain := policy.LoosePaths(clean) == [3]string{clean, clean, clean} // no case, slash or parameter games
+	if plain && (strings.HasPrefix(clean, "/v1/oauth/") || normHost(r.Host) == "claude.ai" && strings.HasPrefix(clean, "/oauth/")) {
 		return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleOAuth, Reason: "an OAuth sign-in or token request"}}
 	}
 	if read {
@@ -174,28 +176,33 @@ func ask(rule string, red bool, findings []string) Judgement {
 		NeverAuto: true, Red: red, Findings: findings}
 }
 
-// loosePath is a cleaned path as a lenient server might read it: lower case, "%2F", "%5C" and
-// '\' read as '/', ";parameters" cut from each segment, dot segments resolved, repeated and
-// trailing slashes dropped.
+// loosePath is the endpoint Judge reads a cleaned path as: of the policy's lenient readings
+// (policy.LoosePaths), one that names the Files API if any does, else one that names a Messages
+// API endpoint if any does, else the servlet reading; with a trailing slash dropped, since a
+// lenient router serves /v1/messages/ as /v1/messages.
 func loosePath(clean string) string {
-	s := strings.ToLower(clean)
-	s = strings.NewReplacer("%2f", "/", "%5c", "/", "\\", "/").Replace(s)
-	segs := strings.Split(s, "/")
-	out := make([]string, 0, len(segs))
-	for _, seg := range segs {
-		seg, _, _ = strings.Cut(seg, ";")
-		switch seg {
-		case "", ".":
-		case "..":
-			if len(out) > 0 {
-				out = out[:len(out)-1]
-			}
-		default:
-			out = append(out, seg)
+	var ends [3]string
+	for i, p := range policy.LoosePaths(clean) {
+		if len(p) > 1 {
+			p = strings.TrimSuffix(p, "/")
+		}
+		ends[i] = p
+	}
+	for _, p := range ends {
+		if isFiles(p) {
+			return p
 		}
 	}
-	return "/" + strings.Join(out, "/")
+	for _, p := range ends {
+		if p == "/v1/messages" || p == "/v1/messages/count_tokens" {
+			return p
+		}
+	}
+	return ends[1]
 }
+
+// isFiles reports whether a path read by loosePath is the Files API.
+func isFiles(p string) bool { return p == "/v1/files" || strings.HasPrefix(p, "/v1/files/") }
 
 func methodShown(m string) string {
 	if m == "" {

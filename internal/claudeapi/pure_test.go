@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestPure: the package does no I/O and starts no goroutines (STYLE.md). net/http is imported
+// TestPure: the package does no I/O and starts no goroutines. net/http is imported
 // for its Header type only.
 func TestPure(t *testing.T) {
 	forbidden := map[string]bool{"os": true, "os/exec": true, "net": true, "syscall": true, "log": true,

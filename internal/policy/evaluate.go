@@ -1,6 +1,9 @@
 package policy
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Request is what the policy decides on: a request (or a CONNECT decided at the domain) after the
 // floor has normalised its host.
@@ -31,7 +34,8 @@ func (p *Policy) Evaluate(r Request) Decision {
 	if r.Connect {
 		return p.evaluateConnect(r.Host)
 	}
-	m := matcher{p: p, bit: methodBit(r.Method), clean: CleanPath(r.Path)}
+	m := matcher{p: p, bit: methodBit(r.Method)}
+	m.clean, m.params = cleanPath(r.Path)
 	m.first = firstSegment(m.clean)
 	exact := p.index.exact[r.Host]
 	for v := Deny; ; v-- {
@@ -164,16 +168,21 @@ func (p *Policy) evaluateConnect(host string) Decision {
 	return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonConnectDomain}
 }
 
-// matcher finds, within one verdict tier, the first matching rule in file order.
+// matcher finds, within one verdict tier, the first matching rule in file order. It reads the
+// request's path the ways CleanPath describes: a restrictive rule matches if it matches any of
+// LoosePaths, a free rule only if it matches both CleanPath and cutPath.
 type matcher struct {
 	p      *Policy
 	bit    uint32
-	clean  string // CleanPath of the request
-	first  string // the first segment of clean
-	loose  string // loosePath of clean, computed on first use
-	lfirst string // the first segment of loose
-	fold   bool   // loose is set
-	best   int32  // the first matching rule of the tier so far, -1 for none
+	clean  string    // CleanPath of the request
+	first  string    // the first segment of clean
+	params bool      // clean has ;parameters: cut and the loose readings differ
+	cut    string    // cutPath of clean, computed on first use when params
+	cutSet bool      // cut is set
+	loose  [3]string // LoosePaths of clean, computed on first use (only [0] without params)
+	lfirst [3]string // the first segments of loose
+	fold   bool      // loose is set
+	best   int32     // the first matching rule of the tier so far, -1 for none
 }
 
 func (m *matcher) tier(b *bucket, v Verdict) {
@@ -182,21 +191,45 @@ func (m *matcher) tier(b *bucket, v Verdict) {
 	}
 	t := &b.tiers[v]
 	m.ids(t.any)
-	if t.first != nil {
-		first := m.first
-		if v != Free {
-			m.foldPath()
-			first = m.lfirst
+	if t.first == nil {
+		return
+	}
+	if v == Free {
+		m.ids(t.first[m.first]) // a free rule must match clean
+		return
+	}
+	m.foldPath()
+	m.ids(t.first[m.lfirst[0]])
+	if m.params {
+		for i := 1; i < len(m.lfirst); i++ {
+			if f := m.lfirst[i]; f != m.lfirst[0] && (i == 1 || f != m.lfirst[1]) {
+				m.ids(t.first[f])
+			}
 		}
-		m.ids(t.first[first])
 	}
 }
 
 func (m *matcher) foldPath() {
-	if !m.fold {
-		m.loose, m.fold = loosePath(m.clean), true
-		m.lfirst = firstSegment(m.loose)
+	if m.fold {
+		return
 	}
+	m.fold = true
+	if !m.params { // the three readings are one
+		m.loose[0] = foldPath(m.clean)
+		m.lfirst[0] = firstSegment(m.loose[0])
+		return
+	}
+	m.loose = LoosePaths(m.clean)
+	for i, l := range m.loose {
+		m.lfirst[i] = firstSegment(l)
+	}
+}
+
+func (m *matcher) cutPath() string {
+	if !m.cutSet {
+		m.cut, m.cutSet = cutPath(m.clean), true
+	}
+	return m.cut
 }
 
 func (m *matcher) ids(ids []int32) {
@@ -219,18 +252,64 @@ func (m *matcher) match(rl *rule) bool {
 	if len(rl.paths) == 0 {
 		return true
 	}
-	path := m.clean
 	if rl.verdict != Free {
 		m.foldPath()
-		path = m.loose
+		n := 1
+		if m.params {
+			n = len(m.loose)
+		}
+		for _, l := range m.loose[:n] {
+			for i := range rl.paths {
+				if rl.paths[i].match(l) {
+					return true
+				}
+			}
+		}
+		return false
 	}
+	if escapesBySlash(m.clean) {
+		// An encoded or back slash next to a dot-dot segment: an origin that reads it as a
+		// separator resolves the path elsewhere. No free rule vouches for where.
+		return false
+	}
+	matched := false
 	for i := range rl.paths {
-		if rl.paths[i].match(path) {
+		if rl.paths[i].match(m.clean) {
+			matched = true
+			break
+		}
+	}
+	if !matched || !m.params {
+		return matched
+	}
+	cut := m.cutPath()
+	for i := range rl.paths {
+		if rl.paths[i].matchCut(cut) {
 			return true
 		}
 	}
 	return false
 }
+
+// escapesBySlash reports whether a cleaned path has an encoded slash or backslash (%2F, %5C, \\)
+// that makes a ".." a dot-dot segment once read as a separator: "/public/..%2Fadmin".
+func escapesBySlash(clean string) bool {
+	if indexByte(clean, '.') < 0 || (indexByte(clean, '%') < 0 && indexByte(clean, '\\') < 0) {
+		return false
+	}
+	r := slashes.Replace(clean)
+	if r == clean {
+		return false
+	}
+	for _, seg := range strings.Split(r, "/") {
+		if seg, _, _ = strings.Cut(seg, ";"); seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+var slashes = strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "/", "%5c", "/", "\\", "/")
 
 // firstSegment is the first segment of a cleaned path ("/a/b" → "a").
 func firstSegment(p string) string {
