@@ -3,26 +3,17 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
-	"github.com/lockhttp/lockhttp/internal/explain"
-	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/layout"
-	"github.com/lockhttp/lockhttp/internal/policy"
-	"github.com/lockhttp/lockhttp/internal/secretfile"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
@@ -34,7 +25,7 @@ const usage = `usage: lockhttp <command> [flags]
 
 commands:
   doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
-  explain     what the gate would decide for a raw HTTP request, and why
+  explain     what the gate would decide for a request (METHOD URL or a raw request), and why
   verify-log  check the audit files' chains
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
   volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
@@ -66,94 +57,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "lockhttp: unknown command %q\n%s", args[0], usage)
 	return 2
-}
-
-type resolveFlag map[string][]netip.Addr
-
-func (r resolveFlag) String() string { return "" }
-func (r resolveFlag) Set(s string) error {
-	host, addr, ok := strings.Cut(s, "=")
-	if !ok {
-		return fmt.Errorf("%q: write it as HOST=IP", s)
-	}
-	name, ref := floor.Host(host)
-	if ref != nil {
-		return fmt.Errorf("%q: %s", host, ref.Reason)
-	}
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return fmt.Errorf("%q: %q is not an IP address", s, addr)
-	}
-	r[name] = append(r[name], a)
-	return nil
-}
-
-func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockhttp explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	policyPath := fs.String("policy", "", "the policy file (required)")
-	container := fs.String("container", "", "the container the request comes from (default: the policy's only one)")
-	resolve := resolveFlag{}
-	fs.Var(resolve, "resolve", "HOST=IP: answer for a name instead of DNS (repeatable)")
-	useDNS := fs.Bool("dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
-	noDecrypt := fs.Bool("no-decrypt", false, "decide as a gate without a signer: every CONNECT at the domain")
-	secretsFile := fs.String("secrets", "", "the gate's secrets file, for the checks of injected credentials")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lockhttp explain --policy FILE [--container NAME] [--resolve HOST=IP]... [--dns] [--no-decrypt] [--secrets FILE] REQUEST_FILE|-")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if *policyPath == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	data, err := os.ReadFile(*policyPath)
-	if err != nil {
-		fmt.Fprintln(stderr, "lockhttp explain:", err)
-		return 2
-	}
-	pol, err := policy.Load(*policyPath, data)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	var in io.Reader = stdin
-	if name := fs.Arg(0); name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(stderr, "lockhttp explain:", err)
-			return 2
-		}
-		defer f.Close()
-		in = f
-	}
-	raw, err := io.ReadAll(io.LimitReader(in, 16<<20))
-	if err != nil {
-		fmt.Fprintln(stderr, "lockhttp explain: reading the request:", err)
-		return 2
-	}
-	insp, problems := secretfile.Inspect(pol, *secretsFile)
-	for _, p := range problems {
-		fmt.Fprintln(stderr, "lockhttp explain: note:", p)
-	}
-	o := explain.Options{Policy: pol, Container: *container, Resolve: resolve, NoDecrypt: *noDecrypt, Inspect: insp}
-	if *useDNS {
-		o.Resolver = net.DefaultResolver
-	}
-	res, err := explain.Request(context.Background(), raw, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "lockhttp explain:", err)
-		return 2
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	enc.Encode(res)
-	return 0
 }
 
 func runVerifyLog(args []string, stdout, stderr io.Writer) int {

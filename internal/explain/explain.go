@@ -1,5 +1,5 @@
-// Package explain says what the gate would decide for one raw HTTP request, and why, by running
-// the gate's own checks on it.
+// Package explain says what the gate would decide for one raw HTTP request, and why: it builds
+// the Arrival the gate would build and runs the gate's one decision (judge.See, judge.Decide).
 package explain
 
 import (
@@ -9,13 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 
 	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/exfil"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -33,7 +35,11 @@ type Result struct {
 	Port      int    `json:"port,omitempty"`
 	// Address is the checked address a FREE request would be sent to, when it was resolved.
 	Address string `json:"address,omitempty"`
-	// Note says what explain could not tell (a name that did not resolve here).
+	// Score and Findings are the exfiltration heuristics' score and its reasons, when above zero.
+	Score    float64  `json:"score,omitempty"`
+	Findings []string `json:"findings,omitempty"`
+	// Note says what explain could not tell (a name that did not resolve here, the heuristics'
+	// memory).
 	Note string `json:"note,omitempty"`
 }
 
@@ -52,74 +58,55 @@ type Options struct {
 	Resolver egress.Resolver
 	// NoDecrypt models a gate without a signer: every CONNECT is decided at the domain.
 	NoDecrypt bool
-	// Inspect holds the secrets and Claude credentials the checks use; nil: none.
+	// Inspect holds the secrets and Claude credentials the checks use; nil: the checks that need
+	// them refuse, as the gate's do.
 	Inspect *judge.Inspect
+	// Memory is the heuristics' memory; nil: a new, empty one (the result says so).
+	Memory judge.Memory
 }
 
-// Request decides the raw request in raw (request line, headers, optional body). A head written
-// with bare LF line ends (no CR anywhere) is read as if it had CRLF.
+// Request decides the raw request in raw (request line, headers, optional body) as the gate
+// would: it builds the same Arrival the gate builds, hands it to judge.See and judge.Decide, and
+// then resolves and checks the address of what would go out. A head written with bare LF line
+// ends (no CR anywhere) is read as if it had CRLF. An absolute https:// request is decided as
+// a request decrypted inside a tunnel to its host.
 func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	container, err := pickContainer(o.Policy, o.Container)
 	if err != nil {
 		return nil, err
 	}
-	head, body := splitHead(raw)
-	h, ferr := framing.ParseHead(head, false)
-	if ferr != nil {
-		d := judge.Framing(ferr)
-		return &Result{Decision: d, Kind: "framing", Container: container}, nil
-	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(append(head, body...))))
+	a, err := Arrival(raw, o.Policy.Settings.BufferLimit)
 	if err != nil {
-		return nil, &UsageError{Msg: "reading the request: " + err.Error()}
+		return nil, err
 	}
-	jr := &judge.Request{Container: container, Method: req.Method, Header: req.Header, Decrypt: !o.NoDecrypt}
-	switch {
-	case h.Connect:
-		jr.Kind, jr.Authority = judge.Domain, req.Host
-	case req.URL.IsAbs():
-		jr.Scheme, jr.Authority, jr.Path = req.URL.Scheme, req.URL.Host, req.URL.EscapedPath()
-		jr.UserInfo = req.URL.User != nil
-		jr.Kind = judge.Plain
-		if req.URL.Scheme == "https" {
-			jr.Kind = judge.Tunnel
-		} else if req.URL.Scheme != "http" {
-			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:scheme",
-				Reason: fmt.Sprintf("the URL scheme %q is not http or https", req.URL.Scheme)}
-			return &Result{Decision: d, Kind: "plain", Container: container}, nil
-		}
-	default:
-		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form",
-			Reason: "the request names no host (origin-form); write the request line as GET http://host/path HTTP/1.1, CONNECT host:443 HTTP/1.1 or POST https://host/path HTTP/1.1"}
-		return &Result{Decision: d, Kind: "plain", Container: container}, nil
+	a.Container = container
+	memory := o.Memory
+	if memory == nil {
+		memory = exfil.New(exfil.Config{})
 	}
-	if up := req.Header.Get("Upgrade"); up != "" && !strings.EqualFold(strings.TrimSpace(up), "websocket") {
-		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:upgrade",
-			Reason: fmt.Sprintf("the protocol upgrade to %q is not allowed; only WebSocket upgrades are decided and passed", up)}
-		return &Result{Decision: d, Kind: jr.Kind.String(), Container: container}, nil
+	v := judge.See(a)
+	res := judge.Decide(&judge.Env{Policy: o.Policy, Inspect: o.Inspect, Memory: memory, Decrypt: !o.NoDecrypt}, v)
+	out := &Result{Decision: res.Decision, Kind: v.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
+	if a.Framing != nil {
+		out.Kind = "framing"
 	}
-	jr.Query, jr.MediaType = req.URL.RawQuery, mediaType(req.Header)
-	if req.Body != nil {
-		data, err := io.ReadAll(io.LimitReader(req.Body, o.Policy.Settings.BufferLimit+1))
-		if err != nil {
-			return nil, &UsageError{Msg: "reading the request body: " + err.Error()}
-		}
-		if len(data) > 0 {
-			jr.Body, jr.BodySize = data, int64(len(data))
-		}
+	if res.Score != nil {
+		out.Score = res.Score.Value
+		out.Findings = res.Score.Reasons
 	}
-	res := judge.Decide(o.Policy, o.Inspect, jr)
-	out := &Result{Decision: res.Decision, Kind: jr.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
+	if o.Memory == nil && v.Kind != judge.Domain {
+		out.Note = "the heuristics ran with an empty memory: the gate remembers the hosts and bytes it saw, and may score this higher"
+	}
 	switch {
 	case res.Intercept:
 		out.Kind = "connect-decrypted"
-	case jr.Kind == judge.Domain:
+	case v.Kind == judge.Domain:
 		out.Kind = "connect-domain"
-		if jr.Decrypt {
+		if !o.NoDecrypt && res.Verdict != policy.Deny && !res.Self {
 			out.Note = "on the splice list: decided at the domain, never decrypted"
 		}
 	}
-	if res.Verdict == policy.Free && !res.Intercept {
+	if res.Verdict == policy.Free && !res.Intercept && !res.Self {
 		// The gate resolves and checks the address only for what goes out; so does explain. A
 		// decrypted CONNECT goes nowhere by itself: the requests inside it are resolved.
 		d := &egress.Dialer{Resolver: staticResolver{answers: o.Resolve, next: o.Resolver}}
@@ -137,6 +124,93 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// Arrival reads a raw request into what the gate would have received: a CONNECT, a plain proxy
+// request (http://), or a request decrypted inside a tunnel. A tunnel request is written either
+// as the gate receives it, a CONNECT head followed by the request the client sends inside, or
+// as one absolute https:// request line, read as the origin-form request a client sends inside
+// a tunnel to the URL's host and port. The body is read up to limit+1 bytes, as the gate reads
+// it. A head the framing check refuses is an Arrival with Framing set.
+func Arrival(raw []byte, limit int64) (*judge.Arrival, error) {
+	head, body := splitHead(raw)
+	var tunnel *judge.Binding
+	if line, _, _ := bytes.Cut(head, []byte("\r\n")); bytes.HasPrefix(line, []byte("CONNECT ")) && len(bytes.TrimSpace(body)) > 0 {
+		// A CONNECT and the request inside its tunnel.
+		authority, _, _ := bytes.Cut(line[len("CONNECT "):], []byte(" "))
+		host, port, ref := floor.Authority(string(authority), 0)
+		if ref == nil {
+			tunnel = &judge.Binding{Host: host, Port: port}
+			head, body = splitHead(body)
+		}
+	} else if origin, binding, ok := insideTunnel(head); ok {
+		tunnel, head = binding, origin
+	}
+	h, ferr := framing.ParseHead(head, tunnel != nil)
+	if ferr != nil {
+		a := &judge.Arrival{Kind: judge.Plain, Framing: ferr, Header: http.Header{}}
+		if tunnel != nil {
+			a.Kind, a.Tunnel = judge.Tunnel, tunnel
+		}
+		return a, nil
+	}
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(append(head, body...))))
+	if err != nil {
+		return nil, &UsageError{Msg: "reading the request: " + err.Error()}
+	}
+	a := &judge.Arrival{Kind: judge.Plain, Method: req.Method, URL: req.URL, Host: req.Host, Header: req.Header}
+	switch {
+	case tunnel != nil:
+		a.Kind, a.Tunnel = judge.Tunnel, tunnel
+	case h.Connect:
+		a.Kind, a.URL = judge.Domain, nil
+	}
+	if req.Body != nil {
+		data, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+		if err != nil {
+			return nil, &UsageError{Msg: "reading the request body: " + err.Error()}
+		}
+		if len(data) > 0 {
+			a.Body, a.BodySize = data, int64(len(data))
+		}
+	}
+	return a, nil
+}
+
+// insideTunnel reads a head whose request line names an absolute https:// URL as the request a
+// client sends inside a tunnel to the URL's host and port: the same head with an origin-form
+// target. A URL with user info is left as it is (the floor refuses it).
+func insideTunnel(head []byte) (origin []byte, tunnel *judge.Binding, ok bool) {
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	method, after, ok1 := bytes.Cut(line, []byte(" "))
+	target, proto, ok2 := bytes.Cut(after, []byte(" "))
+	if !ok1 || !ok2 || !bytes.HasPrefix(bytes.ToLower(target), []byte("https://")) {
+		return nil, nil, false
+	}
+	u, err := url.Parse(string(target))
+	if err != nil || u.User != nil {
+		return nil, nil, false
+	}
+	host, port, ref := floor.Authority(u.Host, 443)
+	if ref != nil {
+		return nil, nil, false
+	}
+	inner := u.EscapedPath()
+	if inner == "" {
+		inner = "/"
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		inner += "?" + u.RawQuery
+	}
+	var b bytes.Buffer
+	b.Write(method)
+	b.WriteByte(' ')
+	b.WriteString(inner)
+	b.WriteByte(' ')
+	b.Write(proto)
+	b.WriteString("\r\n")
+	b.Write(rest)
+	return b.Bytes(), &judge.Binding{Host: host, Port: port}, true
 }
 
 func pickContainer(p *policy.Policy, name string) (string, error) {
@@ -188,12 +262,4 @@ func (r staticResolver) LookupNetIP(ctx context.Context, network, host string) (
 		return nil, errNoDNS
 	}
 	return r.next.LookupNetIP(ctx, network, host)
-}
-
-func mediaType(h http.Header) string {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(h.Get("Content-Type")))
-	}
-	return mt
 }

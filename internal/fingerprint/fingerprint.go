@@ -1,13 +1,11 @@
 // Package fingerprint names a request by what a human approving it sees: the same fingerprint
-// means the same container, method, URL, media type, end-to-end headers and body.
+// means the same container, method, URL, media type, end-to-end headers and body bytes.
 package fingerprint
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
 	"net/http"
 	"sort"
@@ -27,13 +25,13 @@ type Request struct {
 
 // Prefix starts every fingerprint; it names the encoding, so that a change of encoding can
 // never match an old approval.
-const Prefix = "fp1:"
+const Prefix = "fp2:"
 
-// Of returns the fingerprint: "fp1:" and the hex SHA-256 of a length-prefixed encoding of the
+// Of returns the fingerprint: "fp2:" and the hex SHA-256 of a length-prefixed encoding of the
 // request's parts. Header names are compared case-insensitively and sorted; the values of one
-// name keep their order. A JSON body (media type application/json or ending in +json) that
-// parses is compacted (insignificant white space removed; key order and duplicates kept); any
-// other body is taken byte for byte.
+// name keep their order. The body is taken byte for byte: an approval applies to exactly the
+// bytes the ticket showed and the gate forwards, so two bodies that a reader might call equal
+// (JSON with other white space) are two requests.
 func Of(r *Request) string {
 	h := sha256.New()
 	field(h, "container", r.Container)
@@ -57,20 +55,8 @@ func Of(r *Request) string {
 			field(h, "header", n+": "+v)
 		}
 	}
-	field(h, "body", string(NormalBody(r.MediaType, r.Body)))
+	field(h, "body", string(r.Body))
 	return Prefix + hex.EncodeToString(h.Sum(nil))
-}
-
-// NormalBody is the body as the fingerprint reads it.
-func NormalBody(mediaType string, body []byte) []byte {
-	mt := strings.ToLower(mediaType)
-	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid(body) {
-		var b bytes.Buffer
-		if json.Compact(&b, body) == nil {
-			return b.Bytes()
-		}
-	}
-	return body
 }
 
 func field(h hash.Hash, name, value string) {

@@ -18,7 +18,6 @@ func TestSameAndDifferent(t *testing.T) {
 		edit func(r *Request)
 	}{
 		{"header name case", func(r *Request) { r.Header = http.Header{"content-type": {"application/json"}, "x-a": {"1", "2"}} }},
-		{"JSON white space", func(r *Request) { r.Body = []byte("{\"a\":1,\n \"b\":[1,2]}") }},
 		{"header order of names", func(r *Request) { r.Header = http.Header{"X-A": {"1", "2"}, "Content-Type": {"application/json"}} }},
 	}
 	for _, c := range same {
@@ -35,6 +34,10 @@ func TestSameAndDifferent(t *testing.T) {
 		edit func(r *Request)
 	}{
 		{"container", func(r *Request) { r.Container = "other" }},
+		// The approval binds the bytes that go out: JSON that reads the same with other white
+		// space, or with a duplicate key a lenient parser drops, is another request.
+		{"JSON white space", func(r *Request) { r.Body = []byte("{\"a\":1,\n \"b\":[1,2]}") }},
+		{"JSON duplicate key", func(r *Request) { r.Body = []byte(`{"a": 1, "b": [1, 2], "a": 1}`) }},
 		{"method", func(r *Request) { r.Method = "PUT" }},
 		{"URL query", func(r *Request) { r.URL = "https://api.example.com:443/v1/items?x=2" }},
 		{"URL path", func(r *Request) { r.URL = "https://api.example.com:443/v1/item" }},

@@ -56,9 +56,19 @@ func refuse(c Check, format string, args ...any) *Refusal {
 // maxShown bounds how much of an agent's input a reason repeats.
 const maxShown = 80
 
-// shown cuts agent input to maxShown bytes, on a rune boundary, for a reason.
-// The caller quotes it with %q, which keeps the reason on one line.
-func shown(s string) string {
+// minHidden is the length from which a run of token characters with a digit in it is taken for
+// a credential and not repeated: no reason may carry a secret, and a reason cannot ask the
+// detector (which needs the policy) what is one.
+const minHidden = 20
+
+func shown(s string) string { return Shown(s) }
+
+// Shown is agent input as a reason repeats it: cut to 80 bytes on a rune boundary, and every run
+// of 20 or more letters, digits and '_', '+', '/', '=' with a digit in it replaced by "[N
+// characters]". The caller quotes it with %q, which keeps the reason on one line. Every reason
+// that quotes a request's host, header or value goes through it.
+func Shown(s string) string {
+	s = HideTokens(s)
 	if len(s) <= maxShown {
 		return s
 	}
@@ -67,6 +77,40 @@ func shown(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+func tokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '+' || c == '/' || c == '='
+}
+
+// HideTokens replaces every run of 20 or more letters, digits and '_', '+', '/', '=' with a digit
+// in it by "[N characters]": what looks like a credential in a host or a name, for a record a
+// person reads.
+func HideTokens(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); {
+		if !tokenByte(s[i]) {
+			i++
+			continue
+		}
+		j, digit := i, false
+		for j < len(s) && tokenByte(s[j]) {
+			digit = digit || '0' <= s[j] && s[j] <= '9'
+			j++
+		}
+		if j-i >= minHidden && digit {
+			b.WriteString(s[last:i])
+			fmt.Fprintf(&b, "[%d characters]", j-i)
+			last = j
+		}
+		i = j
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // joinInts formats ports for a reason.

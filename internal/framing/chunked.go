@@ -139,7 +139,7 @@ func (c *Chunked) Scan(p []byte) (n int, done bool, err *Error) {
 				c.keep(b)
 			case b == ':':
 				if int(c.nlen) <= maxName && forbiddenTrailer(c.name[:c.nlen]) {
-					return c.fail(i, bad("trailer field %s is not allowed", quote(c.name[:c.nlen])))
+					return c.fail(i, bad("trailer field %s is not allowed", quoteName(c.name[:c.nlen])))
 				}
 				c.state = csValue
 			case b == ' ' || b == '\t':

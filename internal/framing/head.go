@@ -130,37 +130,37 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	}
 	sp := bytes.IndexByte(line, ' ')
 	if sp < 0 {
-		return bad("request line %s is not METHOD SP TARGET SP VERSION", quote(line))
+		return bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
 	}
 	method := line[:sp]
 	if sp == 0 {
-		return bad("request line %s starts with a space", quote(line))
+		return bad("the request line starts with a space")
 	}
 	if i := notToken(method); i >= 0 {
-		return badByte(method[i], "the method "+quote(method))
+		return badByte(method[i], "the method "+quoteName(method))
 	}
 	rest := line[sp+1:]
 	sp = bytes.IndexByte(rest, ' ')
 	if sp < 0 {
-		return bad("request line %s is not METHOD SP TARGET SP VERSION", quote(line))
+		return bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
 	}
 	target, proto := rest[:sp], rest[sp+1:]
 	if len(target) == 0 || bytes.IndexByte(proto, ' ') >= 0 {
-		return bad("request line %s has an extra space", quote(line))
+		return bad("the request line has an extra space")
 	}
 	switch string(proto) {
 	case "HTTP/1.1":
 		h.http11 = true
 	case "HTTP/1.0":
 	default:
-		return bad("unsupported protocol version %s; use HTTP/1.1", quote(proto))
+		return bad("unsupported protocol version %s; use HTTP/1.1", quoteName(proto))
 	}
 	for _, c := range target {
 		if classes[c]&cTarget == 0 {
 			return badByte(c, "the request target")
 		}
 		if c == '#' {
-			return bad("request target %s has a fragment ('#')", quote(target))
+			return bad("the request target has a fragment ('#')")
 		}
 	}
 	h.method, h.target = method, target
@@ -177,19 +177,19 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	case h.connect:
 		f = authorityForm
 		if bytes.IndexByte(target, '/') >= 0 || bytes.IndexByte(target, '?') >= 0 || bytes.IndexByte(target, '@') >= 0 {
-			return bad("the CONNECT target %s must be host:port", quote(target))
+			return bad("the CONNECT target must be host:port, without '/', '?' or '@'")
 		}
 		var why string
 		if tHost, tPort, why = hostPort(target); why != "" {
-			return bad("the CONNECT target %s: %s", quote(target), why)
+			return bad("the CONNECT target: %s", why)
 		}
 		if tPort < 0 {
-			return bad("the CONNECT target %s lacks a port", quote(target))
+			return bad("the CONNECT target lacks a port")
 		}
 	case target[0] == '/':
 		f = originForm
 		if !goodEscapes(pathOf(target)) {
-			return bad("malformed %%-escape in the path of %s", quote(target))
+			return bad("malformed %%-escape in the path of the request target")
 		}
 	case len(target) == 1 && target[0] == '*':
 		f = asteriskForm
@@ -211,7 +211,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 		h2c                         bool
 	)
 	pos := eol + 1
-	for {
+	for ln := 2; ; ln++ { // ln numbers the lines of the head for a Reason: the request line is 1
 		lf := pos + bytes.IndexByte(b[pos:], '\n')
 		line, e := crlfLine(b, pos, lf)
 		if e != nil {
@@ -225,26 +225,26 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return bad("header line %s starts with whitespace (obs-fold is not allowed)", quote(line))
+			return bad("line %d of the request head starts with whitespace (obs-fold is not allowed)", ln)
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon < 0 {
-			return bad("header line %s has no colon", quote(line))
+			return bad("line %d of the request head has no colon", ln)
 		}
 		name := line[:colon]
 		if colon == 0 {
-			return bad("header line %s has an empty name", quote(line))
+			return bad("line %d of the request head has an empty header name", ln)
 		}
 		if i := notToken(name); i >= 0 {
 			if c := name[len(name)-1]; c == ' ' || c == '\t' {
-				return bad("whitespace between header name %s and its colon", quote(bytes.TrimRight(name, " \t")))
+				return bad("whitespace between header name %s and its colon", quoteName(bytes.TrimRight(name, " \t")))
 			}
-			return badByte(name[i], "the header name "+quote(name))
+			return badByte(name[i], "the header name "+quoteName(name))
 		}
 		v := trimOWS(line[colon+1:])
 		for _, c := range v {
 			if classes[c]&cValue == 0 {
-				return badByte(c, "the value of header "+quote(name))
+				return badByte(c, "the value of header "+quoteName(name))
 			}
 		}
 		switch len(name) {
@@ -261,7 +261,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 					return bad("more than one Expect header")
 				}
 				if !foldEq(v, "100-continue") {
-					return bad("the expectation %s is not supported; only 100-continue", quote(v))
+					return bad("an Expect other than 100-continue is not supported")
 				}
 			}
 		case 7:
@@ -288,7 +288,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 				}
 				var ok bool
 				if h.length, ok = parseLength(v); !ok {
-					return bad("invalid Content-Length %s; want decimal digits only", quote(v))
+					return bad("invalid Content-Length; want decimal digits only")
 				}
 			} else if foldEq(name, "http2-settings") {
 				h2c = true
@@ -299,7 +299,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 					return bad("more than one Transfer-Encoding header")
 				}
 				if !foldEq(v, "chunked") {
-					return bad("the transfer coding %s is not supported; only \"chunked\"", quote(v))
+					return bad("a Transfer-Encoding other than \"chunked\" is not supported")
 				}
 			}
 		}
@@ -323,7 +323,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	if hosts == 1 {
 		var why string
 		if hHost, hPort, why = hostPort(hostVal); why != "" {
-			return bad("malformed Host header %s: %s", quote(hostVal), why)
+			return bad("malformed Host header: %s", why)
 		}
 	}
 	if h2c {
@@ -333,7 +333,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 		return refuse(NestedConnect, "a CONNECT inside a tunnel is not allowed")
 	}
 	if hosts == 1 && (f == absoluteForm || f == authorityForm) && !sameAuthority(hHost, hPort, tHost, tPort, defPort) {
-		return refuse(HostMismatch, "the Host %s does not match the target authority", quote(hostVal))
+		return refuse(HostMismatch, "the Host header does not match the target authority")
 	}
 
 	switch {
@@ -372,7 +372,7 @@ func badByte(c byte, where string) *Error {
 func absolute(t []byte) (host []byte, port, defPort int, e *Error) {
 	i := bytes.IndexByte(t, ':')
 	if i <= 0 {
-		return nil, 0, 0, bad("request target %s is neither /path nor http://host/path", quote(t))
+		return nil, 0, 0, bad("the request target is neither /path nor http://host/path")
 	}
 	switch scheme := t[:i]; {
 	case foldEq(scheme, "http"):
@@ -380,11 +380,11 @@ func absolute(t []byte) (host []byte, port, defPort int, e *Error) {
 	case foldEq(scheme, "https"):
 		defPort = 443
 	default:
-		return nil, 0, 0, bad("request target %s: scheme is not http or https", quote(t))
+		return nil, 0, 0, bad("the scheme %s of the request target is not http or https", quoteName(t[:i]))
 	}
 	rest := t[i+1:]
 	if len(rest) < 2 || rest[0] != '/' || rest[1] != '/' {
-		return nil, 0, 0, bad("request target %s lacks the // before its authority", quote(t))
+		return nil, 0, 0, bad("the request target lacks the // before its authority")
 	}
 	rest = rest[2:]
 	end := 0
@@ -406,10 +406,10 @@ func absolute(t []byte) (host []byte, port, defPort int, e *Error) {
 	}
 	var why string
 	if host, port, why = hostPort(auth); why != "" {
-		return nil, 0, 0, bad("request target %s: %s", quote(t), why)
+		return nil, 0, 0, bad("the authority of the request target: %s", why)
 	}
 	if !goodEscapes(pathOf(rest[end:])) {
-		return nil, 0, 0, bad("malformed %%-escape in the path of %s", quote(t))
+		return nil, 0, 0, bad("malformed %%-escape in the path of the request target")
 	}
 	return host, port, defPort, nil
 }
@@ -565,10 +565,10 @@ func checkTrailerDecl(v []byte) *Error {
 			continue
 		}
 		if !isToken(el) {
-			return bad("invalid field name %s in the Trailer header", quote(el))
+			return bad("invalid field name %s in the Trailer header", quoteName(el))
 		}
 		if forbiddenTrailer(el) {
-			return bad("the Trailer header declares %s, which may not be a trailer", quote(el))
+			return bad("the Trailer header declares %s, which may not be a trailer", quoteName(el))
 		}
 	}
 	return nil

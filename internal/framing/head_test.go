@@ -228,12 +228,14 @@ func TestParseHeadDoesNotRetainInput(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
-	e := &Error{Kind: HostMismatch, Reason: "the Host \"b.com\" does not match the target authority"}
-	if got, want := e.Error(), `framing: host-mismatch: the Host "b.com" does not match the target authority`; got != want {
+	e := &Error{Kind: HostMismatch, Reason: "the Host header does not match the target authority"}
+	if got, want := e.Error(), `framing: host-mismatch: the Host header does not match the target authority`; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got := quote([]byte(strings.Repeat("\xff\n", 40))); len(got) > 4*maxQuote+5 || strings.ContainsAny(got, "\n\r") {
-		t.Errorf("quote = %q: too long or not one line", got)
+	for _, n := range []int{1, 11, 40, 41, 1000} {
+		if got := quoteName([]byte(strings.Repeat("\xff\n", n))); len(got) > maxQuote+8 || strings.ContainsAny(got, "\n\r") {
+			t.Errorf("quoteName = %q: too long or not one line", got)
+		}
 	}
 	for _, k := range []BodyKind{NoBody, LengthBody, ChunkedBody, 9} {
 		if k.String() == "" {

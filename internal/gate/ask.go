@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"mime"
 	"net/http"
 	"sort"
 	"strings"
@@ -35,39 +34,33 @@ type asked struct {
 	body    []byte // the held body, to send on
 }
 
-// ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped.
+// ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped. A value is
+// masked for what it holds, never for its header's name (see maskHeader).
 func ticketHeaders(h http.Header, in *judge.Inspect) []hub.Header {
+	var d *secrets.Detector
+	if in != nil {
+		d = in.Secrets
+	}
 	out := make([]hub.Header, 0, len(h))
 	for name, vals := range h {
 		for _, v := range vals {
-			mv := maskHeader(name, v)
-			if in != nil && in.Secrets != nil {
-				mv = in.Secrets.MaskHeader(name, mv)
-			}
-			out = append(out, hub.Header{Name: display.Escape(name, false), Value: display.Escape(mv, false)})
+			mn, mv := maskHeader(d, name, v)
+			out = append(out, hub.Header{Name: display.Escape(mn, false), Value: display.Escape(mv, false)})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// maskHeader hides the values of headers that carry credentials.
-func maskHeader(name, value string) string {
-	n := strings.ToLower(name)
-	for _, s := range []string{"authorization", "cookie", "api-key", "apikey", "token", "secret", "password", "session"} {
-		if strings.Contains(n, s) {
-			return secrets.Mask("header", value)
-		}
+// maskHeader masks the credentials in a header for a person to read: those d recognises (the
+// built-in shapes when d is nil), and the values that are credentials by construction
+// (Authorization, Proxy-Authorization, each cookie's value). A name never hides a value: an agent
+// could otherwise carry anything past the human in "X-Session-Data".
+func maskHeader(d *secrets.Detector, name, value string) (string, string) {
+	if d == nil {
+		return secrets.ShowHeader(name, value)
 	}
-	return value
-}
-
-func mediaType(h http.Header) string {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(h.Get("Content-Type")))
-	}
-	return mt
+	return d.ShowHeader(name, value)
 }
 
 // askHuman asks the hub about a request the policy asks about and holds it up to the policy's
@@ -76,7 +69,7 @@ func mediaType(h http.Header) string {
 func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
 	d := g.askHuman1(ctx, ex, res, pol, req)
 	// An ASK the heuristics made, refused (denied, or no one to ask): E_EXFIL_SUSPECT.
-	if d != nil && res.Rule == ruleHeuristics && (d.Code == policy.CodeDenied || d.Code == policy.CodeNoConsole) {
+	if d != nil && res.Rule == judge.RuleHeuristics && (d.Code == policy.CodeDenied || d.Code == policy.CodeNoConsole) {
 		d.Code = policy.CodeExfilSuspect
 	}
 	return d
@@ -157,25 +150,31 @@ func timedOut(res judge.Result, id string) *policy.Decision {
 }
 
 // askRequest asks about a plain or decrypted request whose body the gate holds (read by
-// readBody): it fingerprints it and describes it, masked, for the ticket.
-func (g *Gate) askRequest(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, in *judge.Inspect, body []byte) *policy.Decision {
+// readBody): it fingerprints exactly what goes out if approved (the normalised request, before
+// an injected credential) and describes it, masked, for the ticket.
+func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy, in *judge.Inspect) *policy.Decision {
 	u := *r.URL
 	u.Host = ex.target.Addr()
-	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: r.Method, URL: u.String(),
-		MediaType: mediaType(r.Header), Header: r.Header, Body: body})
-	preview := string(fingerprint.NormalBody(mediaType(r.Header), body))
+	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: v.Method, URL: u.String(),
+		MediaType: v.MediaType, Header: v.Header, Body: v.Body})
+	preview := string(v.Body)
 	if in != nil && in.Secrets != nil {
 		preview = in.Secrets.MaskText(preview)
 	}
 	preview = display.Escape(display.Truncate(preview, bodyPreview), true)
-	req := hub.AskRequest{Kind: hub.KindRequest, Method: r.Method, URL: ex.rec.URL, Headers: ticketHeaders(r.Header, in),
-		BodyPreview: preview, BodySize: int64(len(body)), Fingerprint: fp, Red: res.Red}
+	req := hub.AskRequest{Kind: hub.KindRequest, Method: v.Method, URL: ex.rec.URL, Headers: ticketHeaders(v.Header, in),
+		BodyPreview: preview, BodySize: int64(len(v.Body)), Fingerprint: fp, Red: res.Red}
+	var warn []string
 	switch {
-	case res.Rule == ruleHeuristics:
-		req.Warning = "Looks like data leaving: " + res.Reason
+	case res.Rule == judge.RuleHeuristics:
+		warn = append(warn, "Looks like data leaving: "+res.Reason)
 	case len(res.Findings) > 0:
-		req.Warning = "Claude API: " + strings.Join(res.Findings, "; ")
+		warn = append(warn, "Claude API: "+strings.Join(res.Findings, "; "))
 	}
+	if v.Override != "" {
+		warn = append(warn, fmt.Sprintf("The request names the method %s in an override; it was decided as both %s and %s.", display.Escape(v.Override, false), v.Method, display.Escape(v.Override, false)))
+	}
+	req.Warning = strings.Join(warn, " ")
 	return g.askHuman(r.Context(), ex, res, pol, req)
 }
 

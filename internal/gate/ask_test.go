@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -238,7 +239,7 @@ func TestHeuristicsTicketShowsTheScore(t *testing.T) {
 	if tk.ID == "" {
 		t.Fatal("no ticket")
 	}
-	if tk.Rule != ruleHeuristics || !strings.Contains(tk.Reason, "exfiltration score") || !strings.Contains(tk.Warning, "base64") ||
+	if tk.Rule != judge.RuleHeuristics || !strings.Contains(tk.Reason, "exfiltration score") || !strings.Contains(tk.Warning, "base64") ||
 		strings.Contains(tk.Reason+tk.Warning, blob[:30]) {
 		t.Fatalf("ticket: rule %q reason %q warning %q", tk.Rule, tk.Reason, tk.Warning)
 	}

@@ -17,33 +17,20 @@ import (
 func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	ex := g.newExchange(r, "connect")
 	pol := g.pol.Load()
-	if pol == nil {
-		ex.refused(decisionNoPolicy, nil)
-		g.refuseWriter(w, r, ex, decisionNoPolicy, true)
-		return
+	if in := g.insp.Load(); pol != nil && in != nil && in.Secrets != nil {
+		ex.rec.URL = recordHost(in.Secrets, r.Host)
 	}
-	ex.rec.Container = pol.Container(ex.source)
-	if err := g.audit.Healthy(); err != nil {
-		g.log.Error("audit unhealthy: refusing traffic", "err", err)
-		ex.finish(http.StatusServiceUnavailable, 0, "audit unavailable")
-		writeFailure(w, r, ex, http.StatusServiceUnavailable, "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate.")
-		return
-	}
-	if isSelf(r.Host, 0) {
-		g.serveSelfConnect(w, r, ex, pol)
-		return
-	}
-	res := judge.Decide(pol, g.insp.Load(), &judge.Request{
-		Kind: judge.Domain, Source: ex.source, Method: http.MethodConnect, Authority: r.Host, Header: r.Header,
-		Decrypt: g.certs != nil,
-	})
-	ex.decided(res, pol)
-	if res.Intercept && res.Verdict == policy.Free {
-		g.intercept(w, r, ex, res, pol)
-		return
-	}
+	a := g.arrival(r)
+	a.Kind = judge.Domain
+	v := judge.See(a)
+	res := judge.Decide(g.env(pol), v)
+	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
 		g.refuseWriter(w, r, ex, res.Decision, true)
+		return
+	}
+	if res.Intercept {
+		g.intercept(w, r, ex, res, pol)
 		return
 	}
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
@@ -64,7 +51,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ex.finish(http.StatusBadGateway, 0, err.Error())
-		writeFailure(w, r, ex, http.StatusBadGateway, "The target could not be reached: "+err.Error())
+		writeFailure(w, r, ex, http.StatusBadGateway, unreachable(err))
 		return
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()

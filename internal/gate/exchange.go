@@ -2,17 +2,17 @@ package gate
 
 import (
 	"context"
-	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"strings"
+	"net/url"
 	"sync/atomic"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
@@ -56,16 +56,37 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 	ex.rec.Event = event
 	ex.rec.Method = r.Method
 	if r.Method == http.MethodConnect {
-		ex.rec.URL = r.Host
+		ex.rec.URL = recordHost(nil, r.Host)
 	} else {
-		ex.rec.URL = secrets.MaskURL(r.URL)
+		ex.rec.URL = recordURL(nil, r.URL)
 	}
 	if ci := infoFrom(r.Context()); ci != nil {
 		ex.source = ci.source
 	}
-	ex.rec.Agent = agentName(r.Header)
 	ex.closeAfter = r.Header.Get("Upgrade") != ""
 	return ex
+}
+
+// recordHost is a host (or host:port) as the audit, the log and a ticket show it: what d (the
+// built-in shapes when nil) recognises as a credential masked, and what looks like one hidden.
+func recordHost(d *secrets.Detector, host string) string {
+	if d != nil {
+		host = d.MaskText(host)
+	} else {
+		host = secrets.MaskText(host)
+	}
+	return floor.HideTokens(host)
+}
+
+// recordURL is a URL as the audit, the log and a ticket show it: credentials in its host, path
+// and query masked.
+func recordURL(d *secrets.Detector, u *url.URL) string {
+	c := *u
+	c.Host = recordHost(d, u.Host)
+	if d != nil {
+		return d.MaskURL(&c)
+	}
+	return secrets.MaskURL(&c)
 }
 
 // decided records the decision and its context.
@@ -142,43 +163,6 @@ func (g *Gate) logRecord(r *audit.Record) {
 		slog.String(logCode, r.Code), slog.String(logRule, r.Rule), slog.Int(logStatus, r.Status),
 		slog.Int64(logBytesIn, r.BytesIn), slog.Int64(logBytesOut, r.BytesOut),
 		slog.Duration(logDuration, r.Duration), slog.String(logDetail, r.Detail))
-}
-
-// agentName reads the agent's name from Proxy-Authorization (Basic, the user name), for the
-// audit only: the source address, not this header, says which container sent a request.
-func agentName(h http.Header) string {
-	v := h.Get("Proxy-Authorization")
-	if v == "" {
-		return ""
-	}
-	scheme, cred, ok := strings.Cut(v, " ")
-	if !ok || !strings.EqualFold(scheme, "Basic") {
-		return ""
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-	if err != nil {
-		return ""
-	}
-	user, _, _ := strings.Cut(string(raw), ":")
-	return sanitizeName(user)
-}
-
-// sanitizeName keeps a printable ASCII name of at most 64 bytes.
-func sanitizeName(s string) string {
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
-			return strings.Map(func(r rune) rune {
-				if r <= ' ' || r >= 0x7f {
-					return '_'
-				}
-				return r
-			}, s)
-		}
-	}
-	return s
 }
 
 // countingBody counts a response body and records the exchange when it is closed.

@@ -148,7 +148,7 @@ func (g *Gate) newID() string {
 type connInfo struct {
 	fc     *framing.Conn
 	source netip.Addr
-	tunnel *tunnelInfo // the decrypted tunnel the connection is inside, or nil
+	tunnel *judge.Binding // the decrypted tunnel the connection is inside, or nil
 }
 
 type connInfoKey struct{}

@@ -6,36 +6,11 @@ import (
 	"strings"
 )
 
-// hopHeaders are the hop-by-hop headers (RFC 9110 7.6.1, plus the de facto ones): they describe
-// one connection and never cross the gate.
+// hopHeaders are the hop-by-hop headers (RFC 9110 7.6.1, plus the de facto ones) of a response:
+// they describe one connection and never cross the gate. judge.See strips those of requests.
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// stripHop removes the hop-by-hop headers and every header that Connection names. It returns the
-// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header.
-func stripHop(h http.Header) (upgrade string) {
-	upgrade = h.Get("Upgrade")
-	for _, v := range h["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if tok = textproto.TrimString(tok); tok != "" {
-				h.Del(tok)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
-	if upgrade != "" && isWebSocket(upgrade) {
-		h.Set("Connection", "Upgrade")
-		h.Set("Upgrade", upgrade)
-	}
-	return upgrade
-}
-
-func isWebSocket(upgrade string) bool {
-	return strings.EqualFold(strings.TrimSpace(upgrade), "websocket")
 }
 
 // stripHopResponse removes hop-by-hop headers from an origin's response, keeping those of a

@@ -3,7 +3,6 @@ package gate
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -13,31 +12,9 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/egress"
-	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
-
-// Decisions the gate makes without the judge.
-var (
-	decisionNoPolicy = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoConsole, Rule: "no-policy",
-		Reason: "the gate has no policy yet: the console has not served one, so nothing goes out"}
-	decisionOriginForm = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form",
-		Reason: "the request names no host (origin-form); send requests through the gate as an HTTP proxy, with absolute URLs"}
-)
-
-func decisionScheme(scheme string) policy.Decision {
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:scheme",
-		Reason: fmt.Sprintf("the URL scheme %q is not http or https", scheme)}
-}
-
-func decisionUpgrade(up string) policy.Decision {
-	if len(up) > 40 {
-		up = up[:40]
-	}
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:upgrade",
-		Reason: fmt.Sprintf("the protocol upgrade to %q is not allowed; only WebSocket upgrades are decided and passed", up)}
-}
 
 // noConsole turns an ASK into its refusal while no hub can ask a human.
 func noConsole(d policy.Decision) policy.Decision {
@@ -61,73 +38,85 @@ func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
 	return p
 }
 
-// onRequest decides a plain-HTTP proxy request.
-func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	kind, event, authority := judge.Plain, "request", r.URL.Host
+// env is what Decide needs besides the request, as the gate stands now.
+func (g *Gate) env(pol *policy.Policy) *judge.Env {
+	e := &judge.Env{Policy: pol, Memory: g.exfil, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy()}
+	if pol != nil {
+		e.Inspect = g.insp.Load()
+	}
+	if e.AuditErr != nil {
+		g.log.Error("audit unhealthy: refusing traffic", "err", e.AuditErr)
+	}
+	return e
+}
+
+// arrival is what reached the gate in r: a plain proxy request, an origin-form request, or a
+// request decrypted inside a tunnel.
+func (g *Gate) arrival(r *http.Request) *judge.Arrival {
+	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header}
 	ci := infoFrom(r.Context())
-	if ci != nil && ci.tunnel != nil {
-		kind, event, authority = judge.Tunnel, "tunnel-request", ci.tunnel.authority
+	if ci != nil {
+		a.Source = ci.source
+		if ci.tunnel != nil {
+			a.Kind, a.Tunnel = judge.Tunnel, ci.tunnel
+			if u, ok := r.Context().Value(sentTargetKey{}).(*url.URL); ok {
+				a.URL = u
+			}
+		}
+	}
+	return a
+}
+
+// decided records the decision of v in ex: the audit fields and the canonical log line's.
+func (g *Gate) decided(ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy) {
+	ex.rec.Agent = v.Agent
+	ex.decided(res, pol)
+	if res.Score != nil {
+		ex.rec.Score = res.Score.Value
+		ex.rec.Findings = strings.Join(res.Score.Reasons, "; ")
+		if res.Score.Suspect && pol.Settings.Heuristics != "enforce" {
+			g.log.Info("exfiltration score over the threshold (shadow: not enforced)", logID, ex.rec.ID, "host", res.Host, "score", res.Score.String())
+		}
+	}
+}
+
+// onRequest decides a plain-HTTP proxy request, or a request decrypted inside a tunnel.
+func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	event := "request"
+	if ci := infoFrom(r.Context()); ci != nil && ci.tunnel != nil {
+		event = "tunnel-request"
 	}
 	ex := g.newExchange(r, event)
 	pctx.UserData = ex
 	pol := g.pol.Load()
-	if pol == nil {
-		ex.refused(decisionNoPolicy, nil)
-		return r, g.refuse(r.Context(), r, ex, decisionNoPolicy)
+	a := g.arrival(r)
+	if pol != nil {
+		if in := g.insp.Load(); in != nil && in.Secrets != nil {
+			ex.rec.URL = recordURL(in.Secrets, r.URL)
+		}
+		// The body is read (up to buffer_limit) before the decision: it is inspected, and held
+		// if a human must see it.
+		body, size, err := readBody(r, pol.Settings.BufferLimit)
+		if err != nil {
+			ex.finish(http.StatusBadRequest, 0, "reading the request body: "+err.Error())
+			return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read in full.")
+		}
+		a.Body, a.BodySize = body, size
+		ex.bytesIn.Store(size)
 	}
-	ex.rec.Container = pol.Container(ex.source)
-	if err := g.audit.Healthy(); err != nil {
-		g.log.Error("audit unhealthy: refusing traffic", "err", err)
-		ex.finish(http.StatusServiceUnavailable, 0, "audit unavailable")
-		return r, failureResponse(r, ex, http.StatusServiceUnavailable,
-			"The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate.")
-	}
-	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
-		d := decisionScheme(r.URL.Scheme)
-		ex.refused(d, pol)
-		return r, g.refuse(r.Context(), r, ex, d)
-	}
-	if up := stripHop(r.Header); up != "" && !isWebSocket(up) {
-		d := decisionUpgrade(up)
-		ex.refused(d, pol)
-		return r, g.refuse(r.Context(), r, ex, d)
-	}
-	if kind == judge.Plain && r.URL.Scheme == "https" {
-		// https:// in a plain proxy request: the client asks the gate to speak TLS for it.
-		// Clients use CONNECT for that; refusing keeps one path for HTTPS.
-		d := decisionScheme(r.URL.Scheme)
-		d.Reason = "a plain proxy request for an https:// URL; send HTTPS through CONNECT"
-		ex.refused(d, pol)
-		return r, g.refuse(r.Context(), r, ex, d)
-	}
-	if isSelf(authority, 80) {
-		return r, g.selfResponse(r, ex, pol, kind == judge.Tunnel)
-	}
-	in := g.insp.Load()
-	if in != nil && in.Secrets != nil {
-		ex.rec.URL = in.Secrets.MaskURL(r.URL)
-	}
-	// The body is read (up to buffer_limit) before the decision: it is inspected, and held if a
-	// human must see it.
-	body, size, err := readBody(r, pol.Settings.BufferLimit)
-	if err != nil {
-		ex.finish(http.StatusBadRequest, 0, "reading the request body: "+err.Error())
-		return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read: "+err.Error())
-	}
-	ex.bytesIn.Store(size)
-	res := judge.Decide(pol, in, &judge.Request{
-		Kind: kind, Source: ex.source, Method: r.Method, Scheme: r.URL.Scheme,
-		Authority: authority, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header,
-		UserInfo: r.URL.User != nil, MediaType: mediaType(r.Header), Body: body, BodySize: size,
-	})
-	ex.decided(res, pol)
+	v := judge.See(a)
+	res := judge.Decide(g.env(pol), v)
+	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
 		return r, g.refuse(r.Context(), r, ex, res.Decision)
 	}
+	if res.Self {
+		return r, g.selfResponse(r, ex, res, pol, v.Kind == judge.Tunnel)
+	}
+	r.Method = v.Method
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
-	res = g.heuristics(r, ex, res, pol, body, size)
 	if res.Verdict == policy.Ask {
-		if d := g.askRequest(r, ex, res, pol, in, body); d != nil {
+		if d := g.askRequest(r, ex, v, res, pol, g.insp.Load()); d != nil {
 			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
 			return r, g.refuse(r.Context(), r, ex, *d)
 		}
@@ -143,6 +132,10 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	pctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
 	return r.WithContext(egress.WithTarget(r.Context(), ex.target)), nil
 }
+
+// sentTargetKey keys the request target as the client sent it inside a tunnel (serveTunnel
+// makes the URL absolute for the proxy).
+type sentTargetKey struct{}
 
 // roundTrip sends a FREE request and wraps the response body, so that the exchange is recorded
 // when the body has been copied to the client.
@@ -179,7 +172,7 @@ func (g *Gate) onResponse(resp *http.Response, pctx *goproxy.ProxyCtx) *http.Res
 			return g.refuse(r.Context(), r, ex, d)
 		}
 		ex.finish(http.StatusBadGateway, 0, err.Error())
-		return failureResponse(r, ex, http.StatusBadGateway, "The target could not be reached: "+err.Error())
+		return failureResponse(r, ex, http.StatusBadGateway, unreachable(err))
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		ex.finish(resp.StatusCode, 0, "upgraded to "+resp.Header.Get("Upgrade"))
@@ -194,24 +187,28 @@ func (g *Gate) onResponse(resp *http.Response, pctx *goproxy.ProxyCtx) *http.Res
 }
 
 // serveNonProxy answers requests that are not proxy requests: the framing check's substituted
-// requests, and origin-form requests sent to the gate as if it were a server.
+// requests, and origin-form requests sent to the gate as if it were a server. Both are refused;
+// the decision is Decide's like any other.
 func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	ex := g.newExchange(r, "request")
-	pol := g.pol.Load()
-	if pol != nil {
-		ex.rec.Container = pol.Container(ex.source)
-	}
+	a := g.arrival(r)
 	if ci := infoFrom(r.Context()); ci != nil && ci.fc != nil {
-		if fe := ci.fc.Refusal(r); fe != nil {
-			d := judge.Framing(fe)
+		if a.Framing = ci.fc.Refusal(r); a.Framing != nil {
 			ex.rec.Method, ex.rec.URL = "-", "-"
-			ex.refused(d, pol)
-			g.refuseWriter(w, r, ex, d, true)
-			return
+			if ci.tunnel != nil {
+				ex.rec.URL = "https://" + ci.tunnel.Authority() + "/"
+			}
 		}
 	}
-	ex.refused(decisionOriginForm, pol)
-	g.refuseWriter(w, r, ex, decisionOriginForm, false)
+	pol := g.pol.Load()
+	v := judge.See(a)
+	res := judge.Decide(g.env(pol), v)
+	if res.Verdict != policy.Deny {
+		// Only refusals reach here; anything else is a defect, refused all the same.
+		res.Decision = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form", Reason: "the request names no host"}
+	}
+	g.decided(ex, v, res, pol)
+	g.refuseWriter(w, r, ex, res.Decision, a.Framing != nil)
 }
 
 // slogWriter lets goproxy's printf logger write to the gate's structured log.
@@ -265,34 +262,4 @@ func applyInject(r *http.Request, in *judge.Inject) {
 	}
 	kept = append(kept, url.QueryEscape(in.Query)+"="+url.QueryEscape(in.Value))
 	r.URL.RawQuery = strings.Join(kept, "&")
-}
-
-// ruleHeuristics names the ASK the exfiltration heuristics make under heuristics = "enforce".
-const ruleHeuristics = "heuristics"
-
-// heuristics scores a request about to go out (DESIGN.md step 9) and records the score in the
-// audit. Under heuristics = "enforce", a FREE request over the threshold asks instead; under
-// "shadow" (the default) the score is only logged.
-func (g *Gate) heuristics(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, body []byte, size int64) judge.Result {
-	sc := g.exfil.Score(&exfil.Request{Host: res.Host, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header,
-		Body: body, BodySize: size, Trusted: pol.Trusted(res.Host)})
-	if sc.Value <= 0 {
-		return res
-	}
-	ex.rec.Score = sc.Value
-	ex.rec.Findings = strings.Join(sc.Reasons, "; ")
-	if !sc.Suspect {
-		return res
-	}
-	if pol.Settings.Heuristics != "enforce" {
-		g.log.Info("exfiltration score over the threshold (shadow: not enforced)", logID, ex.rec.ID, "host", res.Host, "score", sc.String())
-		return res
-	}
-	if res.Verdict == policy.Free {
-		res.Decision = policy.Decision{Verdict: policy.Ask, Rule: ruleHeuristics,
-			Reason: fmt.Sprintf("the request looks like data leaving (exfiltration score %.1f): %s", sc.Value, strings.Join(sc.Reasons, "; "))}
-		res.Findings = append(res.Findings, sc.Reasons...)
-		ex.decided(res, pol)
-	}
-	return res
 }

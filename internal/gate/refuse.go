@@ -3,10 +3,14 @@ package gate
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -26,6 +30,9 @@ func refusalStatus(d policy.Decision) int {
 		return http.StatusBadRequest
 	case "framing:too-large":
 		return http.StatusRequestHeaderFieldsTooLarge
+	}
+	if d.Code == policy.CodeNoAudit {
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusForbidden
 }
@@ -115,4 +122,34 @@ func failureResponse(r *http.Request, ex *exchange, status int, why string) *htt
 		h.Set("Connection", "close")
 	}
 	return answer(r, status, h, body)
+}
+
+// unreachable is what the agent reads about a target the gate could not reach: fixed public text
+// for each kind of failure. The error itself (addresses, the TLS library's words) goes to the
+// log and the audit record's detail.
+func unreachable(err error) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		weak     *weakCertError
+		netErr   net.Error
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "The target could not be reached: its TLS certificate is signed by an unknown authority (not one the gate trusts)."
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "The target could not be reached: its TLS certificate has expired or is not yet valid."
+	case errors.As(err, &invalid):
+		return "The target could not be reached: its TLS certificate is not valid for serving this host."
+	case errors.As(err, &hostname):
+		return "The target could not be reached: its TLS certificate does not name the host."
+	case errors.As(err, &weak):
+		return "The target could not be reached: its TLS certificate has a weak certificate key (RSA under 2048 bits)."
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "The target could not be reached: it refused the connection."
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "The target could not be reached: it did not answer in time."
+	}
+	return "The target could not be reached."
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -55,7 +56,7 @@ func TestSelfNameIsAnsweredByTheGate(t *testing.T) {
 				rec = m
 			}
 		}
-		if rec == nil || rec["rule"] != ruleSelf || rec["verdict"] != "FREE" {
+		if rec == nil || rec["rule"] != judge.RuleSelf || rec["verdict"] != "FREE" {
 			t.Fatalf("audit record %v", rec)
 		}
 	})

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -34,17 +33,8 @@ type Certs interface {
 // handshakeTimeout bounds the client's TLS handshake inside a tunnel.
 const handshakeTimeout = 15 * time.Second
 
-// tunnelInfo is the CONNECT a decrypted request arrived in: every request inside must name it.
-type tunnelInfo struct {
-	host      string
-	port      int
-	authority string // host:port
-}
-
-func decisionNoSigner(err error) policy.Decision {
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoSigner, Rule: "signer",
-		Reason: "the gate decrypts this host and cannot get a certificate from its signer (" + err.Error() + "); it refuses rather than pass the tunnel unseen"}
-}
+var decisionNoSigner = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoSigner, Rule: "signer",
+	Reason: "the gate decrypts this host and cannot get a certificate from its signer; it refuses rather than pass the tunnel unseen"}
 
 func decisionUnsignable(host, why string) policy.Decision {
 	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:unsignable",
@@ -59,10 +49,12 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	cert, err := g.certs.Certificate(r.Context(), res.Host)
 	if err != nil {
 		var refused *signerclient.RefusedError
-		d := decisionNoSigner(err)
+		d := decisionNoSigner
 		if errors.As(err, &refused) {
 			d = decisionUnsignable(res.Host, refused.Reason)
 		}
+		g.log.Warn("signer: no certificate", logID, ex.rec.ID, "host", res.Host, "err", err)
+		ex.rec.Detail = err.Error()
 		ex.refused(d, pol)
 		g.refuseWriter(w, r, ex, d, true)
 		return
@@ -138,7 +130,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	var tok [12]byte
 	rand.Read(tok[:])
 	fc := framing.NewConn(tc, framing.Options{Tunnel: true, Token: hex.EncodeToString(tok[:])})
-	tun := &tunnelInfo{host: res.Host, port: res.Port, authority: net.JoinHostPort(res.Host, strconv.Itoa(res.Port))}
+	tun := &judge.Binding{Host: res.Host, Port: res.Port}
 	source := ex.source
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(g.serveTunnel),
@@ -176,55 +168,20 @@ func trim(s string) string {
 	return s
 }
 
-// serveTunnel checks that a decrypted request names the tunnel's host and port, makes its URL
-// absolute and hands it to the proxy, where it is decided like any other.
+// serveTunnel hands a decrypted request to the proxy, where it is decided like any other: its
+// target as sent is kept for the decision (which checks that it names the tunnel's host and
+// port), and its URL made absolute for the proxy. A head the framing check refused is refused.
 func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	ci := infoFrom(r.Context())
-	if fe := ci.fc.Refusal(r); fe != nil {
-		ex := g.newExchange(r, "tunnel-request")
-		ex.rec.Method, ex.rec.URL = "-", "https://"+ci.tunnel.authority+"/"
-		d := judge.Framing(fe)
-		pol := g.pol.Load()
-		if pol != nil {
-			ex.rec.Container = pol.Container(ex.source)
-		}
-		ex.refused(d, pol)
-		g.refuseWriter(w, r, ex, d, true)
+	if ci.fc.Refusal(r) != nil {
+		g.serveNonProxy(w, r)
 		return
 	}
-	if why := bindingError(r, ci.tunnel); why != "" {
-		ex := g.newExchange(r, "tunnel-request")
-		ex.rec.URL = "https://" + ci.tunnel.authority + r.URL.RequestURI()
-		pol := g.pol.Load()
-		if pol != nil {
-			ex.rec.Container = pol.Container(ex.source)
-		}
-		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:tunnel-binding", Reason: why}
-		ex.refused(d, pol)
-		g.refuseWriter(w, r, ex, d, true)
-		return
-	}
+	sent := *r.URL
+	r = r.WithContext(context.WithValue(r.Context(), sentTargetKey{}, &sent))
 	r.URL.Scheme = "https"
-	r.URL.Host = ci.tunnel.authority
+	r.URL.Host = ci.tunnel.Authority()
 	g.proxy.ServeHTTP(w, r)
-}
-
-// bindingError says why a request inside a tunnel does not belong to it, or "".
-func bindingError(r *http.Request, tun *tunnelInfo) string {
-	if r.URL.IsAbs() {
-		if r.URL.Scheme != "https" {
-			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %q; only https belongs in it", tun.authority, r.URL.Scheme)
-		}
-		host, port, ref := floor.Authority(r.URL.Host, 443)
-		if ref != nil || host != tun.host || port != tun.port {
-			return fmt.Sprintf("a request inside the tunnel to %s names %q; every request in a tunnel must go to its host and port", tun.authority, trim(r.URL.Host))
-		}
-	}
-	host, port, ref := floor.Authority(r.Host, 443)
-	if ref != nil || host != tun.host || port != tun.port {
-		return fmt.Sprintf("the Host header %q inside the tunnel to %s names another host or port", trim(r.Host), tun.authority)
-	}
-	return ""
 }
 
 // writeRawRefusal writes a refusal straight to a connection (plain text in a tunnel that should
@@ -310,8 +267,18 @@ func (c *closeSignalConn) NetConn() net.Conn { return c.Conn }
 func refuseWeakCertificates(cs tls.ConnectionState) error {
 	for _, c := range cs.PeerCertificates {
 		if k, ok := c.PublicKey.(interface{ Size() int }); ok && c.PublicKeyAlgorithm == x509.RSA && k.Size()*8 < 2048 {
-			return fmt.Errorf("weak certificate: %q has a %d-bit RSA key; 2048 bits is the least the gate accepts", c.Subject.CommonName, k.Size()*8)
+			return &weakCertError{name: c.Subject.CommonName, bits: k.Size() * 8}
 		}
 	}
 	return nil
+}
+
+// weakCertError is an origin certificate with an RSA key under 2048 bits.
+type weakCertError struct {
+	name string
+	bits int
+}
+
+func (e *weakCertError) Error() string {
+	return fmt.Sprintf("weak certificate: %q has a %d-bit RSA key; 2048 bits is the least the gate accepts", e.name, e.bits)
 }

@@ -18,15 +18,25 @@ type Inspect struct {
 	Secrets *secrets.Detector
 	// Injected maps a secret's name to its value, from the gate's secrets file.
 	Injected map[string]string
-	// SecretsErr says why the secrets file did not load (every injection then refuses).
+	// SecretsErr says why the gate has no injected values: ErrNoSecretsFile when it was given no
+	// secrets file (every injection then refuses), or why the file it was given did not load
+	// (every request then refuses: the check for the injected values cannot run).
 	SecretsErr error
+	// BuildErr says why the detector could not be built (Secrets is then nil and every request
+	// refuses: the secret checks cannot run).
+	BuildErr error
 	// Claude is the containers' Claude credentials; nil means none may send one.
 	Claude *claudeapi.Credentials
 	// ClaudeErr says why the credentials file named in the policy did not load.
 	ClaudeErr error
 }
 
-// NewInspect builds the detector from the policy's [[secret]] rules and the injected values.
+// ErrNoSecretsFile is the SecretsErr of a gate given no secrets file.
+var ErrNoSecretsFile = errors.New("the gate has no secrets file (gate -secrets)")
+
+// NewInspect builds the detector from the policy's [[secret]] rules and the injected values. It
+// always returns an Inspect: when the detector cannot be built, the error is also in BuildErr,
+// and Decide refuses every request the detector would have checked.
 func NewInspect(p *policy.Policy, injected map[string]string, secretsErr error, claude *claudeapi.Credentials, claudeErr error) (*Inspect, error) {
 	var cfg secrets.Config
 	for _, s := range p.SecretRules() {
@@ -35,11 +45,14 @@ func NewInspect(p *policy.Policy, injected map[string]string, secretsErr error, 
 	for name, v := range injected {
 		cfg.Injected = append(cfg.Injected, secrets.Injected{Name: name, Value: v})
 	}
+	in := &Inspect{Injected: injected, SecretsErr: secretsErr, Claude: claude, ClaudeErr: claudeErr}
 	d, err := secrets.NewDetector(cfg)
 	if err != nil {
-		return nil, err
+		in.BuildErr = err
+		return in, err
 	}
-	return &Inspect{Secrets: d, Injected: injected, SecretsErr: secretsErr, Claude: claude, ClaudeErr: claudeErr}, nil
+	in.Secrets = d
+	return in, nil
 }
 
 // Inject is a credential the gate adds to a request that goes out.
@@ -68,8 +81,11 @@ func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.De
 			body = dec
 		}
 	}
-	// 4. Secret egress.
-	if in != nil && in.Secrets != nil {
+	// 4. Secret egress. Checks that cannot run refuse what they would have checked.
+	if d, ok := unchecked(in); ok {
+		return d
+	}
+	{
 		sr := &secrets.Request{Host: host, Path: r.Path, Query: r.Query, Header: r.Header, Body: body, MediaType: r.MediaType}
 		if f := in.Secrets.Egress(sr); f != nil {
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
@@ -79,12 +95,12 @@ func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.De
 	covered, known := claudeapi.Governs(host)
 	if known {
 		var allowed []string
-		if in != nil && in.Claude != nil {
+		if in.Claude != nil {
 			allowed = in.Claude.Allowed(res.Container)
 		}
 		if cd := claudeapi.CheckCredentials(r.Header, allowed); cd.Verdict == policy.Deny {
-			if in != nil && in.ClaudeErr != nil {
-				cd.Reason += " (the credentials file named in the policy did not load: " + in.ClaudeErr.Error() + ")"
+			if in.ClaudeErr != nil {
+				cd.Reason += " (the Claude credentials file named in the policy did not load; the gate's log says why)"
 			}
 			return cd
 		}
@@ -93,12 +109,12 @@ func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.De
 	if inj := p.InjectionFor(host); inj != nil {
 		var val string
 		ok := false
-		if in != nil && in.SecretsErr == nil {
+		if in.SecretsErr == nil {
 			val, ok = in.Injected[inj.Secret]
 		}
 		if !ok {
 			why := fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it", inj.Name, inj.Secret, host)
-			if in != nil && in.SecretsErr != nil {
+			if in.SecretsErr != nil && !errors.Is(in.SecretsErr, ErrNoSecretsFile) {
 				why = fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s, and the gate's secrets file does not load", inj.Name, host)
 			}
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name, Reason: why}
@@ -133,6 +149,27 @@ func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.De
 		d = policy.Decision{Verdict: policy.Ask, Rule: "content-coding", Reason: cannotRead + ", so the gate cannot inspect it: a human must look"}
 	}
 	return d
+}
+
+// Rule names of the refusals of checks that cannot run.
+const (
+	RuleSecretsUnbuilt  = "secret:unavailable"
+	RuleSecretsUnloaded = "secret:injected-unloaded"
+)
+
+// unchecked is the refusal of a request that the secret checks cannot check: the detector was
+// not built (a [[secret]] rule it refuses), or the gate's secrets file did not load (the values
+// it injects, which no request may carry, are unknown).
+func unchecked(in *Inspect) (policy.Decision, bool) {
+	switch {
+	case in == nil || in.Secrets == nil:
+		return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleSecretsUnbuilt,
+			Reason: "the gate could not build its secret checks from the policy's [[secret]] rules, so it refuses what they would check; the gate's log says why"}, true
+	case in.SecretsErr != nil && !errors.Is(in.SecretsErr, ErrNoSecretsFile):
+		return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: RuleSecretsUnloaded,
+			Reason: "the gate's secrets file does not load, so it cannot check that no request carries the secrets it injects; it refuses every request until the file loads (the gate's log says why)"}, true
+	}
+	return policy.Decision{}, false
 }
 
 func tooLarge(why string) policy.Decision {

@@ -3,10 +3,13 @@
 package judge
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -36,26 +39,34 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Request is one request as the checks see it.
+// Request is one request as the checks see it: the normalised view that See builds from an
+// Arrival. The gate forwards exactly this (its Header is the header that goes out).
 type Request struct {
 	Kind Kind
 	// Container is set when the caller already knows it (lockhttp explain); otherwise the
 	// policy's [sources] name it from Source.
 	Container string
 	Source    netip.Addr
-	Method    string
+	// Method is the method in upper case; Sent is the spelling that arrived.
+	Method string
+	Sent   string
+	// Override is the method an override header or a _method parameter names, when it differs
+	// from Method: both are decided and the more restrictive decision wins.
+	Override string
 	// Scheme is "http" or "https"; it gives the default port of Authority.
 	Scheme string
 	// Authority is the URL's host[:port], or the CONNECT target host:port.
 	Authority string
 	// Path is the escaped URL path; empty for a CONNECT.
-	Path   string
+	Path string
+	// Header is the end-to-end header: hop-by-hop headers and those Connection names removed.
 	Header http.Header
+	// Agent is the agent's name from Proxy-Authorization, for the audit only.
+	Agent string
+	// Upgrade is the Upgrade header that arrived (only a WebSocket upgrade passes).
+	Upgrade string
 	// UserInfo reports that the URL carried a user name or password.
 	UserInfo bool
-	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
-	// not on the splice list is then opened and each request inside decided on its own.
-	Decrypt bool
 	// Query is the raw query string.
 	Query string
 	// MediaType is the Content-Type's media type, lower case.
@@ -64,6 +75,8 @@ type Request struct {
 	// gate read (over buffer_limit: too large to inspect).
 	Body     []byte
 	BodySize int64
+	// Refusal is what See found the floor refuses in the request's shape, or nil.
+	Refusal *policy.Decision
 }
 
 // Result is the decision and what the checks learnt on the way: the container and the
@@ -76,27 +89,95 @@ type Result struct {
 	// Intercept reports a CONNECT to be decrypted (Decision is then FREE or a refusal of the
 	// whole host).
 	Intercept bool
+	// Self reports a request for the gate's own name: the gate answers it, nothing goes out.
+	Self bool
 	// Inject is the credential to add when the request goes out, or nil.
 	Inject *Inject
-	// NeverAuto, Red and Findings come from the Claude API checks: how a ticket shows the
-	// request.
+	// NeverAuto, Red and Findings come from the Claude API checks and the heuristics: how a
+	// ticket shows the request.
 	NeverAuto bool
 	Red       bool
 	Findings  []string
+	// Score is the exfiltration score, when the heuristics ran and it is above zero.
+	Score *exfil.Score
 }
 
-// Decide runs, in order, the source check, the floor's checks by name, port and request shape,
-// the deny list and deny rules, secret egress, credential injection, the body size, the Claude
-// API checks and the policy's other rules. The first refusal wins. It does no I/O: the floor's
-// address checks happen when the gate dials (see package egress); in may be nil (no secrets file,
-// no Claude credentials).
-func Decide(p *policy.Policy, in *Inspect, r *Request) Result {
+// Memory is what the exfiltration heuristics remember of earlier requests; *exfil.Scorer is
+// one. lockhttp explain passes a new, empty one.
+type Memory interface {
+	Score(r *exfil.Request) exfil.Score
+}
+
+// Env is what a decision needs besides the request: the policy, the checks built with it and
+// the state of the gate.
+type Env struct {
+	// Policy is the approved policy the console served; nil: none yet, nothing goes out.
+	Policy *policy.Policy
+	// Inspect holds the detector, injected values and Claude credentials built for Policy; nil:
+	// they could not be built, and every request they would check is refused.
+	Inspect *Inspect
+	// Memory is the heuristics' memory; nil: the heuristics do not run.
+	Memory Memory
+	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
+	// not on the splice list is then opened and each request inside decided on its own.
+	Decrypt bool
+	// AuditErr is why the gate cannot write its audit, or nil: while it is set nothing goes out.
+	AuditErr error
+}
+
+// Decisions of the gate's own state and of its own name.
+var (
+	DecisionNoPolicy = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoConsole, Rule: "no-policy",
+		Reason: "the gate has no policy yet: the console has not served one, so nothing goes out"}
+	DecisionNoAudit = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoAudit, Rule: "audit",
+		Reason: "the gate cannot write its audit, so nothing goes out until it can"}
+	DecisionSelf = policy.Decision{Verdict: policy.Free, Rule: RuleSelf,
+		Reason: "the gate's own name (" + floor.SelfName + "): answered by the gate, nothing goes out"}
+	decisionSelfNoSigner = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleSelf,
+		Reason: "the gate runs without a signer, so it decrypts nothing; http://" + floor.SelfName + "/ answers in plain HTTP"}
+)
+
+// Rule names of decisions made outside the policy's rules.
+const (
+	RuleSelf       = "self"
+	RuleHeuristics = "heuristics"
+	RuleSecretHost = "secret:host"
+)
+
+// Decide runs, in order, the gate's state (a policy, a working audit), the source check, the
+// floor's checks of the request's shape (See's refusal), the gate's own name, the floor's checks
+// by name, port and request shape, the deny list and deny rules, secret egress, credential
+// injection, the body size, the Claude API checks, the policy's other rules and the
+// exfiltration heuristics. The first refusal wins. It does no I/O: the floor's address checks
+// happen when the gate dials (see package egress).
+func Decide(env *Env, r *Request) Result {
+	res := decide(env, r)
+	if env.Inspect != nil && env.Inspect.Secrets != nil && res.Verdict != policy.Free {
+		// A reason quotes parts of the request (a host, a header); none may carry a credential.
+		res.Reason = env.Inspect.Secrets.MaskText(res.Reason)
+	}
+	return res
+}
+
+func decide(env *Env, r *Request) Result {
+	p := env.Policy
+	if p == nil {
+		return Result{Decision: DecisionNoPolicy, Container: r.Container}
+	}
 	// 1. Source.
 	res, ok := Source(p, r)
 	if !ok {
 		return res
 	}
-	// 2. Floor.
+	if env.AuditErr != nil {
+		res.Decision = DecisionNoAudit
+		return res
+	}
+	// 2. Floor: the request's shape.
+	if r.Refusal != nil {
+		res.Decision = *r.Refusal
+		return res
+	}
 	if r.UserInfo {
 		return floorDeny(res, &floor.Refusal{Check: floor.Userinfo,
 			Reason: "the URL carries a user name or password; the gate refuses user info in URLs"})
@@ -113,6 +194,25 @@ func Decide(p *policy.Policy, in *Inspect, r *Request) Result {
 		return floorDeny(res, ref)
 	}
 	res.Host, res.Port = host, port
+	// The gate's own name: answered by the gate on any port.
+	if host == floor.SelfName {
+		res.Self, res.Decision = true, DecisionSelf
+		if r.Kind == Domain {
+			if !env.Decrypt {
+				res.Self, res.Decision = false, decisionSelfNoSigner
+				return res
+			}
+			res.Intercept = true
+		}
+		return res
+	}
+	// A credential in the host name would reach the resolver, the signer and the origin whatever
+	// the rules say: secret egress, before anything looks the name up. (The name as sent, before
+	// the floor lowered its case.)
+	if d, ok := hostSecret(env.Inspect, r.Authority); ok {
+		res.Decision = d
+		return res
+	}
 	if ref := floor.Name(host); ref != nil {
 		_, mapped := p.Floor.Hosts[host]
 		waived := mapped && (ref.Check == floor.SingleLabel || ref.Check == floor.LocalName)
@@ -129,16 +229,63 @@ func Decide(p *policy.Policy, in *Inspect, r *Request) Result {
 		}
 	}
 	// 3. Policy.
-	if r.Kind == Domain && r.Decrypt && !p.Spliced(host) {
+	if r.Kind == Domain && env.Decrypt && !p.Spliced(host) {
 		res.Decision, res.Intercept = p.EvaluateIntercept(host), true
 		return res
 	}
 	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain})
+	if r.Override != "" && r.Kind != Domain {
+		// An override header or _method parameter: decided as both methods, the more
+		// restrictive winning, whichever the origin honours.
+		if d := p.Evaluate(policy.Request{Host: host, Method: r.Override, Path: r.Path}); d.Verdict > res.Verdict {
+			res.Decision = d
+		}
+	}
 	if r.Kind == Domain || res.Verdict == policy.Deny {
 		return res
 	}
-	res.Decision = inspect(p, in, r, &res, res.Decision)
+	res.Decision = inspect(p, env.Inspect, r, &res, res.Decision)
+	if res.Verdict == policy.Deny {
+		return res
+	}
+	// 9. Heuristics.
+	heuristics(env, r, &res)
 	return res
+}
+
+// hostSecret refuses a target whose host carries a credential the detector knows. A detector
+// that could not be built refuses here too (the check cannot run).
+func hostSecret(in *Inspect, authority string) (policy.Decision, bool) {
+	if d, ok := unchecked(in); ok && d.Rule == RuleSecretsUnbuilt {
+		return d, true
+	}
+	if in.Secrets.MaskText(authority) == authority {
+		return policy.Decision{}, false
+	}
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleSecretHost,
+		Reason: "the host name carries a credential; a name is sent to the resolver and the origin, so the gate refuses it before looking it up"}, true
+}
+
+// heuristics scores a request about to go out or to be asked about. Under heuristics =
+// "enforce", a FREE request over the threshold asks instead; under "shadow" (the default) the
+// score is only recorded.
+func heuristics(env *Env, r *Request, res *Result) {
+	if env.Memory == nil {
+		return
+	}
+	p := env.Policy
+	sc := env.Memory.Score(&exfil.Request{Host: res.Host, Path: r.Path, Query: r.Query, Header: r.Header,
+		Body: r.Body, BodySize: r.BodySize, Trusted: p.Trusted(res.Host)})
+	if sc.Value <= 0 {
+		return
+	}
+	res.Score = &sc
+	if !sc.Suspect || p.Settings.Heuristics != "enforce" || res.Verdict != policy.Free {
+		return
+	}
+	res.Decision = policy.Decision{Verdict: policy.Ask, Rule: RuleHeuristics,
+		Reason: fmt.Sprintf("the request looks like data leaving (exfiltration score %.1f): %s", sc.Value, strings.Join(sc.Reasons, "; "))}
+	res.Findings = append(res.Findings, sc.Reasons...)
 }
 
 // Framing is the decision for a request whose framing the gate refused before parsing it.

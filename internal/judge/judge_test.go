@@ -110,7 +110,7 @@ func run(t *testing.T, p *policy.Policy, in *Inspect, c tcase) Result {
 	if c.body != "" {
 		r.Body, r.BodySize = []byte(c.body), int64(len(c.body))
 	}
-	return Decide(p, in, r)
+	return Decide(&Env{Policy: p, Inspect: in}, r)
 }
 
 func TestDecideInspections(t *testing.T) {

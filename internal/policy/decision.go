@@ -33,7 +33,7 @@ func (v Verdict) MarshalJSON() ([]byte, error) { return json.Marshal(v.String())
 // has not been refused yet.
 type Code string
 
-// The codes, as DESIGN.md lists them.
+// The codes, as docs/codes.md lists them.
 const (
 	CodePending       Code = "E_PENDING"
 	CodeNoConsole     Code = "E_NO_CONSOLE"
@@ -49,6 +49,8 @@ const (
 	CodePinned        Code = "E_PINNED"
 	// CodeNoSigner: the host is to be decrypted and the signer cannot be reached.
 	CodeNoSigner Code = "E_NO_SIGNER"
+	// CodeNoAudit: the gate cannot write its audit, so nothing goes out.
+	CodeNoAudit Code = "E_NO_AUDIT"
 )
 
 // Advice is what a refusal with this code tells the agent to do next.
@@ -78,6 +80,8 @@ func (c Code) Advice() string {
 		return "The request looks like data leaving the machine and was refused. Ask the user."
 	case CodePinned:
 		return "The client rejected the gate's certificate."
+	case CodeNoAudit:
+		return "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate (disk space, the audit directory); then retry."
 	case CodeNoSigner:
 		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); then retry."
 	}

@@ -109,7 +109,7 @@ func Claude(path string) (*claudeapi.Credentials, error) {
 // that need it refuse) and in problems; it never lets anything through.
 func Inspect(p *policy.Policy, secretsPath string) (in *judge.Inspect, problems []error) {
 	var injected map[string]string
-	secretsErr := errors.New("the gate has no secrets file (gate -secrets)")
+	secretsErr := judge.ErrNoSecretsFile
 	if secretsPath != "" {
 		injected, secretsErr = Secrets(secretsPath)
 		if secretsErr != nil {
@@ -126,9 +126,9 @@ func Inspect(p *policy.Policy, secretsPath string) (in *judge.Inspect, problems 
 	}
 	in, err := judge.NewInspect(p, injected, secretsErr, claude, claudeErr)
 	if err != nil {
-		// A secret the detector refuses: inject nothing, still find the rest.
+		// The detector refuses a secret: the checks that cannot run refuse what they would have
+		// checked (judge.Decide), never let it through.
 		problems = append(problems, err)
-		in, _ = judge.NewInspect(p, nil, err, claude, claudeErr)
 	}
 	return in, problems
 }

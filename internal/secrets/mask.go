@@ -64,6 +64,9 @@ var defaultDetector = func() *Detector {
 // (*Detector).MaskURL of a detector without custom patterns or injected secrets.
 func MaskURL(u *url.URL) string { return defaultDetector.MaskURL(u) }
 
+// MaskText is (*Detector).MaskText with the built-in shapes only.
+func MaskText(s string) string { return defaultDetector.MaskText(s) }
+
 // MaskURL renders u for the audit and refusal bodies with user info and the values of
 // credential-like query parameters masked, and every credential the detector knows masked
 // wherever it stands in the host, path, query or fragment (also percent-encoded).
@@ -343,12 +346,7 @@ func (d *Detector) MaskHeader(name, value string) string {
 			prefix, v = scheme+" ", strings.TrimSpace(rest)
 		}
 	}
-	kind := "secret"
-	f := d.newFinder(v, "", nil, unlimited)
-	if hs := f.find(); len(hs) > 0 && hs[0].value == v && !hs[0].nested {
-		kind = string(hs[0].kind)
-	}
-	return prefix + Mask(kind, v)
+	return prefix + d.maskWhole(v)
 }
 
 // authSchemes are the authorization schemes MaskHeader leaves readable.
@@ -359,4 +357,64 @@ var authSchemes = []string{"basic", "bearer", "token", "digest", "negotiate", "n
 // "AWS4-HMAC-SHA256"): anything else may be a credential.
 func authScheme(s string) bool {
 	return len(s) <= 20 && slices.Contains(authSchemes, strings.ToLower(s))
+}
+
+// ShowHeader renders a header for a person to read (a ticket) with the built-in credential
+// shapes masked; it is (*Detector).ShowHeader of a detector without custom patterns or injected
+// secrets.
+func ShowHeader(name, value string) (string, string) { return defaultDetector.ShowHeader(name, value) }
+
+// ShowHeader renders a header for a person to read (a ticket): the name and the value stay
+// readable, with every credential the detector knows masked in each (MaskText). Unlike
+// MaskHeader, a name never hides a value: the agent chooses its header names, and a value hidden
+// because of one ("X-Session-Data") would carry data past the person. Only the values that are
+// credentials by construction are masked whole: Authorization and Proxy-Authorization (a
+// well-known scheme such as "Bearer" stays readable; without one the whole value is masked, as it
+// may be a bare key), and the value of each cookie in Cookie (the cookie names stay readable).
+// A value that is exactly one known credential is masked with its kind, as by MaskHeader.
+func (d *Detector) ShowHeader(name, value string) (string, string) {
+	shown := d.MaskText(name)
+	switch {
+	case value == "":
+		return shown, value
+	case isAuthorization(name):
+		return shown, d.MaskHeader(name, value)
+	case strings.EqualFold(name, "Cookie"):
+		return shown, d.maskCookies(value)
+	}
+	return shown, d.MaskText(value)
+}
+
+// maskCookies masks the value of each cookie of a Cookie header ("a=1; b=2"), keeping the names;
+// a pair without '=' is masked whole.
+func (d *Detector) maskCookies(v string) string {
+	pairs := strings.Split(v, ";")
+	for i, p := range pairs {
+		lead := p[:len(p)-len(strings.TrimLeft(p, " \t"))]
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(p, "=")
+		switch {
+		case !ok:
+			pairs[i] = lead + d.maskWhole(p)
+		case val == "":
+			pairs[i] = lead + d.MaskText(name) + "="
+		default:
+			pairs[i] = lead + d.MaskText(name) + "=" + d.maskWhole(val)
+		}
+	}
+	return strings.Join(pairs, ";")
+}
+
+// maskWhole masks all of v: with its kind when v is exactly one known credential (so that the
+// hash matches the Finding's), as "secret" otherwise.
+func (d *Detector) maskWhole(v string) string {
+	kind := "secret"
+	f := d.newFinder(v, "", nil, unlimited)
+	if hs := f.find(); len(hs) > 0 && hs[0].value == v && !hs[0].nested {
+		kind = string(hs[0].kind)
+	}
+	return Mask(kind, v)
 }

@@ -1,0 +1,332 @@
+package judge
+
+import (
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/framing"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secrets"
+)
+
+// Arrival is what reached a front end, before any normalisation: the gate's plain-HTTP and
+// CONNECT handlers, a request decrypted inside a tunnel, and lockhttp explain each fill one and
+// hand it to See.
+type Arrival struct {
+	Kind Kind
+	// Source is the address the connection came from; Container, when set (lockhttp explain),
+	// names the container instead.
+	Source    netip.Addr
+	Container string
+	// Method is the request method as sent.
+	Method string
+	// URL is the request target as parsed: absolute-form for a plain proxy request, origin-form
+	// (or absolute-form) inside a tunnel; nil for a CONNECT.
+	URL *url.URL
+	// Host is the Host header (the CONNECT target for a CONNECT).
+	Host string
+	// Header is the header as received. See edits it in place into the header that goes out.
+	Header http.Header
+	// Tunnel is the CONNECT a decrypted request arrived in (Kind Tunnel).
+	Tunnel *Binding
+	// Framing is the framing check's refusal of the head, when it refused one.
+	Framing *framing.Error
+	// Body holds the request body, at most buffer_limit+1 bytes; BodySize is how many bytes
+	// were read (over buffer_limit: too large to inspect).
+	Body     []byte
+	BodySize int64
+}
+
+// Binding is the CONNECT a decrypted tunnel was opened for: every request inside must name
+// its host and port.
+type Binding struct {
+	Host string
+	Port int
+}
+
+// Authority is host:port.
+func (b *Binding) Authority() string {
+	if strings.Contains(b.Host, ":") {
+		return "[" + b.Host + "]:" + strconv.Itoa(b.Port)
+	}
+	return b.Host + ":" + strconv.Itoa(b.Port)
+}
+
+// hopHeaders are the hop-by-hop headers (RFC 9110 7.6.1, plus the de facto ones): they describe
+// one connection, never cross the gate and are never decided on.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// overrideHeaders name another method for servers that honour them (Rails, Symfony, Express's
+// method-override, Google APIs, ASP.NET): a request is decided as the method they name.
+var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// See builds the normalised request that Decide decides and the gate forwards, from what
+// arrived: the method in upper case, the hop-by-hop headers and every header Connection names
+// removed (a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header), the agent
+// name taken out of Proxy-Authorization, the scheme, host, path and query of the target, the
+// method an override header or a _method parameter names, and what about the shape of the
+// request the floor refuses (a scheme other than http and https, origin-form, https:// in a
+// plain proxy request, a protocol upgrade other than WebSocket, a request that does not belong
+// to its tunnel, override methods that disagree). a.Header is edited in place.
+func See(a *Arrival) *Request {
+	r := &Request{Kind: a.Kind, Source: a.Source, Container: a.Container, Body: a.Body, BodySize: a.BodySize}
+	r.Sent = a.Method
+	r.Method = canonicalMethod(a.Method)
+	h := a.Header
+	if h == nil {
+		h = http.Header{}
+	}
+	r.Agent = agentName(h)
+	r.Upgrade = stripHop(h)
+	r.Header = h
+	r.MediaType = mediaType(h)
+	if a.Framing != nil {
+		d := Framing(a.Framing)
+		r.Refusal = &d
+		return r
+	}
+	if a.Kind == Domain {
+		r.Authority = a.Host
+		return r
+	}
+	u := a.URL
+	if u == nil {
+		u = &url.URL{Path: "/"}
+	}
+	r.Path, r.Query, r.UserInfo = u.EscapedPath(), u.RawQuery, u.User != nil
+	if r.Upgrade != "" && !IsWebSocket(r.Upgrade) {
+		r.refuse(floorDecision("upgrade", fmt.Sprintf("the protocol upgrade to %s is not allowed; only WebSocket upgrades are decided and passed", shown(r.Upgrade, 40))))
+	}
+	switch a.Kind {
+	case Tunnel:
+		r.Scheme = "https"
+		if a.Tunnel == nil {
+			r.refuse(floorDecision("tunnel-binding", "a decrypted request arrived without its tunnel"))
+			return r
+		}
+		r.Authority = a.Tunnel.Authority()
+		if why := bindingError(u, a.Host, a.Tunnel); why != "" {
+			r.refuse(floorDecision("tunnel-binding", why))
+		}
+	default:
+		r.Scheme, r.Authority = u.Scheme, u.Host
+		switch {
+		case !u.IsAbs():
+			r.refuse(decisionOriginForm)
+		case u.Scheme == "https":
+			// https:// in a plain proxy request asks the gate to speak TLS for the client.
+			// Clients use CONNECT for that; refusing keeps one path for HTTPS.
+			r.refuse(floorDecision("scheme", "a plain proxy request for an https:// URL; send HTTPS through CONNECT"))
+		case u.Scheme != "http":
+			r.refuse(floorDecision("scheme", fmt.Sprintf("the URL scheme %s is not http or https", shown(u.Scheme, 16))))
+		}
+	}
+	r.overrides()
+	return r
+}
+
+// refuse keeps the first refusal.
+func (r *Request) refuse(d policy.Decision) {
+	if r.Refusal == nil {
+		r.Refusal = &d
+	}
+}
+
+var decisionOriginForm = floorDecision("origin-form",
+	"the request names no host (origin-form); send requests through the gate as an HTTP proxy, with absolute URLs")
+
+func floorDecision(check, reason string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:" + check, Reason: reason}
+}
+
+// canonicalMethod is the method in upper case: an origin may fold "delete" to DELETE, so a rule
+// naming DELETE decides every spelling, and what goes out is the spelling that was decided.
+func canonicalMethod(m string) string {
+	for i := 0; i < len(m); i++ {
+		if 'a' <= m[i] && m[i] <= 'z' {
+			return strings.ToUpper(m)
+		}
+	}
+	return m
+}
+
+// overrides records the method that X-HTTP-Method-Override, its cousins or a _method parameter
+// (query, or a form body) name, when it is not the request's own: Decide then decides by both
+// methods and the more restrictive decision wins. Names that disagree, or that are not a method
+// token, are refused: the gate cannot tell which one the origin honours.
+func (r *Request) overrides() {
+	var named []string
+	for _, k := range overrideHeaders {
+		for _, v := range r.Header[k] {
+			named = append(named, strings.TrimSpace(v))
+		}
+	}
+	if strings.Contains(r.Query, "_method") {
+		named = append(named, formValues(r.Query, "_method")...)
+	}
+	if r.MediaType == "application/x-www-form-urlencoded" && len(r.Body) > 0 && strings.Contains(string(r.Body), "_method") {
+		named = append(named, formValues(string(r.Body), "_method")...)
+	}
+	if len(named) == 0 {
+		return
+	}
+	m := ""
+	for _, n := range named {
+		c := canonicalMethod(n)
+		if !isToken(c) {
+			r.refuse(floorDecision("method-override", fmt.Sprintf("a method override names %s, which is not a method", shown(n, 16))))
+			return
+		}
+		if m != "" && c != m {
+			r.refuse(floorDecision("method-override", fmt.Sprintf("method overrides name both %s and %s; the gate cannot tell which the origin honours", shown(m, 16), shown(c, 16))))
+			return
+		}
+		m = c
+	}
+	if m != r.Method {
+		r.Override = m
+	}
+}
+
+// formValues returns the values of name in a form-encoded string.
+func formValues(s, name string) []string {
+	var out []string
+	for s != "" {
+		var kv string
+		kv, s, _ = strings.Cut(s, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if dk, err := url.QueryUnescape(k); err != nil || dk != name {
+			continue
+		}
+		dv, err := url.QueryUnescape(v)
+		if err != nil {
+			dv = v
+		}
+		out = append(out, dv)
+	}
+	return out
+}
+
+func isToken(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// stripHop removes the hop-by-hop headers and every header Connection names. It returns the
+// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header.
+func stripHop(h http.Header) (upgrade string) {
+	upgrade = h.Get("Upgrade")
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = textproto.TrimString(tok); tok != "" {
+				h.Del(tok)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+	if upgrade != "" && IsWebSocket(upgrade) {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", upgrade)
+	}
+	return upgrade
+}
+
+// IsWebSocket reports whether an Upgrade value asks for WebSocket.
+func IsWebSocket(upgrade string) bool {
+	return strings.EqualFold(strings.TrimSpace(upgrade), "websocket")
+}
+
+// bindingError says why a request inside a tunnel does not belong to it, or "".
+func bindingError(u *url.URL, hostHeader string, tun *Binding) string {
+	if u.IsAbs() {
+		if u.Scheme != "https" {
+			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only https belongs in it", tun.Authority(), shown(u.Scheme, 16))
+		}
+		host, port, ref := floor.Authority(u.Host, 443)
+		if ref != nil || host != tun.Host || port != tun.Port {
+			return fmt.Sprintf("a request inside the tunnel to %s names another host or port; every request in a tunnel must go to its host and port", tun.Authority())
+		}
+	}
+	host, port, ref := floor.Authority(hostHeader, 443)
+	if ref != nil || host != tun.Host || port != tun.Port {
+		return fmt.Sprintf("the Host header inside the tunnel to %s names another host or port", tun.Authority())
+	}
+	return ""
+}
+
+// agentName reads the agent's name from Proxy-Authorization (Basic, the user name), for the
+// audit only: the source address, not this header, says which container sent a request.
+func agentName(h http.Header) string {
+	v := h.Get("Proxy-Authorization")
+	if v == "" {
+		return ""
+	}
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return ""
+	}
+	user, _, _ := strings.Cut(string(raw), ":")
+	return sanitizeName(user)
+}
+
+// sanitizeName keeps a printable ASCII name of at most 64 bytes, with what looks like a
+// credential hidden (an agent's proxy user name may be a token).
+func sanitizeName(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	s = floor.HideTokens(secrets.MaskText(s))
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r >= 0x7f {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// mediaType is the Content-Type's media type, lower case.
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(ct))
+	}
+	return mt
+}
+
+// shown is agent input for a reason: cut to n bytes, with what looks like a credential hidden
+// (floor.Shown), quoted.
+func shown(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strconv.QuoteToASCII(floor.Shown(s))
+}
