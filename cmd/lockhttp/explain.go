@@ -20,8 +20,8 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/policy"
-	"github.com/lockhttp/lockhttp/internal/secretfile"
 )
 
 const explainSynopsis = `usage: lockhttp explain [flags] METHOD URL [-H 'NAME: VALUE']... [-d BODY | --data-file FILE]
@@ -552,11 +552,11 @@ func shortVersion(v string) string {
 
 // options are explain's inputs besides the request.
 func (a *explainArgs) options(pol *policy.Policy, stderr io.Writer) explain.Options {
-	insp, problems := secretfile.Inspect(pol, a.secrets)
+	insp, problems := gatefiles.Checks(pol, a.secrets)
 	for _, p := range problems {
 		fmt.Fprintln(stderr, "lockhttp explain: note:", p)
 	}
-	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Inspect: insp}
+	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Checks: insp}
 	if a.dns {
 		o.Resolver = net.DefaultResolver
 	}

@@ -96,7 +96,7 @@ func TestExplainDecides(t *testing.T) {
 		{"GET https URL", []string{"--policy", pol, "GET", "https://example.org/"}, "", "FREE", "example-read", "tunnel", ""},
 		{"flags after METHOD URL", []string{"GET", "https://example.org/", "--policy", pol}, "", "FREE", "example-read", "tunnel", ""},
 		{"GET http URL", []string{"--policy", pol, "GET", "http://example.org/docs?q=1"}, "", "FREE", "example-read", "plain", ""},
-		{"-H after the URL replaces Host", []string{"--policy", pol, "GET", "https://example.org/", "-H", "Host: other.example"}, "", "DENY", "framing:host-mismatch", "", ""},
+		{"-H after the URL replaces Host", []string{"--policy", pol, "GET", "https://example.org/", "-H", "Host: other.example"}, "", "DENY", "floor:tunnel-binding", "tunnel", ""},
 		{"-H before and after the URL", []string{"--policy", pol, "-H", "Accept: */*", "GET", "https://example.org/", "-H", "Authorization: Bearer " + githubToken}, "", "DENY", "secret:github", "", "header Authorization"},
 		{"POST without a body", []string{"--policy", pol, "POST", "https://example.org/upload/a"}, "", "ASK", "example-upload", "tunnel", ""},
 		{"-d with POST", []string{"--policy", pol, "POST", "https://example.org/upload/a", "-d", "token=" + githubToken}, "", "DENY", "secret:github", "", "body"},

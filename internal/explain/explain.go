@@ -58,9 +58,9 @@ type Options struct {
 	Resolver egress.Resolver
 	// NoDecrypt models a gate without a signer: every CONNECT is decided at the domain.
 	NoDecrypt bool
-	// Inspect holds the secrets and Claude credentials the checks use; nil: the checks that need
+	// Checks holds the secrets and Claude credentials the checks use; nil: the checks that need
 	// them refuse, as the gate's do.
-	Inspect *judge.Inspect
+	Checks *judge.Checks
 	// Memory is the heuristics' memory; nil: a new, empty one (the result says so).
 	Memory judge.Memory
 }
@@ -85,7 +85,7 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 		memory = exfil.New(exfil.Config{})
 	}
 	v := judge.See(a)
-	res := judge.Decide(&judge.Env{Policy: o.Policy, Inspect: o.Inspect, Memory: memory, Decrypt: !o.NoDecrypt}, v)
+	res := judge.Decide(&judge.Env{Policy: o.Policy, Checks: o.Checks, Memory: memory, Decrypt: !o.NoDecrypt}, v)
 	out := &Result{Decision: res.Decision, Kind: v.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
 	if a.Framing != nil {
 		out.Kind = "framing"

@@ -36,7 +36,7 @@ type asked struct {
 
 // ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped. A value is
 // masked for what it holds, never for its header's name (see maskHeader).
-func ticketHeaders(h http.Header, in *judge.Inspect) []hub.Header {
+func ticketHeaders(h http.Header, in *judge.Checks) []hub.Header {
 	var d *secrets.Detector
 	if in != nil {
 		d = in.Secrets
@@ -152,7 +152,7 @@ func timedOut(res judge.Result, id string) *policy.Decision {
 // askRequest asks about a plain or decrypted request whose body the gate holds (read by
 // readBody): it fingerprints exactly what goes out if approved (the normalised request, before
 // an injected credential) and describes it, masked, for the ticket.
-func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy, in *judge.Inspect) *policy.Decision {
+func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy, in *judge.Checks) *policy.Decision {
 	u := *r.URL
 	u.Host = ex.target.Addr()
 	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: v.Method, URL: u.String(),

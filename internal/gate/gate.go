@@ -74,7 +74,7 @@ type Gate struct {
 	now       func() time.Time
 	cfg       Config
 	pol       atomic.Pointer[policy.Policy]
-	insp      atomic.Pointer[judge.Inspect] // the policy's detector, injected values and Claude credentials
+	insp      atomic.Pointer[judge.Checks] // the policy's detector, injected values and Claude credentials
 	proxy     *goproxy.ProxyHttpServer
 	transport *http.Transport
 	idPrefix  string
@@ -129,7 +129,7 @@ func New(cfg Config) *Gate {
 // The secrets file and the Claude credentials file the policy names are read again.
 func (g *Gate) SetPolicy(p *policy.Policy) {
 	if p != nil {
-		g.insp.Store(g.loadInspect(p))
+		g.insp.Store(g.loadChecks(p))
 	}
 	old := g.pol.Swap(p)
 	if old != nil && p != nil && old.Version != p.Version {

@@ -42,7 +42,7 @@ func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
 func (g *Gate) env(pol *policy.Policy) *judge.Env {
 	e := &judge.Env{Policy: pol, Memory: g.exfil, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy()}
 	if pol != nil {
-		e.Inspect = g.insp.Load()
+		e.Checks = g.insp.Load()
 	}
 	if e.AuditErr != nil {
 		g.log.Error("audit unhealthy: refusing traffic", "err", e.AuditErr)

@@ -36,10 +36,10 @@ func TestTicketHeaders(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		in   *judge.Inspect
+		in   *judge.Checks
 		skip string // a header whose value the detector must know to mask
 	}{
-		{"policy detector", &judge.Inspect{Secrets: d}, ""},
+		{"policy detector", &judge.Checks{Secrets: d}, ""},
 		{"no detector: the built-in shapes", nil, "X-Deploy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -113,9 +113,9 @@ type Memory interface {
 type Env struct {
 	// Policy is the approved policy the console served; nil: none yet, nothing goes out.
 	Policy *policy.Policy
-	// Inspect holds the detector, injected values and Claude credentials built for Policy; nil:
+	// Checks holds the detector, injected values and Claude credentials built for Policy; nil:
 	// they could not be built, and every request they would check is refused.
-	Inspect *Inspect
+	Checks *Checks
 	// Memory is the heuristics' memory; nil: the heuristics do not run.
 	Memory Memory
 	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
@@ -152,9 +152,9 @@ const (
 // happen when the gate dials (see package egress).
 func Decide(env *Env, r *Request) Result {
 	res := decide(env, r)
-	if env.Inspect != nil && env.Inspect.Secrets != nil && res.Verdict != policy.Free {
+	if env.Checks != nil && env.Checks.Secrets != nil && res.Verdict != policy.Free {
 		// A reason quotes parts of the request (a host, a header); none may carry a credential.
-		res.Reason = env.Inspect.Secrets.MaskText(res.Reason)
+		res.Reason = env.Checks.Secrets.MaskText(res.Reason)
 	}
 	return res
 }
@@ -209,7 +209,7 @@ func decide(env *Env, r *Request) Result {
 	// A credential in the host name would reach the resolver, the signer and the origin whatever
 	// the rules say: secret egress, before anything looks the name up. (The name as sent, before
 	// the floor lowered its case.)
-	if d, ok := hostSecret(env.Inspect, r.Authority); ok {
+	if d, ok := hostSecret(env.Checks, r.Authority); ok {
 		res.Decision = d
 		return res
 	}
@@ -244,7 +244,7 @@ func decide(env *Env, r *Request) Result {
 	if r.Kind == Domain || res.Verdict == policy.Deny {
 		return res
 	}
-	res.Decision = inspect(p, env.Inspect, r, &res, res.Decision)
+	res.Decision = checkContent(p, env.Checks, r, &res, res.Decision)
 	if res.Verdict == policy.Deny {
 		return res
 	}
@@ -255,7 +255,7 @@ func decide(env *Env, r *Request) Result {
 
 // hostSecret refuses a target whose host carries a credential the detector knows. A detector
 // that could not be built refuses here too (the check cannot run).
-func hostSecret(in *Inspect, authority string) (policy.Decision, bool) {
+func hostSecret(in *Checks, authority string) (policy.Decision, bool) {
 	if d, ok := unchecked(in); ok && d.Rule == RuleSecretsUnbuilt {
 		return d, true
 	}

@@ -57,7 +57,7 @@ other = ["10.0.1.0/24"]
 buffer_limit = "64KiB"
 `
 
-func setup(t *testing.T) (*policy.Policy, *Inspect) {
+func setup(t *testing.T) (*policy.Policy, *Checks) {
 	t.Helper()
 	p, err := policy.Load("judge.toml", []byte(judgePolicy))
 	if err != nil {
@@ -67,7 +67,7 @@ func setup(t *testing.T) (*policy.Policy, *Inspect) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := NewInspect(p, map[string]string{"example": injectedVal}, nil, creds, nil)
+	in, err := NewChecks(p, map[string]string{"example": injectedVal}, nil, creds, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ type tcase struct {
 	reason    string
 }
 
-func run(t *testing.T, p *policy.Policy, in *Inspect, c tcase) Result {
+func run(t *testing.T, p *policy.Policy, in *Checks, c tcase) Result {
 	t.Helper()
 	scheme, rest, _ := strings.Cut(c.url, "://")
 	authority, pathq, _ := strings.Cut(rest, "/")
@@ -110,7 +110,7 @@ func run(t *testing.T, p *policy.Policy, in *Inspect, c tcase) Result {
 	if c.body != "" {
 		r.Body, r.BodySize = []byte(c.body), int64(len(c.body))
 	}
-	return Decide(&Env{Policy: p, Inspect: in}, r)
+	return Decide(&Env{Policy: p, Checks: in}, r)
 }
 
 func TestDecideInspections(t *testing.T) {
@@ -175,7 +175,7 @@ func TestInjectInstruction(t *testing.T) {
 		t.Fatal("injected for another host")
 	}
 	// A secrets file that did not load refuses injecting hosts.
-	in2, _ := NewInspect(p, nil, fmt.Errorf("mode 0644"), nil, nil)
+	in2, _ := NewChecks(p, nil, fmt.Errorf("mode 0644"), nil, nil)
 	if res := run(t, p, in2, tcase{method: "POST", url: "https://api.example.com/v1", body: "x"}); res.Code != policy.CodeInject || !strings.Contains(res.Reason, "does not load") {
 		t.Fatalf("%+v", res.Decision)
 	}

@@ -81,11 +81,11 @@ func viewEnv(t *testing.T) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := NewInspect(p, nil, ErrNoSecretsFile, nil, nil)
+	in, err := NewChecks(p, nil, ErrNoSecretsFile, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Policy: p, Inspect: in, Memory: exfil.New(exfil.Config{}), Decrypt: true}
+	return &Env{Policy: p, Checks: in, Memory: exfil.New(exfil.Config{}), Decrypt: true}
 }
 
 // TestSee covers what the normalised view does to a request before any rule sees it: each case
@@ -192,13 +192,13 @@ func TestDecideFailsClosed(t *testing.T) {
 	}{
 		{"no policy", func(e *Env) { e.Policy = nil }, policy.CodeNoConsole, "no-policy"},
 		{"the audit cannot be written", func(e *Env) { e.AuditErr = errors.New("disk full") }, policy.CodeNoAudit, "audit"},
-		{"no detector", func(e *Env) { e.Inspect = nil }, policy.CodeSecretEgress, RuleSecretsUnbuilt},
+		{"no detector", func(e *Env) { e.Checks = nil }, policy.CodeSecretEgress, RuleSecretsUnbuilt},
 		{"a detector that could not be built", func(e *Env) {
-			e.Inspect = &Inspect{BuildErr: errors.New("bad pattern"), SecretsErr: ErrNoSecretsFile}
+			e.Checks = &Checks{BuildErr: errors.New("bad pattern"), SecretsErr: ErrNoSecretsFile}
 		}, policy.CodeSecretEgress, RuleSecretsUnbuilt},
 		{"a secrets file that does not load", func(e *Env) {
-			in, _ := NewInspect(e.Policy, nil, errors.New("/run/secrets: mode 0644"), nil, nil)
-			e.Inspect = in
+			in, _ := NewChecks(e.Policy, nil, errors.New("/run/secrets: mode 0644"), nil, nil)
+			e.Checks = in
 		}, policy.CodeInject, RuleSecretsUnloaded},
 	}
 	for _, c := range cases {
@@ -214,14 +214,14 @@ func TestDecideFailsClosed(t *testing.T) {
 			}
 		})
 	}
-	// A bad [[secret]] pattern: NewInspect reports it and still returns an Inspect that refuses.
+	// A bad [[secret]] pattern: NewChecks reports it and still returns Checks that refuse.
 	p, err := policy.Load("view.toml", []byte(viewPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, _ := NewInspect(p, map[string]string{"k": "short"}, nil, nil, nil)
+	in, _ := NewChecks(p, map[string]string{"k": "short"}, nil, nil, nil)
 	if in == nil {
-		t.Fatal("NewInspect returned nil")
+		t.Fatal("NewChecks returned nil")
 	}
 }
 

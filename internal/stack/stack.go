@@ -23,7 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
-	shipped "github.com/lockhttp/lockhttp/policy"
+	"github.com/lockhttp/lockhttp/shipped"
 )
 
 // Options configure Run.

@@ -6,17 +6,17 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
-	"github.com/lockhttp/lockhttp/internal/secretfile"
 )
 
-// loadInspect reads the secrets file and the policy's Claude credentials file and builds the
+// loadChecks reads the secrets file and the policy's Claude credentials file and builds the
 // checks that need them; a file that does not load is logged, and its checks refuse.
-func (g *Gate) loadInspect(p *policy.Policy) *judge.Inspect {
-	in, problems := secretfile.Inspect(p, g.cfg.SecretsFile)
+func (g *Gate) loadChecks(p *policy.Policy) *judge.Checks {
+	in, problems := gatefiles.Checks(p, g.cfg.SecretsFile)
 	for _, err := range problems {
-		g.log.Error("inspection files", "err", err)
+		g.log.Error("the gate's secrets or Claude credentials file", "err", err)
 	}
 	return in
 }
@@ -44,7 +44,7 @@ func (g *Gate) WatchFiles(ctx context.Context, every time.Duration) {
 			cur += "|" + stamp(p.ClaudeCredentials)
 		}
 		if p != nil && last != "" && cur != last {
-			g.insp.Store(g.loadInspect(p))
+			g.insp.Store(g.loadChecks(p))
 			g.log.Info("secrets or Claude credentials file changed: read again")
 		}
 		last = cur

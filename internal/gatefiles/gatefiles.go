@@ -1,6 +1,6 @@
-// Package secretfile reads the gate's own secret files: the secrets it injects and the
+// Package gatefiles reads the gate's own files: the secrets it injects and the
 // containers' Claude credentials. Neither is ever served by the console or written to up.json.
-package secretfile
+package gatefiles
 
 import (
 	"errors"
@@ -104,10 +104,10 @@ func Claude(path string) (*claudeapi.Credentials, error) {
 	return claudeapi.ParseCredentials(path, data)
 }
 
-// Inspect reads the secrets file (may be "") and the Claude credentials file the policy names,
+// Checks reads the secrets file (may be "") and the Claude credentials file the policy names,
 // and builds the checks that need them. A file that does not load is in the result (the checks
 // that need it refuse) and in problems; it never lets anything through.
-func Inspect(p *policy.Policy, secretsPath string) (in *judge.Inspect, problems []error) {
+func Checks(p *policy.Policy, secretsPath string) (in *judge.Checks, problems []error) {
 	var injected map[string]string
 	secretsErr := judge.ErrNoSecretsFile
 	if secretsPath != "" {
@@ -124,7 +124,7 @@ func Inspect(p *policy.Policy, secretsPath string) (in *judge.Inspect, problems 
 			problems = append(problems, claudeErr)
 		}
 	}
-	in, err := judge.NewInspect(p, injected, secretsErr, claude, claudeErr)
+	in, err := judge.NewChecks(p, injected, secretsErr, claude, claudeErr)
 	if err != nil {
 		// The detector refuses a secret: the checks that cannot run refuse what they would have
 		// checked (judge.Decide), never let it through.

@@ -11,10 +11,10 @@ import (
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
 
-// Inspect holds what the checks after the policy's deny rules need besides the policy: the
+// Checks holds what the checks after the policy's deny rules need besides the policy: the
 // credential detector, the values of the gate's injected secrets and the containers' Claude
 // credentials. The gate builds one whenever it applies a policy.
-type Inspect struct {
+type Checks struct {
 	Secrets *secrets.Detector
 	// Injected maps a secret's name to its value, from the gate's secrets file.
 	Injected map[string]string
@@ -34,10 +34,10 @@ type Inspect struct {
 // ErrNoSecretsFile is the SecretsErr of a gate given no secrets file.
 var ErrNoSecretsFile = errors.New("the gate has no secrets file (gate -secrets)")
 
-// NewInspect builds the detector from the policy's [[secret]] rules and the injected values. It
-// always returns an Inspect: when the detector cannot be built, the error is also in BuildErr,
+// NewChecks builds the detector from the policy's [[secret]] rules and the injected values. It
+// always returns Checks: when the detector cannot be built, the error is also in BuildErr,
 // and Decide refuses every request the detector would have checked.
-func NewInspect(p *policy.Policy, injected map[string]string, secretsErr error, claude *claudeapi.Credentials, claudeErr error) (*Inspect, error) {
+func NewChecks(p *policy.Policy, injected map[string]string, secretsErr error, claude *claudeapi.Credentials, claudeErr error) (*Checks, error) {
 	var cfg secrets.Config
 	for _, s := range p.SecretRules() {
 		cfg.Custom = append(cfg.Custom, secrets.Custom{Name: s.Name, Pattern: s.Pattern, Hosts: s.Hosts})
@@ -45,7 +45,7 @@ func NewInspect(p *policy.Policy, injected map[string]string, secretsErr error, 
 	for name, v := range injected {
 		cfg.Injected = append(cfg.Injected, secrets.Injected{Name: name, Value: v})
 	}
-	in := &Inspect{Injected: injected, SecretsErr: secretsErr, Claude: claude, ClaudeErr: claudeErr}
+	in := &Checks{Injected: injected, SecretsErr: secretsErr, Claude: claude, ClaudeErr: claudeErr}
 	d, err := secrets.NewDetector(cfg)
 	if err != nil {
 		in.BuildErr = err
@@ -63,10 +63,10 @@ type Inject struct {
 	Value  string
 }
 
-// inspect runs steps 4 to 7 on a request the policy's rules did not refuse: secret egress (and
+// checkContent runs steps 4 to 8 on a request the policy's rules did not refuse: secret egress (and
 // the Claude credentials), credential injection, the body size and the Claude API checks; d is
 // the rules' decision. It returns the final decision.
-func inspect(p *policy.Policy, in *Inspect, r *Request, res *Result, d policy.Decision) policy.Decision {
+func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d policy.Decision) policy.Decision {
 	host, limit := res.Host, p.Settings.BufferLimit
 	body := r.Body
 	var cannotRead string
@@ -160,7 +160,7 @@ const (
 // unchecked is the refusal of a request that the secret checks cannot check: the detector was
 // not built (a [[secret]] rule it refuses), or the gate's secrets file did not load (the values
 // it injects, which no request may carry, are unknown).
-func unchecked(in *Inspect) (policy.Decision, bool) {
+func unchecked(in *Checks) (policy.Decision, bool) {
 	switch {
 	case in == nil || in.Secrets == nil:
 		return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleSecretsUnbuilt,
