@@ -16,6 +16,7 @@ import (
 
 	qrcode "github.com/skip2/go-qrcode"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
@@ -129,17 +130,12 @@ func runTickets(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAGE\tCONTAINER\tMETHOD\tURL\tRULE\tFINGERPRINT")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, time.Since(t.Created).Round(time.Second), t.Container, t.Method, clip(t.URL, 60), t.Rule, fingerprint.Short(t.Fingerprint))
+		e := t.Escaped()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, time.Since(t.Created).Round(time.Second), e.Container, e.Method,
+			display.Line(t.URL, 60), e.Rule, fingerprint.Short(e.Fingerprint))
 	}
 	tw.Flush()
 	return 0
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }
 
 func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
@@ -179,9 +175,10 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		want = t.Fingerprint
-		fmt.Fprintf(stdout, "%s %s %s (container %s, rule %s)\n", t.ID, t.Method, t.URL, t.Container, t.Rule)
-		if t.Warning != "" {
-			fmt.Fprintln(stdout, "warning:", t.Warning)
+		e := t.Escaped()
+		fmt.Fprintf(stdout, "%s %s %s (container %s, rule %s)\n", e.ID, e.Method, e.URL, e.Container, e.Rule)
+		if e.Warning != "" {
+			fmt.Fprintln(stdout, "warning:", e.Warning)
 		}
 	}
 	t, err := f.Decide(ctx, id, want, approve, whoami(), *reason)
@@ -194,7 +191,8 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, name+":", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s %s by %s\n", t.ID, t.Status, t.Decision.By)
+	e := t.Escaped()
+	fmt.Fprintf(stdout, "%s %s by %s\n", e.ID, e.Status, e.Decision.By)
 	return 0
 }
 

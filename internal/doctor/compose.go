@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/display"
 )
 
 // Compose says how to examine a compose project from the machine that runs its daemon.
@@ -61,7 +63,7 @@ func (c *Compose) docker(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.Docker, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s: %v: %s", c.Docker, strings.Join(args[:min(len(args), 2)], " "), err, clip(strings.TrimSpace(errb.String()), 600))
+		return out.Bytes(), fmt.Errorf("%s %s: %v: %s", c.Docker, strings.Join(args[:min(len(args), 2)], " "), err, display.Line(strings.TrimSpace(errb.String()), 600))
 	}
 	return out.Bytes(), nil
 }
@@ -206,7 +208,7 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	if out, err := c.docker(ctx, probe...); err != nil {
 		f.Agent = &AgentFacts{Err: err.Error()}
 	} else if err := json.Unmarshal(out, &pr); err != nil {
-		f.Agent = &AgentFacts{Err: fmt.Sprintf("the probe's answer: %v: %s", err, clip(string(out), 300))}
+		f.Agent = &AgentFacts{Err: fmt.Sprintf("the probe's answer: %v: %s", err, display.Line(string(out), 300))}
 	} else {
 		f.Agent, f.Self = pr.Agent, pr.Self
 	}
@@ -240,7 +242,7 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	if out, err := c.docker(ctx, inside...); err != nil {
 		f.Stack = "the doctor could not look inside the project: " + err.Error()
 	} else if err := json.Unmarshal(out, &in); err != nil {
-		f.Stack = fmt.Sprintf("the doctor inside the project answered: %v: %s", err, clip(string(out), 300))
+		f.Stack = fmt.Sprintf("the doctor inside the project answered: %v: %s", err, display.Line(string(out), 300))
 	} else {
 		f.CA, f.Signer, f.Console, f.Hub, f.Gate, f.Audit = in.CA, in.Signer, in.Console, in.Hub, in.Gate, in.Audit
 		if in.Stack != "" {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/layout"
 )
 
@@ -92,7 +93,7 @@ func probeHealth(socket string) (refused bool, how string, err error) {
 	if strings.HasPrefix(line, "HTTP/1.") && strings.Contains(line, " 200 ") {
 		return false, "GET /health answered 200", nil
 	}
-	return true, "GET /health answered " + clip(line, 80), nil
+	return true, "GET /health answered " + display.Line(line, 80), nil
 }
 
 // Probe returns a Setup.ProbeOther that probes socket as uid:gid.
@@ -134,7 +135,7 @@ func GatherInside(ctx context.Context, self, auditID string) *Facts {
 		err = json.Unmarshal(out, &g)
 	}
 	if err != nil {
-		f.Stack = fmt.Sprintf("the doctor as the gate's uid (%d) failed: %v %s", layout.GateUID, err, clip(strings.TrimSpace(stderr.String()), 300))
+		f.Stack = fmt.Sprintf("the doctor as the gate's uid (%d) failed: %v %s", layout.GateUID, err, display.Line(strings.TrimSpace(stderr.String()), 300))
 		return f
 	}
 	f.Signer, f.Console, f.Gate, f.Audit = g.Signer, g.Console, g.Gate, g.Audit

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/gate"
 )
@@ -68,11 +69,11 @@ func selfGet(ctx context.Context, c *http.Client, u string) (*gate.SelfAnswer, e
 		if code := resp.Header.Get(gate.HeaderCode); code != "" {
 			why = code + ": " + firstLine(why, "Why:")
 		}
-		return nil, fmt.Errorf("answered %d (%s)", resp.StatusCode, clip(why, 300))
+		return nil, fmt.Errorf("answered %d (%s)", resp.StatusCode, display.Line(why, 300))
 	}
 	var a gate.SelfAnswer
 	if err := json.Unmarshal(body, &a); err != nil || a.Gate != "lockhttp" {
-		return nil, fmt.Errorf("the answer is not the gate's: %s", clip(string(body), 200))
+		return nil, fmt.Errorf("the answer is not the gate's: %s", display.Line(string(body), 200))
 	}
 	return &a, nil
 }
@@ -83,13 +84,6 @@ func firstLine(s, prefix string) string {
 		if strings.HasPrefix(l, prefix) {
 			return strings.TrimSpace(strings.TrimPrefix(l, prefix))
 		}
-	}
-	return s
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
 	}
 	return s
 }

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/httpjson"
 )
 
 // maxAskBytes bounds a request to the hub.
@@ -17,13 +20,6 @@ const maxAskBytes = 1 << 20
 func tokenOK(r *http.Request, want string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
 }
 
 func readJSON(r *http.Request, v any) error {
@@ -49,35 +45,35 @@ func (h *Hub) GateHandler(token string) http.Handler {
 	mux.HandleFunc("POST /v1/gate/ask", func(w http.ResponseWriter, r *http.Request) {
 		var req AskRequest
 		if err := readJSON(r, &req); err != nil {
-			writeJSON(w, 400, apiError{"bad ask: " + err.Error()})
+			httpjson.Write(w, 400, apiError{"bad ask: " + err.Error()})
 			return
 		}
 		ans, err := h.Ask(req)
 		if err != nil {
-			writeJSON(w, 400, apiError{err.Error()})
+			httpjson.Write(w, 400, apiError{err.Error()})
 			return
 		}
-		writeJSON(w, 200, ans)
+		httpjson.Write(w, 200, ans)
 	})
 	mux.HandleFunc("POST /v1/gate/claim", func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ ID, Fingerprint string }
 		if err := readJSON(r, &req); err != nil {
-			writeJSON(w, 400, apiError{"bad claim: " + err.Error()})
+			httpjson.Write(w, 400, apiError{"bad claim: " + err.Error()})
 			return
 		}
 		d, err := h.Claim(req.ID, req.Fingerprint)
 		if err != nil {
-			writeJSON(w, statusOf(err), apiError{err.Error()})
+			httpjson.Write(w, statusOf(err), apiError{err.Error()})
 			return
 		}
 		// The state file catches up within a second (Run): a claim is not worth a write of
 		// every ticket on the request's path.
-		writeJSON(w, 200, d)
+		httpjson.Write(w, 200, d)
 	})
 	mux.HandleFunc("POST /v1/gate/leave", func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ ID string }
 		if err := readJSON(r, &req); err != nil {
-			writeJSON(w, 400, apiError{"bad leave: " + err.Error()})
+			httpjson.Write(w, 400, apiError{"bad leave: " + err.Error()})
 			return
 		}
 		h.Leave(req.ID)
@@ -86,7 +82,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 	mux.HandleFunc("POST /v1/gate/state", func(w http.ResponseWriter, r *http.Request) {
 		var s GateState
 		if err := readJSON(r, &s); err != nil {
-			writeJSON(w, 400, apiError{"bad state: " + err.Error()})
+			httpjson.Write(w, 400, apiError{"bad state: " + err.Error()})
 			return
 		}
 		h.SetGateState(s)
@@ -95,10 +91,10 @@ func (h *Hub) GateHandler(token string) http.Handler {
 	mux.HandleFunc("GET /v1/gate/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {
 		t, ok := h.Get(r.PathValue("id"))
 		if !ok {
-			writeJSON(w, 404, apiError{ErrNotFound.Error()})
+			httpjson.Write(w, 404, apiError{ErrNotFound.Error()})
 			return
 		}
-		writeJSON(w, 200, t)
+		httpjson.Write(w, 200, t)
 	})
 	mux.HandleFunc("GET /v1/gate/events", h.serveEvents)
 	return requireToken(token, mux)
@@ -107,7 +103,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 func requireToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !tokenOK(r, token) {
-			writeJSON(w, 401, apiError{"a valid token is required (Authorization: Bearer ...)"})
+			httpjson.Write(w, 401, apiError{"a valid token is required (Authorization: Bearer ...)"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -169,21 +165,21 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tickets", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, nonNil(h.Pending()))
+		httpjson.Write(w, 200, nonNil(h.Pending()))
 	})
 	mux.HandleFunc("GET /v1/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {
 		t, ok := h.Get(r.PathValue("id"))
 		if !ok {
-			writeJSON(w, 404, apiError{ErrNotFound.Error()})
+			httpjson.Write(w, 404, apiError{ErrNotFound.Error()})
 			return
 		}
-		writeJSON(w, 200, t)
+		httpjson.Write(w, 200, t)
 	})
 	mux.HandleFunc("GET /v1/recent", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, nonNil(h.Recent(50)))
+		httpjson.Write(w, 200, nonNil(h.Recent(50)))
 	})
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, h.GateState())
+		httpjson.Write(w, 200, h.GateState())
 	})
 	decide := func(approve bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -193,25 +189,26 @@ func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 				Reason      string `json:"reason"`
 			}
 			if err := readJSON(r, &req); err != nil {
-				writeJSON(w, 400, apiError{"bad decision: " + err.Error()})
+				httpjson.Write(w, 400, apiError{"bad decision: " + err.Error()})
 				return
 			}
-			if !approve && strings.TrimSpace(req.Reason) == "" {
-				writeJSON(w, 400, apiError{"a denial needs a reason: the agent is told it"})
+			reason := display.Clean(req.Reason)
+			if !approve && reason == "" {
+				httpjson.Write(w, 400, apiError{"a denial needs a reason: the agent is told it"})
 				return
 			}
 			facade := facadeOf(r)
 			by := facade
-			if n := cleanName(req.By); n != "" {
+			if n := CleanName(req.By); n != "" {
 				by = facade + ":" + n
 			}
-			t, err := h.Decide(r.PathValue("id"), req.Fingerprint, approve, by, req.Reason)
+			t, err := h.Decide(r.PathValue("id"), req.Fingerprint, approve, by, reason)
 			if err != nil {
-				writeJSON(w, statusOf(err), apiError{err.Error()})
+				httpjson.Write(w, statusOf(err), apiError{err.Error()})
 				return
 			}
 			h.Flush()
-			writeJSON(w, 200, t)
+			httpjson.Write(w, 200, t)
 		}
 	}
 	mux.HandleFunc("POST /v1/tickets/{id}/approve", decide(true))
@@ -223,7 +220,7 @@ func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 				return
 			}
 		}
-		writeJSON(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
+		httpjson.Write(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
 	})
 }
 
@@ -237,7 +234,7 @@ func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) ht
 				return
 			}
 		}
-		writeJSON(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
+		httpjson.Write(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
 	})
 }
 
@@ -248,16 +245,9 @@ func nonNil(t []Ticket) []Ticket {
 	return t
 }
 
-// cleanName keeps a short printable name for "by".
-func cleanName(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 40 {
-		s = s[:40]
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == ':' {
-			return -1
-		}
-		return r
-	}, s)
+// CleanName is a name a human gave as the "by" of a decision repeats it after the facade's
+// name and a ':': typed text made clean (display.Clean), without ':', at most 40 bytes. Empty
+// means none was given.
+func CleanName(s string) string {
+	return strings.TrimSpace(display.Cut(display.Clean(strings.ReplaceAll(s, ":", "")), 40))
 }

@@ -4,6 +4,8 @@ package hub
 
 import (
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/display"
 )
 
 // Status is where a ticket stands.
@@ -90,6 +92,38 @@ type GateState struct {
 	Audit         string    `json:"audit"`  // "ok" or the error
 	Listen        string    `json:"listen"`
 	Reported      time.Time `json:"reported"` // when the hub heard from the gate last
+}
+
+// Escaped is t as a facade shows it: every text field through display.Escape, the body preview
+// keeping its line breaks. The gate escapes what it sends already; a facade escapes again (it
+// changes nothing then) so that nothing else that reaches the hub is shown raw. Decide with the
+// ID and the fingerprint of t, not of its Escaped copy.
+func (t Ticket) Escaped() Ticket {
+	e := func(s string) string { return display.Escape(s, false) }
+	t.ID, t.Kind, t.Container, t.Agent, t.Method, t.URL = e(t.ID), e(t.Kind), e(t.Container), e(t.Agent), e(t.Method), e(t.URL)
+	t.Rule, t.Reason, t.Fingerprint, t.Warning, t.Host = e(t.Rule), e(t.Reason), e(t.Fingerprint), e(t.Warning), e(t.Host)
+	t.Status = Status(e(string(t.Status)))
+	t.BodyPreview = display.Escape(t.BodyPreview, true)
+	if t.Headers != nil {
+		hs := make([]Header, len(t.Headers))
+		for i, h := range t.Headers {
+			hs[i] = Header{Name: e(h.Name), Value: e(h.Value)}
+		}
+		t.Headers = hs
+	}
+	if t.Decision != nil {
+		d := *t.Decision
+		d.Verdict, d.By, d.Reason = Status(e(string(d.Verdict))), e(d.By), e(d.Reason)
+		t.Decision = &d
+	}
+	return t
+}
+
+// Escaped is g as a facade shows it: every text field through display.Escape.
+func (g GateState) Escaped() GateState {
+	e := func(s string) string { return display.Escape(s, false) }
+	g.PolicyVersion, g.Signer, g.Audit, g.Listen = e(g.PolicyVersion), e(g.Signer), e(g.Audit), e(g.Listen)
+	return g
 }
 
 // AskRequest is what the gate sends when the policy asks.

@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
+	"github.com/lockhttp/lockhttp/internal/httpjson"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
 
@@ -195,14 +197,8 @@ type apiError struct {
 	Code  string `json:"code,omitempty"` // for the page to branch on: "fingerprint", "decided"
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 func writeError(w http.ResponseWriter, status int, msg, code string) {
-	writeJSON(w, status, apiError{Error: msg, Code: code})
+	httpjson.Write(w, status, apiError{Error: msg, Code: code})
 }
 
 // readJSON decodes a bounded JSON body strictly (unknown fields and trailing data are errors)
@@ -315,7 +311,7 @@ func (s *Server) pair(w http.ResponseWriter, r *http.Request) {
 	}
 	infoOf(r).session = ss.ID
 	s.log.Info("phone: paired", "session", ss.ID, "device", ss.Device, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		Session string `json:"session"`
 		ID      string `json:"id"`
 		Device  string `json:"device"`
@@ -329,8 +325,10 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ticketView is a ticket as the page gets it: times also in Unix milliseconds, and the
-// fingerprint's short form.
+// ticketView is a ticket as the page gets it: escaped (hub.Ticket.Escaped; the page puts text
+// on the page as text, which keeps HTML inert, and the escape keeps controls, bidi, invisible
+// and look-alike characters visible), times also in Unix milliseconds, and the fingerprint's
+// short form.
 type ticketView struct {
 	hub.Ticket
 	FingerprintShort string `json:"fingerprint_short"`
@@ -340,6 +338,7 @@ type ticketView struct {
 }
 
 func viewOf(t hub.Ticket) ticketView {
+	t = t.Escaped()
 	v := ticketView{Ticket: t, FingerprintShort: fingerprint.Short(t.Fingerprint), CreatedMS: ms(t.Created), ExpiresMS: ms(t.Expires)}
 	if t.Decision != nil {
 		v.DecidedMS = ms(t.Decision.At)
@@ -355,7 +354,7 @@ func viewsOf(ts []hub.Ticket) []ticketView {
 	return out
 }
 
-// gateView is the gate's state as the page gets it.
+// gateView is the gate's state as the page gets it, escaped.
 type gateView struct {
 	hub.GateState
 	ReportedMS int64 `json:"reported_ms"` // 0: the gate never reported
@@ -363,7 +362,7 @@ type gateView struct {
 }
 
 func gateViewOf(g hub.GateState) gateView {
-	return gateView{GateState: g, ReportedMS: ms(g.Reported), StaleMS: gateStale.Milliseconds()}
+	return gateView{GateState: g.Escaped(), ReportedMS: ms(g.Reported), StaleMS: gateStale.Milliseconds()}
 }
 
 func ms(t time.Time) int64 {
@@ -374,11 +373,11 @@ func ms(t time.Time) int64 {
 }
 
 func (s *Server) listPending(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, viewsOf(s.hub.Pending()))
+	httpjson.Write(w, http.StatusOK, viewsOf(s.hub.Pending()))
 }
 
 func (s *Server) listRecent(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, viewsOf(s.hub.Recent(recentN)))
+	httpjson.Write(w, http.StatusOK, viewsOf(s.hub.Recent(recentN)))
 }
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
@@ -387,7 +386,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such ticket", "")
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(t))
+	httpjson.Write(w, http.StatusOK, viewOf(t))
 }
 
 // stateMsg is this session's view of the hub: GET /phone/v1/state, and the websocket's first
@@ -404,7 +403,7 @@ type stateMsg struct {
 
 func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 	ss := sessionOf(r)
-	writeJSON(w, http.StatusOK, stateMsg{Session: ss.ID, Device: ss.Device, NowMS: ms(s.now()), Gate: gateViewOf(s.hub.GateState())})
+	httpjson.Write(w, http.StatusOK, stateMsg{Session: ss.ID, Device: ss.Device, NowMS: ms(s.now()), Gate: gateViewOf(s.hub.GateState())})
 }
 
 // decide answers a ticket for the human holding the phone. The fingerprint is the one the page
@@ -429,7 +428,7 @@ func (s *Server) decide(approve bool) http.HandlerFunc {
 			if !readJSON(w, r, &req) {
 				return
 			}
-			fp, reason = req.Fingerprint, cleanReason(req.Reason)
+			fp, reason = req.Fingerprint, display.Clean(req.Reason)
 			if reason == "" {
 				writeError(w, http.StatusBadRequest, "a denial needs a reason: the agent is told it", "reason")
 				return
@@ -460,25 +459,12 @@ func (s *Server) decide(approve bool) http.HandlerFunc {
 			return
 		}
 		s.hub.Flush()
-		writeJSON(w, http.StatusOK, viewOf(t))
+		httpjson.Write(w, http.StatusOK, viewOf(t))
 	}
 }
 
-// cleanReason trims a reason and drops control characters other than newlines and tabs.
-func cleanReason(s string) string {
-	return strings.TrimSpace(strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s))
-}
-
-// quoteShort quotes an untrusted value for the log, cut to 100 bytes.
+// quoteShort quotes an untrusted value for the log, cut to 100 bytes (display.Truncate).
 func quoteShort(v string) string {
-	if len(v) > 100 {
-		v = v[:100] + "…"
-	}
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(display.Truncate(v, 100))
 	return string(b)
 }

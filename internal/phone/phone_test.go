@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/lockhttp/lockhttp/internal/display/displaytest"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
 
@@ -511,6 +513,54 @@ func TestDecide(t *testing.T) {
 	})
 }
 
+// TestHostileFieldsAsOnTheTerminal: a ticket whose URL, header and reason hold the hostile texts
+// of displaytest reaches the page with each as displaytest says, which the terminal's test
+// checks too. A reason typed on the phone is recorded clean, and shown escaped.
+func TestHostileFieldsAsOnTheTerminal(t *testing.T) {
+	e := newEnv(t, true)
+	tok := e.pair("pixel")
+	ans, err := e.hub.Ask(hub.AskRequest{Kind: hub.KindRequest, Container: "agent-1", Method: "POST", URL: displaytest.URL.Raw,
+		Reason: displaytest.Reason.Raw, Headers: []hub.Header{{Name: "X-Note", Value: displaytest.Header.Raw}},
+		Fingerprint: "fp1:" + strings.Repeat("cd", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := ans.Ticket
+	check := func(where string, v ticketView) {
+		t.Helper()
+		if v.URL != displaytest.URL.Shown || len(v.Headers) != 1 || v.Headers[0].Value != displaytest.Header.Shown ||
+			v.Reason != displaytest.Reason.Shown {
+			t.Errorf("%s: url %q, headers %q, reason %q; want %q, %q, %q", where, v.URL, v.Headers, v.Reason,
+				displaytest.URL.Shown, displaytest.Header.Shown, displaytest.Reason.Shown)
+		}
+	}
+	resp, data := e.do("GET", "/phone/v1/tickets/"+tk.ID, tok, "", nil)
+	var one ticketView
+	if err := json.Unmarshal(data, &one); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("GET the ticket: %d %s %v", resp.StatusCode, data, err)
+	}
+	check("GET /phone/v1/tickets/{id}", one)
+	resp, data = e.do("GET", "/phone/v1/tickets", tok, "", nil)
+	var list []ticketView
+	if err := json.Unmarshal(data, &list); resp.StatusCode != 200 || err != nil || len(list) != 1 {
+		t.Fatalf("GET the tickets: %d %s %v", resp.StatusCode, data, err)
+	}
+	check("GET /phone/v1/tickets", list[0])
+
+	resp, data = e.do("POST", "/phone/v1/tickets/"+tk.ID+"/deny", tok, e.origin(),
+		map[string]string{"fingerprint": one.Fingerprint, "reason": displaytest.Typed.Raw})
+	var denied ticketView
+	if err := json.Unmarshal(data, &denied); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("deny: %d %s %v", resp.StatusCode, data, err)
+	}
+	if got, _ := e.hub.Get(tk.ID); got.Decision == nil || got.Decision.Reason != displaytest.Typed.Clean {
+		t.Fatalf("the hub recorded %+v; want the reason %q", got.Decision, displaytest.Typed.Clean)
+	}
+	if denied.Decision == nil || denied.Decision.Reason != displaytest.Typed.Shown {
+		t.Fatalf("the answer shows %+v; want the reason %q", denied.Decision, displaytest.Typed.Shown)
+	}
+}
+
 func TestStrictBodies(t *testing.T) {
 	e := newEnv(t, true)
 	tok := e.pair("mine")
@@ -575,8 +625,8 @@ func TestHeaders(t *testing.T) {
 		{"/phone/", 200, "text/html; charset=utf-8"},
 		{"/phone/app.js", 200, "text/javascript; charset=utf-8"},
 		{"/phone/app.css", 200, "text/css; charset=utf-8"},
-		{"/phone/v1/tickets", 401, "application/json; charset=utf-8"},
-		{"/phone/nothing", 404, "application/json; charset=utf-8"},
+		{"/phone/v1/tickets", 401, "application/json"},
+		{"/phone/nothing", 404, "application/json"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/httpjson"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -234,7 +236,7 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 	}
 	pub, err := parsePublicKey(req.PublicKey)
 	if err != nil {
-		log.Warn("sign", logOutcome, "bad-request", logHost, clip(req.Host), logReason, err.Error())
+		log.Warn("sign", logOutcome, "bad-request", logHost, display.Truncate(req.Host, maxShownHost), logReason, err.Error())
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -242,7 +244,7 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var ge *GuardError
 		if errors.As(err, &ge) {
-			log.Warn("sign", logOutcome, "refused", logHost, clip(req.Host), logReason, err.Error())
+			log.Warn("sign", logOutcome, "refused", logHost, display.Truncate(req.Host, maxShownHost), logReason, err.Error())
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -257,7 +259,7 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		NotAfter:    cert.NotAfter.UTC().Format(time.RFC3339),
 	}
 	log.Info("sign", logOutcome, "issued", logHost, req.Host, logSerial, resp.Serial, logExpires, resp.NotAfter)
-	writeJSON(w, http.StatusOK, resp)
+	httpjson.Write(w, http.StatusOK, resp)
 }
 
 // parsePublicKey reads the public_key field.
@@ -282,7 +284,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET /health")
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{
+	httpjson.Write(w, http.StatusOK, Health{
 		CANotAfter: s.ca.cert.NotAfter.UTC().Format(time.RFC3339),
 		CASubject:  s.ca.cert.Subject.String(),
 		CASHA256:   CertSHA256(s.ca.cert),
@@ -290,14 +292,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, ErrorResponse{Error: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, ErrorResponse{Error: msg})
 }
 
 // AllowUIDs wraps l so that Accept returns only connections from the given uids (read with

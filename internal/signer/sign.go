@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
@@ -21,6 +22,9 @@ const LeafLifetime = 24 * time.Hour
 
 // MinRSABits is the smallest RSA public key Sign accepts.
 const MinRSABits = 2048
+
+// maxShownHost bounds how much of a caller's host a reason or a log line repeats.
+const maxShownHost = 80
 
 // The guards that Sign runs; a GuardError names one.
 const (
@@ -92,14 +96,14 @@ func Sign(ca *CA, host string, pub crypto.PublicKey, now time.Time, rand io.Read
 // checkHost accepts only a name that floor.Host leaves as it is and that floor.Name passes.
 func checkHost(host string) error {
 	if strings.IndexByte(host, '*') >= 0 {
-		return &GuardError{GuardWildcard, fmt.Sprintf("host %q has a '*'; the signer issues certificates for exact names only", clip(host))}
+		return &GuardError{GuardWildcard, fmt.Sprintf("host %q has a '*'; the signer issues certificates for exact names only", display.Truncate(host, maxShownHost))}
 	}
 	norm, r := floor.Host(host)
 	if r != nil {
 		return &GuardError{"floor:" + string(r.Check), r.Reason}
 	}
 	if norm != host {
-		return &GuardError{GuardNormalised, fmt.Sprintf("host %q is not normalised; send %q", clip(host), norm)}
+		return &GuardError{GuardNormalised, fmt.Sprintf("host %q is not normalised; send %q", display.Truncate(host, maxShownHost), norm)}
 	}
 	if r := floor.Name(host); r != nil && host != floor.SelfName {
 		return &GuardError{"floor:" + string(r.Check), r.Reason}
@@ -132,12 +136,4 @@ func checkPublicKey(pub crypto.PublicKey) error {
 	default:
 		return &GuardError{GuardPublicKey, fmt.Sprintf("key type %T; use ECDSA P-256, Ed25519 or RSA of at least %d bits", pub, MinRSABits)}
 	}
-}
-
-// clip bounds how much of a caller's host a reason repeats.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }

@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -45,6 +46,9 @@ const renewRetry = 30 * time.Second
 
 // maxResponse bounds a signer response.
 const maxResponse = 64 << 10
+
+// maxShownAnswer bounds how much of a signer's answer an error repeats.
+const maxShownAnswer = 200
 
 // ErrUnavailable is wrapped by every failure to get an answer from the signer: it cannot be
 // reached, it timed out, or it answered something other than a certificate or a refusal (5xx,
@@ -372,7 +376,7 @@ func (c *Client) badStatus(resp *http.Response, data []byte) error {
 	if json.Unmarshal(data, &er) == nil && er.Error != "" {
 		msg = er.Error
 	}
-	msg = clip(msg)
+	msg = display.Line(msg, maxShownAnswer)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
 		return fmt.Errorf("%w: signer at %s is rate limiting (retry after %ss): %s", ErrUnavailable, c.socket, resp.Header.Get("Retry-After"), msg)
@@ -401,15 +405,7 @@ func (c *Client) Health(ctx context.Context) error {
 	}
 	var h signer.Health
 	if err := json.Unmarshal(data, &h); err != nil || h.CANotAfter == "" {
-		return fmt.Errorf("%w: signer at %s: /health answered %s, which is not a signer's health", ErrUnavailable, c.socket, strconv.Quote(clip(string(data))))
+		return fmt.Errorf("%w: signer at %s: /health answered %s, which is not a signer's health", ErrUnavailable, c.socket, strconv.Quote(display.Truncate(string(data), maxShownAnswer)))
 	}
 	return nil
-}
-
-// clip bounds how much of an answer an error repeats.
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/skip2/go-qrcode"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
 
@@ -24,8 +26,8 @@ import (
 type Config struct {
 	// Hub holds the tickets. Required.
 	Hub *hub.Hub
-	// User is the person at this terminal; decisions are made as "terminal:<User>". Control
-	// characters and ':' are dropped. Empty: decisions are made as "terminal".
+	// User is the person at this terminal; decisions are made as "terminal:<User>", the name
+	// as hub.CleanName leaves it. Empty: decisions are made as "terminal".
 	User string
 	// PairingURL returns the phone page's pairing URL, shown as a QR code on p. Nil: the phone
 	// page is not enabled.
@@ -195,19 +197,10 @@ func newModel(c Config, r *lipgloss.Renderer) *model {
 
 // byOf is the "by" of the terminal's decisions.
 func byOf(user string) string {
-	user = strings.Map(func(r rune) rune {
-		if r == ':' || r < 0x20 || r == 0x7f || hidden(r) {
-			return -1
-		}
-		return r
-	}, strings.TrimSpace(user))
-	if len(user) > 40 {
-		user = user[:40]
+	if n := hub.CleanName(user); n != "" {
+		return "terminal:" + n
 	}
-	if user == "" {
-		return "terminal"
-	}
-	return "terminal:" + user
+	return "terminal"
 }
 
 // Init subscribes to the hub and reads what it holds.
@@ -493,7 +486,7 @@ func (m *model) overlayKey(msg tea.KeyMsg) tea.Cmd {
 func (m *model) target() (hub.Ticket, bool) {
 	if m.screen == screenDetail {
 		if m.detail.Status != hub.Pending {
-			m.setErr("%s is %s: nothing to decide", clean(m.detail.ID), m.detailState())
+			m.setErr("%s is %s: nothing to decide", display.Escape(m.detail.ID, false), m.detailState())
 			return hub.Ticket{}, false
 		}
 		return m.detail, true
@@ -506,8 +499,9 @@ func (m *model) target() (hub.Ticket, bool) {
 	t := m.pending[i]
 	if !m.movedAt.IsZero() && m.now().Sub(m.movedAt) < settle {
 		m.movedAt = time.Time{}
+		e := t.Escaped()
 		m.setErr("the selection just moved to %s %s %s: look at it, then press the key again",
-			clean(t.ID), clean(t.Method), short(t.URL, 60))
+			e.ID, e.Method, ansi.Truncate(e.URL, 60, "…"))
 		return hub.Ticket{}, false
 	}
 	return t, true
@@ -521,7 +515,7 @@ func (m *model) decide(approve bool) tea.Cmd {
 	}
 	if !approve {
 		m.denyOf = t
-		m.openPrompt(promptDeny, "deny "+clean(t.ID)+": reason: ", "told to the agent; enter denies, esc cancels")
+		m.openPrompt(promptDeny, "deny "+display.Escape(t.ID, false)+": reason: ", "told to the agent; enter denies, esc cancels")
 		return textinput.Blink
 	}
 	m.record(t, true, "")
@@ -534,12 +528,13 @@ func (m *model) record(t hub.Ticket, approve bool, reason string) {
 	verb := map[bool]string{true: "approve", false: "deny"}[approve]
 	got, err := m.hub.Decide(t.ID, t.Fingerprint, approve, m.by, reason)
 	if err != nil {
-		m.setErr("could not %s %s: %s", verb, clean(t.ID), cleanLine(err.Error()))
+		m.setErr("could not %s %s: %s", verb, display.Escape(t.ID, false), cleanLine(err.Error()))
 		m.refresh()
 		return
 	}
 	m.hub.FlushNow()
-	m.setMsg("%s %s %s %s (as %s)", got.Status, clean(t.ID), clean(t.Method), short(t.URL, 80), clean(m.by))
+	e := t.Escaped()
+	m.setMsg("%s %s %s %s (as %s)", got.Status, e.ID, e.Method, ansi.Truncate(e.URL, 80, "…"), display.Escape(m.by, false))
 	if m.screen == screenDetail && m.detail.ID == t.ID {
 		m.screen = screenList
 	}
@@ -569,7 +564,7 @@ func (m *model) promptKey(msg tea.KeyMsg) tea.Cmd {
 	switch msg.Type {
 	case tea.KeyEsc:
 		if m.prompt == promptDeny {
-			m.setMsg("not denied: %s is still pending", clean(m.denyOf.ID))
+			m.setMsg("not denied: %s is still pending", display.Escape(m.denyOf.ID, false))
 		}
 		m.closePrompt()
 		return nil
@@ -582,7 +577,7 @@ func (m *model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		value := m.input.Value()
 		if m.prompt == promptDeny {
-			reason := reasonOf(value)
+			reason := display.Clean(value)
 			if reason == "" {
 				m.setErr("a denial needs a reason: the agent is told it (esc cancels)")
 				return nil
@@ -598,20 +593,6 @@ func (m *model) promptKey(msg tea.KeyMsg) tea.Cmd {
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
 	return cmd
-}
-
-// reasonOf is a denial's reason as typed: one line, no control characters.
-func reasonOf(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return ' '
-		}
-		if r < 0x20 || r == 0x7f || (hidden(r) && r != ' ' && r != 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
-	return strings.TrimSpace(s)
 }
 
 // run runs a command line.
@@ -632,10 +613,10 @@ func (m *model) run(line string) tea.Cmd {
 	}
 	f, ok := m.commands[name]
 	if !ok || f == nil {
-		m.setErr("unknown command :%s; the commands are %s", clean(name), strings.Join(m.commandNames(), ", "))
+		m.setErr("unknown command :%s; the commands are %s", display.Escape(name, false), strings.Join(m.commandNames(), ", "))
 		return nil
 	}
-	m.setMsg(":%s …", clean(name))
+	m.setMsg(":%s …", display.Escape(name, false))
 	return func() tea.Msg {
 		out, err := f(args)
 		return commandMsg{name: name, out: out, err: err}
@@ -647,7 +628,7 @@ func (m *model) commandNames() []string {
 	var extra []string
 	for n, f := range m.commands {
 		if f != nil && n != "q" && n != "quit" && n != "q!" && n != "quit!" && n != "help" && n != "h" {
-			extra = append(extra, ":"+clean(n))
+			extra = append(extra, ":"+display.Escape(n, false))
 		}
 	}
 	sort.Strings(extra)
@@ -657,18 +638,19 @@ func (m *model) commandNames() []string {
 // showOutput shows a command's answer: short in the message area, long on a page of its own.
 func (m *model) showOutput(name, out string, err error) {
 	if err != nil {
-		m.setErr(":%s: %s", clean(name), cleanLine(err.Error()))
+		m.setErr(":%s: %s", display.Escape(name, false), cleanLine(err.Error()))
 		return
 	}
-	lines := strings.Split(strings.TrimRight(cleanBlock(out), "\n"), "\n")
+	name = display.Escape(name, false)
+	lines := strings.Split(strings.TrimRight(display.Escape(out, true), "\n"), "\n")
 	switch {
 	case len(lines) == 1 && lines[0] == "":
-		m.setMsg(":%s: done", clean(name))
+		m.setMsg(":%s: done", name)
 	case len(lines) <= shortOutput:
 		m.setMsg("%s", strings.Join(lines, "\n"))
 	default:
-		m.overlay, m.output, m.outTitle, m.outScroll = overlayOutput, lines, ":"+clean(name), 0
-		m.setMsg(":%s: %d lines (esc closes)", clean(name), len(lines))
+		m.overlay, m.output, m.outTitle, m.outScroll = overlayOutput, lines, ":"+name, 0
+		m.setMsg(":%s: %d lines (esc closes)", name, len(lines))
 	}
 }
 
@@ -702,7 +684,7 @@ func (m *model) showPairing(url string, err error) {
 	}
 	q, err := qrcode.New(url, qrcode.Medium)
 	if err != nil {
-		m.setErr("phone pairing: cannot draw the QR code: %s; open %s on the phone", cleanLine(err.Error()), clean(url))
+		m.setErr("phone pairing: cannot draw the QR code: %s; open %s on the phone", cleanLine(err.Error()), display.Escape(url, false))
 		return
 	}
 	m.qr, m.qrURL, m.overlay = q.ToSmallString(false), url, overlayQR
@@ -716,12 +698,13 @@ func (m *model) detailState() string {
 	case t.Status == "":
 		return "gone from the hub"
 	case t.Decision != nil:
-		return fmt.Sprintf("%s by %s at %s", t.Status, clean(t.Decision.By), t.Decision.At.Format("15:04:05"))
+		return fmt.Sprintf("%s by %s at %s", t.Status, display.Escape(t.Decision.By, false), t.Decision.At.Format("15:04:05"))
 	}
 	return string(t.Status)
 }
 
-// cleanLine is clean for a message of possibly several lines, made one.
+// cleanLine is a message of possibly several lines (an error, a status line) made one and
+// escaped.
 func cleanLine(s string) string {
-	return clean(strings.ReplaceAll(strings.TrimSpace(s), "\n", " "))
+	return display.Escape(strings.ReplaceAll(strings.TrimSpace(s), "\n", " "), false)
 }

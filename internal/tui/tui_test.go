@@ -18,6 +18,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/skip2/go-qrcode"
 
+	"github.com/lockhttp/lockhttp/internal/display/displaytest"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
@@ -549,11 +550,54 @@ func TestHostileTicketRendersEscaped(t *testing.T) {
 			}
 			check("list", `\x1b[2J\u{202E}gnp.exe\x07`, `dev\x1b]0;p`)
 			d.key("enter")
-			check("detail", `\x1b[2J\u{202E}gnp.exe\x07`, `X-Evil\r: a\x1b[31mred\u{2066}b\x00c\x9b1m\x9b`,
+			check("detail", `\x1b[2J\u{202E}gnp.exe\x07`, `X-Evil\x0d: a\x1b[31mred\u{2066}b\x00c\x9b1m\x9b`,
 				`line2\x1b[H\u{202E}\u{E0041}\xff`, `ask\x1b[5m`, `why\u{200B}`, `warn\x1b[0m`, `dev\x1b]0;pwned\x07`,
-				"control or invisible characters")
+				"control, invisible or look-alike characters")
 		})
 	}
+}
+
+// TestHostileFieldsAsOnThePhone: a ticket whose URL, header, reason and decision hold the
+// hostile texts of displaytest shows each as displaytest says, which the phone page's test
+// checks too.
+func TestHostileFieldsAsOnThePhone(t *testing.T) {
+	s := newSetup(t)
+	s.size[0] = 200 // the recent line holds the URL and the reason
+	tk := ask(t, s.hub, hub.AskRequest{URL: displaytest.URL.Raw, Reason: displaytest.Reason.Raw,
+		Headers: []hub.Header{{Name: "X-Note", Value: displaytest.Header.Raw}}})
+	d := s.start(t)
+	s.settle()
+	noRaw := func(where, v string) {
+		t.Helper()
+		for _, raw := range displaytest.Raw {
+			if strings.Contains(v, raw) {
+				t.Errorf("%s: %q reached the screen raw", where, raw)
+			}
+		}
+	}
+	d.key("enter")
+	v := d.view()
+	for _, want := range []string{displaytest.URL.Shown, "X-Note: " + displaytest.Header.Shown, displaytest.Reason.Shown, "look-alike"} {
+		if !shows(v, want) {
+			t.Errorf("detail: want %q; got\n%s", want, v)
+		}
+	}
+	noRaw("detail", v)
+
+	// A reason typed at the prompt is recorded clean, and shown escaped among the recent
+	// decisions.
+	d.key("n")
+	d.typeText(displaytest.Typed.Raw)
+	d.key("enter")
+	if got := status(t, s.hub, tk.ID); got.Decision == nil || got.Decision.Reason != displaytest.Typed.Clean {
+		t.Fatalf("decision %+v; want the reason %q", got.Decision, displaytest.Typed.Clean)
+	}
+	d.waitFor("the decision", func() bool { return len(d.m.recent) == 1 })
+	v = d.view()
+	if !shows(v, displaytest.Typed.Shown) {
+		t.Errorf("recent: want %q; got\n%s", displaytest.Typed.Shown, v)
+	}
+	noRaw("recent", v)
 }
 
 func TestRecentAndGateState(t *testing.T) {

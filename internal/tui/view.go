@@ -2,12 +2,14 @@ package tui
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
@@ -71,7 +73,8 @@ func (m *model) viewHeight() int {
 // View draws the screen: the header and the status lines, the body (the ticket list and the
 // recent decisions, a ticket's details, or a page: help, QR code, a command's output), and at
 // the bottom the message, the prompt and the keys. Every string that came from a ticket, the
-// gate or a hook is passed through clean first.
+// gate or a hook is escaped first (display.Escape; a ticket and the gate's state through their
+// Escaped methods), so that no control sequence reaches the terminal.
 func (m *model) View() string {
 	if m.quitting {
 		return ""
@@ -145,7 +148,7 @@ func (m *model) bodyRows() int {
 
 // headerLine is the counts and the gate's state at a glance.
 func (m *model) headerLine(w int) string {
-	now, g, st := m.now(), m.gate, m.st
+	now, g, st := m.now(), m.gate.Escaped(), m.st
 	held, reds := 0, 0
 	for _, t := range m.pending {
 		held += t.Holders
@@ -180,7 +183,7 @@ func (m *model) headerLine(w int) string {
 		if v == "" {
 			gs = append(gs, st.bad.Render("no policy"))
 		} else {
-			gs = append(gs, "policy "+clean(v))
+			gs = append(gs, "policy "+v)
 		}
 		gs = append(gs, "signer "+m.health(g.Signer, "off"), "audit "+m.health(g.Audit, ""))
 		if !stale {
@@ -195,7 +198,7 @@ func (m *model) headerLine(w int) string {
 	return st.title.Render("lockhttp") + " │ " + count + " │ " + strings.Join(parts, " · ")
 }
 
-// health colours one of the gate's "ok" / error fields.
+// health colours one of the gate's "ok" / error fields, escaped already.
 func (m *model) health(s, neutral string) string {
 	switch {
 	case s == "ok":
@@ -203,9 +206,9 @@ func (m *model) health(s, neutral string) string {
 	case s == "":
 		return m.st.warn.Render("?")
 	case s == neutral:
-		return m.st.warn.Render(clean(s))
+		return m.st.warn.Render(s)
 	}
-	return m.st.bad.Render(short(s, 40))
+	return m.st.bad.Render(ansi.Truncate(s, 40, "…"))
 }
 
 // bottomParts are the message, the prompt and the keys.
@@ -305,6 +308,7 @@ func (m *model) listBody(w, rows int) []string {
 
 // ticketLine is one pending ticket: age, container, method, URL, rule.
 func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
+	t = t.Escaped()
 	mark := "  "
 	if selected {
 		mark = "> "
@@ -314,19 +318,19 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 	} else {
 		mark += " "
 	}
-	left := mark + padLeft(fmtAge(m.now().Sub(t.Created)), 4) + "  " + padRight(short(t.Container, 12), 12) + "  " +
-		padRight(short(t.Method, 7), 7) + "  "
+	left := mark + padLeft(fmtAge(m.now().Sub(t.Created)), 4) + "  " + padRight(ansi.Truncate(t.Container, 12, "…"), 12) + "  " +
+		padRight(ansi.Truncate(t.Method, 7, "…"), 7) + "  "
 	tunnel := ""
-	target := clean(t.URL)
+	target := t.URL
 	if t.Kind == hub.KindConnect {
 		tunnel = "[tunnel] "
 		if target == "" {
-			target = clean(fmt.Sprintf("%s:%d", t.Host, t.Port))
+			target = fmt.Sprintf("%s:%d", t.Host, t.Port)
 		}
 	}
 	rest := max(0, w-ansi.StringWidth(left)-ansi.StringWidth(tunnel))
 	rule := ""
-	if r := clean(t.Rule); r != "" && rest >= 30 {
+	if r := t.Rule; r != "" && rest >= 30 {
 		rule = "  " + ansi.Truncate(r, min(ansi.StringWidth(r), rest/3), "…")
 	}
 	urlW := max(0, rest-ansi.StringWidth(rule))
@@ -346,9 +350,10 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 
 // recentLine is one decided or expired ticket: time, verdict, by, method, URL.
 func (m *model) recentLine(t hub.Ticket) string {
+	t = t.Escaped()
 	at, by, style := t.Expires, "-", m.st.expired
 	if t.Decision != nil {
-		at, by = t.Decision.At, clean(t.Decision.By)
+		at, by = t.Decision.At, t.Decision.By
 	}
 	switch t.Status {
 	case hub.Approved:
@@ -356,10 +361,10 @@ func (m *model) recentLine(t hub.Ticket) string {
 	case hub.Denied:
 		style = m.st.denied
 	}
-	line := "  " + at.Format("15:04:05") + "  " + style.Render(padRight(clean(string(t.Status)), 8)) + "  " +
-		padRight(ansi.Truncate(by, 20, "…"), 20) + "  " + padRight(short(t.Method, 7), 7) + "  " + clean(t.URL)
+	line := "  " + at.Format("15:04:05") + "  " + style.Render(padRight(string(t.Status), 8)) + "  " +
+		padRight(ansi.Truncate(by, 20, "…"), 20) + "  " + padRight(ansi.Truncate(t.Method, 7, "…"), 7) + "  " + t.URL
 	if t.Status == hub.Denied && t.Decision != nil && t.Decision.Reason != "" {
-		line += m.st.faint.Render("  — " + clean(t.Decision.Reason))
+		line += m.st.faint.Render("  — " + t.Decision.Reason)
 	}
 	return line
 }
@@ -367,8 +372,8 @@ func (m *model) recentLine(t hub.Ticket) string {
 // detailHead is the part of the detail view that does not scroll: the title, the state, the
 // warnings.
 func (m *model) detailHead(w int) []string {
-	t, st := m.detail, m.st
-	title := "Ticket " + clean(t.ID)
+	t, st := m.detail.Escaped(), m.st
+	title := "Ticket " + t.ID
 	if t.Kind == hub.KindConnect {
 		title += " · CONNECT tunnel"
 	}
@@ -389,22 +394,22 @@ func (m *model) detailHead(w int) []string {
 		}
 		target := fmt.Sprintf("%s:%d", t.Host, t.Port)
 		s := fmt.Sprintf("TUNNEL: approving opens %s → %s for %s; reads and writes both pass, unseen, for the grant",
-			clean(t.Container), clean(target), grant)
+			t.Container, target, grant)
 		out = append(out, wrapStyled(st.warning, s, w)...)
 	}
 	if t.Warning != "" {
-		out = append(out, wrapStyled(st.warning, "WARNING: "+clean(t.Warning), w)...)
+		out = append(out, wrapStyled(st.warning, "WARNING: "+t.Warning, w)...)
 	}
-	if suspicious(t) {
+	if suspicious(m.detail) {
 		out = append(out, wrapStyled(st.warn,
-			`this ticket holds control or invisible characters; they are shown escaped (\x1b, \u{202E})`, w)...)
+			`this ticket holds control, invisible or look-alike characters; they are shown escaped (\x1b, \u{202E}, \u{0430})`, w)...)
 	}
 	return append(out, "")
 }
 
 // detailLines is the part of the detail view that scrolls: every field a human needs.
 func (m *model) detailLines(w int) []string {
-	t, now := m.detail, m.now()
+	t, now := m.detail.Escaped(), m.now()
 	var out []string
 	field := func(label, value string) {
 		const lw = 13
@@ -421,14 +426,14 @@ func (m *model) detailLines(w int) []string {
 		if s == "" {
 			return "-"
 		}
-		return clean(s)
+		return s
 	}
 	field("container", dash(t.Container))
 	field("agent", dash(t.Agent))
 	field("method", dash(t.Method))
 	field("url", dash(t.URL))
 	if t.Kind == hub.KindConnect {
-		field("target", clean(fmt.Sprintf("%s:%d", t.Host, t.Port)))
+		field("target", fmt.Sprintf("%s:%d", t.Host, t.Port))
 		if t.Grant > 0 {
 			field("grant", t.Grant.String())
 		}
@@ -446,15 +451,15 @@ func (m *model) detailLines(w int) []string {
 	field("holders", fmt.Sprintf("%d request(s) held now", t.Holders))
 	field("body size", fmt.Sprintf("%d bytes", t.BodySize))
 	if t.Decision != nil {
-		d := fmt.Sprintf("%s by %s at %s", t.Decision.Verdict, clean(t.Decision.By), t.Decision.At.Format("15:04:05"))
+		d := fmt.Sprintf("%s by %s at %s", t.Decision.Verdict, t.Decision.By, t.Decision.At.Format("15:04:05"))
 		if t.Decision.Reason != "" {
-			d += ": " + clean(t.Decision.Reason)
+			d += ": " + t.Decision.Reason
 		}
 		field("decision", d)
 	}
 	out = append(out, "", m.st.title.Render(fmt.Sprintf("Headers (%d)", len(t.Headers))))
 	for _, hd := range t.Headers {
-		for _, l := range strings.Split(ansi.Hardwrap(clean(hd.Name)+": "+clean(hd.Value), max(1, w-2), true), "\n") {
+		for _, l := range strings.Split(ansi.Hardwrap(hd.Name+": "+hd.Value, max(1, w-2), true), "\n") {
 			out = append(out, "  "+l)
 		}
 	}
@@ -462,7 +467,7 @@ func (m *model) detailLines(w int) []string {
 	if t.BodyPreview == "" {
 		out = append(out, m.st.faint.Render("  none"))
 	}
-	for _, pl := range strings.Split(cleanBlock(t.BodyPreview), "\n") {
+	for _, pl := range strings.Split(t.BodyPreview, "\n") {
 		if t.BodyPreview == "" {
 			break
 		}
@@ -493,20 +498,8 @@ func (m *model) detailBody(w, rows int) []string {
 	return out
 }
 
-// suspicious reports whether a ticket holds anything that clean escapes.
-func suspicious(t hub.Ticket) bool {
-	for _, s := range []string{t.ID, t.Container, t.Agent, t.Method, t.URL, t.Rule, t.Reason, t.Warning, t.Host} {
-		if escaped(s) {
-			return true
-		}
-	}
-	for _, h := range t.Headers {
-		if escaped(h.Name) || escaped(h.Value) {
-			return true
-		}
-	}
-	return !plain(t.BodyPreview, true)
-}
+// suspicious reports whether a ticket holds anything that escaping changes.
+func suspicious(t hub.Ticket) bool { return !reflect.DeepEqual(t, t.Escaped()) }
 
 func (m *model) helpBody(w int) []string {
 	out := []string{m.st.title.Render("Keys")}
@@ -521,7 +514,7 @@ func (m *model) helpBody(w int) []string {
 
 func (m *model) qrBody(w, rows int) []string {
 	qr := strings.Split(strings.TrimRight(m.qr, "\n"), "\n")
-	url := strings.Split(ansi.Hardwrap(clean(m.qrURL), max(1, w), true), "\n")
+	url := strings.Split(ansi.Hardwrap(display.Escape(m.qrURL, false), max(1, w), true), "\n")
 	qw := 0
 	for _, l := range qr {
 		qw = max(qw, ansi.StringWidth(l))
@@ -559,9 +552,6 @@ func wrapStyled(st lipgloss.Style, s string, w int) []string {
 	}
 	return lines
 }
-
-// short is s cleaned and cut to n columns.
-func short(s string, n int) string { return ansi.Truncate(clean(s), n, "…") }
 
 func padRight(s string, n int) string { return s + strings.Repeat(" ", max(0, n-ansi.StringWidth(s))) }
 

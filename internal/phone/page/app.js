@@ -1,7 +1,9 @@
 // lockhttp phone page. Plain JS, no build step, no external resources.
 //
 // Every ticket field comes from an agent's request: it is put on the page as text only
-// (textContent, text nodes), never as HTML.
+// (textContent, text nodes), never as HTML. The server sends it escaped already (Go's
+// display.Escape: controls, bidi, invisible and look-alike characters arrive as visible \x1b,
+// \u{202E}, \u{0430}), so the page escapes nothing of its own.
 "use strict";
 
 (function () {

@@ -1,0 +1,41 @@
+package hub
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestFacadeDenyCleansWhatWasTyped: a denial through the facade API (lox deny) records the reason
+// and the name as display.Clean leaves them, and a reason of nothing visible is no reason.
+func TestFacadeDenyCleansWhatWasTyped(t *testing.T) {
+	h, _ := newHub(t, "")
+	srv := httptest.NewServer(h.FacadeHandler(map[string]string{"cli": "tok"}))
+	defer srv.Close()
+	deny := func(id, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/tickets/"+id+"/deny", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Content-Type"); got != "application/json" {
+			t.Errorf("Content-Type %q", got)
+		}
+		return resp.StatusCode
+	}
+	a, _ := h.Ask(ask("fp1:a"))
+	if code := deny(a.Ticket.ID, `{"fingerprint":"fp1:a","by":"root","reason":"\u202e\u200b\u001b \t"}`); code != 400 {
+		t.Fatalf("a reason of nothing visible: %d, want 400", code)
+	}
+	if code := deny(a.Ticket.ID, `{"fingerprint":"fp1:a","by":"ro:ot\u202e","reason":" not\u202e\nnow\u001b[2J "}`); code != 200 {
+		t.Fatalf("deny: %d, want 200", code)
+	}
+	got, _ := h.Get(a.Ticket.ID)
+	if got.Decision == nil || got.Decision.Reason != "not now[2J" || got.Decision.By != "cli:root" {
+		t.Fatalf("decision %+v; want the reason %q by %q", got.Decision, "not now[2J", "cli:root")
+	}
+}
