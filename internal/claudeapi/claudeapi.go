@@ -39,7 +39,10 @@ type Request struct {
 	Method string // compared case-sensitively: only GET, HEAD and OPTIONS are reads
 	Path   string // the escaped URL path; a query string, if left on, is cut off
 	Header http.Header
-	Body   []byte // the whole body, as sent (before any Content-Encoding is undone)
+	Body   []byte // the whole body, as sent (before any Content-Encoding is undone), unless Decoded
+	// Decoded reports that Body is already decoded from the Content-Encoding the header names
+	// (the gate decodes a body once per request).
+	Decoded bool
 	// Limit is the gate's buffer_limit: a body longer than Limit, as sent or decoded, is
 	// refused with E_BODY_TOO_LARGE. Zero or less: no body may be judged, so any non-empty
 	// Messages API body is refused.
@@ -144,7 +147,7 @@ func judgeMessages(r Request) Judgement {
 		return ask(RuleMessages, true, []string{why})
 	}
 	body := r.Body
-	if codings := contentcoding.Codings(r.Header); len(codings) > 0 {
+	if codings := contentcoding.Codings(r.Header); len(codings) > 0 && !r.Decoded {
 		var err error
 		body, err = contentcoding.Decode(r.Body, codings, limit)
 		if errors.Is(err, contentcoding.ErrTooLarge) {

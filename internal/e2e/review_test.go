@@ -103,6 +103,23 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	if r := <-e.send("POST", "/x", "a"); r.code != "E_PENDING" {
 		t.Fatalf("a loosening applied without review: %+v", r)
 	}
+	// lockhttp explain --state decides as the gate does, with the approved policy; --policy
+	// with the edited file says what approving it would change.
+	target := fmt.Sprintf("http://origin.test:%d/x", port)
+	for _, tc := range []struct {
+		args    []string
+		verdict string
+	}{
+		{[]string{"--state", s.state}, "ASK"},
+		{[]string{"--policy", s.policy}, "FREE"},
+	} {
+		args := append(append([]string{"explain"}, tc.args...), "POST", target, "-d", "a")
+		out, err := exec.Command(filepath.Join(binDir, "lockhttp"), args...).Output()
+		var got struct{ Verdict, Rule string }
+		if err != nil || json.Unmarshal(out, &got) != nil || got.Verdict != tc.verdict || got.Rule != "ask-writes" {
+			t.Errorf("lockhttp %v: %v %s; want %s by ask-writes", args, err, out, tc.verdict)
+		}
+	}
 	s.command("review")
 	var version string
 	waitUntil(t, 10*time.Second, "the review on the screen", func() bool {

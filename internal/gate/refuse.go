@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -38,14 +39,15 @@ func refusalStatus(d policy.Decision) int {
 }
 
 // refusalBody is the plain-text body that tells the agent what was refused, why and what to do.
+// Every part that came from the request goes through display.Escape.
 func refusalBody(ex *exchange, d policy.Decision) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "lockhttp refused this request: %s %s\n\n", ex.rec.Method, ex.rec.URL)
+	fmt.Fprintf(&b, "lockhttp refused this request: %s %s\n\n", display.Escape(ex.rec.Method, false), display.Escape(ex.rec.URL, false))
 	fmt.Fprintf(&b, "Code:    %s\n", d.Code)
 	if d.Rule != "" {
-		fmt.Fprintf(&b, "Rule:    %s\n", d.Rule)
+		fmt.Fprintf(&b, "Rule:    %s\n", display.Escape(d.Rule, false))
 	}
-	fmt.Fprintf(&b, "Why:     %s\n", d.Reason)
+	fmt.Fprintf(&b, "Why:     %s\n", display.Escape(d.Reason, false))
 	if ex.rec.Ticket != "" {
 		fmt.Fprintf(&b, "Ticket:  %s\n", ex.rec.Ticket)
 	}
@@ -112,7 +114,7 @@ func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange
 // audit): 502 or 503 with a body that says why, and no X-LockHTTP-Code.
 func failureResponse(r *http.Request, ex *exchange, status int, why string) *http.Response {
 	body := []byte(fmt.Sprintf("lockhttp could not complete this request: %s %s\n\n%s\n\nRequest: %s\n",
-		ex.rec.Method, ex.rec.URL, why, ex.rec.ID))
+		display.Escape(ex.rec.Method, false), display.Escape(ex.rec.URL, false), why, ex.rec.ID))
 	h := make(http.Header, 5)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -68,7 +68,7 @@ type Inject struct {
 // the rules' decision. It returns the final decision.
 func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d policy.Decision) policy.Decision {
 	host, limit := res.Host, p.Settings.BufferLimit
-	body := r.Body
+	body, decoded := r.Body, false
 	var cannotRead string
 	if codings := contentcoding.Codings(r.Header); len(codings) > 0 && len(body) > 0 {
 		dec, err := contentcoding.Decode(body, codings, limit)
@@ -78,7 +78,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		case err != nil:
 			cannotRead = err.Error()
 		default:
-			body = dec
+			body, decoded = dec, true
 		}
 	}
 	// 4. Secret egress. Checks that cannot run refuse what they would have checked.
@@ -130,7 +130,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		byRule := d.Rule != policy.RuleDefault && d.Rule != policy.RuleTrusted
 		var j claudeapi.Judgement
 		if known {
-			j = claudeapi.Judge(claudeapi.Request{Host: host, Method: r.Method, Path: r.Path, Header: r.Header, Body: r.Body, Limit: limit})
+			j = claudeapi.Judge(claudeapi.Request{Host: host, Method: r.Method, Path: r.Path, Header: r.Header, Body: body, Decoded: decoded, Limit: limit})
 		} else if !byRule {
 			j = claudeapi.OtherHost(host)
 		} else {
