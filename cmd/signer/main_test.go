@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -9,13 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // mainEnv, when "1", makes the test binary run main() with its arguments: the tests drive the
@@ -29,29 +28,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // notRoot is a uid the tests run the signer as, whatever the real one.
 const notRoot = 10004
 
-func testEnv(euid int) (env, *syncBuffer, *syncBuffer) {
-	out, errs := &syncBuffer{}, &syncBuffer{}
+func testEnv(euid int) (env, *testkit.Buffer, *testkit.Buffer) {
+	out, errs := &testkit.Buffer{}, &testkit.Buffer{}
 	return env{stdout: out, stderr: errs, euid: euid, now: time.Now}, out, errs
 }
 
@@ -172,22 +153,18 @@ func TestInit(t *testing.T) {
 // waitSocket waits until something accepts connections on sock.
 func waitSocket(t *testing.T, sock string, exited <-chan int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, "the signer to serve", func() bool {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			return
+			return true
 		}
 		select {
 		case code := <-exited:
 			t.Fatalf("the signer exited (%d) before serving", code)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the signer did not serve within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func TestServe(t *testing.T) {
@@ -266,7 +243,7 @@ func TestSignalStops(t *testing.T) {
 			sock := filepath.Join(shortDir(t), "s.sock")
 			cmd := exec.Command(self, "serve", "--ca", ca, "--socket", sock, "--allow-uid", itoa(os.Geteuid()), "--dev")
 			cmd.Env = append(os.Environ(), mainEnv+"=1")
-			var errs syncBuffer
+			var errs testkit.Buffer
 			cmd.Stderr = &errs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

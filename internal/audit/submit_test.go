@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // TestSubmitWritesWithoutFsyncPerRecord checks that submitted records are written at once, ride
@@ -13,7 +15,7 @@ import (
 func TestSubmitWritesWithoutFsyncPerRecord(t *testing.T) {
 	dir := t.TempDir()
 	fs := &faultFS{writeLimit: -1}
-	w, err := open(Options{Dir: dir, Now: (&clock{t: day1}).Now}, fs)
+	w, err := open(Options{Dir: dir, Now: testkit.NewClock(day1).Now}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,20 +30,9 @@ func TestSubmitWritesWithoutFsyncPerRecord(t *testing.T) {
 	for i := range 20 {
 		w.Submit(&Record{Time: day1, ID: fmt.Sprint("s", i)})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(readLines(t, path)) < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("submitted records not written: %d lines", len(readLines(t, path)))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the 20 submitted records written", func() bool { return len(readLines(t, path)) >= 20 })
 	// Within syncDelay of the last write, one fsync carries them all.
-	for syncs() == s0 {
-		if time.Now().After(deadline) {
-			t.Fatal("submitted records never fsync'ed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the submitted records fsync'ed", func() bool { return syncs() != s0 })
 	if n := syncs() - s0; n > 3 {
 		t.Errorf("%d fsyncs for 20 submitted records; want them to share", n)
 	}
@@ -67,7 +58,7 @@ func TestSubmitAfterCloseIsLost(t *testing.T) {
 
 func TestCloseSyncsSubmitted(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Open(Options{Dir: dir, Now: (&clock{t: day1}).Now})
+	w, err := Open(Options{Dir: dir, Now: testkit.NewClock(day1).Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // writeFile writes n records through a Writer and returns the file's path and lines.
 func writeFile(t *testing.T, n int) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := Open(Options{Dir: dir, Now: (&clock{t: day1}).Now, NoSync: true})
+	w, err := Open(Options{Dir: dir, Now: testkit.NewClock(day1).Now, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestVerifyMissingFile(t *testing.T) {
 // never count more good records than there are lines.
 func FuzzVerify(f *testing.F) {
 	dir := f.TempDir()
-	w, err := Open(Options{Dir: dir, Now: (&clock{t: day1}).Now, NoSync: true})
+	w, err := Open(Options{Dir: dir, Now: testkit.NewClock(day1).Now, NoSync: true})
 	if err != nil {
 		f.Fatal(err)
 	}

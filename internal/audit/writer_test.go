@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,42 +13,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-// clock is an injectable clock.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-// logBuffer collects log output written by the committer goroutine.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) Lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
+// logLines returns the lines of the log that the committer goroutine writes to b.
+func logLines(b *testkit.Buffer) []string {
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
 
 // readLines returns the file's lines without newlines; it fails the test if the file does not
@@ -89,7 +59,7 @@ var day1 = time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
 func TestWriteConcurrent(t *testing.T) {
 	const writers, each = 50, 100
 	dir := t.TempDir()
-	clk := &clock{t: day1.Add(-time.Hour)}
+	clk := testkit.NewClock(day1.Add(-time.Hour))
 	w, err := Open(Options{Dir: dir, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +128,7 @@ func TestOpenCreatesDir(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	clk := &clock{t: day1}
+	clk := testkit.NewClock(day1)
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string) string // returns Options.Dir
@@ -206,7 +176,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestDayRollover(t *testing.T) {
 	dir := t.TempDir()
-	clk := &clock{t: day1}
+	clk := testkit.NewClock(day1)
 	w, err := Open(Options{Dir: dir, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +260,7 @@ func commitBatch(w *Writer, recs []Record) []error {
 func TestBigBatch(t *testing.T) {
 	dir := t.TempDir()
 	fs := &faultFS{writeLimit: -1}
-	w, err := open(Options{Dir: dir, Now: (&clock{t: day1}).Now}, fs)
+	w, err := open(Options{Dir: dir, Now: testkit.NewClock(day1).Now}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +306,7 @@ func TestRestartContinuesChain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			clk := &clock{t: day1}
+			clk := testkit.NewClock(day1)
 			path := filepath.Join(dir, "2026-11-30.jsonl")
 			for run := range 2 {
 				w, err := Open(Options{Dir: dir, Now: clk.Now})
@@ -476,8 +446,8 @@ func TestWriteFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fs := &faultFS{writeLimit: -1}
-			var logs logBuffer
-			w, err := open(Options{Dir: dir, Now: (&clock{t: day1}).Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, fs)
+			var logs testkit.Buffer
+			w, err := open(Options{Dir: dir, Now: testkit.NewClock(day1).Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, fs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,7 +466,7 @@ func TestWriteFailure(t *testing.T) {
 			if h := w.Healthy(); !errors.Is(h, tt.wantErr) {
 				t.Errorf("Healthy() = %v after a failed write, want %v", h, tt.wantErr)
 			}
-			if l := logs.Lines(); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") || !strings.Contains(l[0], tt.wantErr.Error()) {
+			if l := logLines(&logs); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") || !strings.Contains(l[0], tt.wantErr.Error()) {
 				t.Errorf("log = %q, want one error line", l)
 			}
 
@@ -507,7 +477,7 @@ func TestWriteFailure(t *testing.T) {
 			if h := w.Healthy(); h != nil {
 				t.Errorf("Healthy() = %v after a later success, want nil", h)
 			}
-			if l := logs.Lines(); len(l) != 2 || !strings.Contains(l[1], "level=INFO") {
+			if l := logLines(&logs); len(l) != 2 || !strings.Contains(l[1], "level=INFO") {
 				t.Errorf("log = %q, want an error line then a recovery line", l)
 			}
 
@@ -525,7 +495,7 @@ func TestWriteFailure(t *testing.T) {
 // TestWriteFailureRealFile uses a failure that root hits too: the next day's file is a directory.
 func TestWriteFailureRealFile(t *testing.T) {
 	dir := t.TempDir()
-	clk := &clock{t: day1}
+	clk := testkit.NewClock(day1)
 	w, err := Open(Options{Dir: dir, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +529,7 @@ func TestWriteFailureRealFile(t *testing.T) {
 func TestCloseFlushesQueue(t *testing.T) {
 	dir := t.TempDir()
 	fs := &faultFS{writeLimit: -1}
-	w, err := open(Options{Dir: dir, Now: (&clock{t: day1}).Now}, fs)
+	w, err := open(Options{Dir: dir, Now: testkit.NewClock(day1).Now}, fs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -59,22 +60,12 @@ func TestPollAppliesKeepsAndRefuses(t *testing.T) {
 		applied.Add(1)
 		cur.Store(p)
 	}, func(err error) { lastErr.Store(&err) })
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	wait("first policy applied", func() bool { return applied.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "first policy applied", func() bool { return applied.Load() == 1 })
 	// The console goes away: the policy stays, the error is reported, nothing is applied.
 	fc.mu.Lock()
 	fc.down = true
 	fc.mu.Unlock()
-	wait("error reported", func() bool { e := lastErr.Load(); return e != nil && *e != nil })
+	testkit.WaitFor(t, 5*time.Second, "error reported", func() bool { e := lastErr.Load(); return e != nil && *e != nil })
 	if applied.Load() != 1 || cur.Load() == nil {
 		t.Fatal("the policy changed while the console was down")
 	}
@@ -83,7 +74,7 @@ func TestPollAppliesKeepsAndRefuses(t *testing.T) {
 	fc.down = false
 	fc.served = console.Served{Version: policy.Hash([]byte(text)) + "x", Name: "p.toml", TOML: text + "deny = [\"a.example\"]\n"}
 	fc.mu.Unlock()
-	wait("hash mismatch reported", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "hash mismatch reported", func() bool {
 		e := lastErr.Load()
 		return e != nil && *e != nil && contains((*e).Error(), "does not match its version")
 	})

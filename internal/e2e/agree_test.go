@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // agreePolicy is the agreement corpus's policy; %[1]d is the plain origin's port, %[2]d the TLS
@@ -357,7 +358,7 @@ func startBareGate(t *testing.T, r *running, roots string) *bareGate {
 		args = append(args, "-allow-root")
 	}
 	cmd := exec.Command(filepath.Join(binDir, "gate"), args...)
-	log := &syncBuffer{}
+	log := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func startBareGate(t *testing.T, r *running, roots string) *bareGate {
 	})
 	// Ready once it answers its own name with a policy.
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL(t, "http://"+addr))}, Timeout: 2 * time.Second}
-	waitUntil(t, 20*time.Second, "the bare gate answering with a policy", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the bare gate answering with a policy", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("the gate exited:\n%s", log)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 const askPolicy = `version = 1
@@ -90,7 +91,7 @@ func (e *askEnv) tickets(t *testing.T) []hub.Ticket {
 func (e *askEnv) waitTicket(t *testing.T, url string) hub.Ticket {
 	t.Helper()
 	var found hub.Ticket
-	waitUntil(t, 10*time.Second, "a ticket for "+url, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a ticket for "+url, func() bool {
 		for _, tk := range e.tickets(t) {
 			if tk.URL == url {
 				found = tk
@@ -149,7 +150,7 @@ func TestAskApprovedWithLox(t *testing.T) {
 		t.Fatalf("after approval: %+v", r)
 	}
 	var rec map[string]any
-	waitUntil(t, 5*time.Second, "the audit record", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the audit record", func() bool {
 		for _, m := range e.auditRecords() {
 			if m["ticket"] == tk.ID && m["status"] == float64(200) {
 				rec = m
@@ -213,7 +214,7 @@ func TestIdenticalRequestsShareATicket(t *testing.T) {
 	b := e.send("POST", "/same", "body")
 	c := e.send("POST", "/same", "other body")
 	var ts []hub.Ticket
-	waitUntil(t, 10*time.Second, "two tickets, one held twice", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "two tickets, one held twice", func() bool {
 		ts = nil
 		for _, tk := range e.tickets(t) {
 			if tk.URL == url {

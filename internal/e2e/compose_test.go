@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // requireDocker skips without a docker daemon and docker-compose, except under CI=true.
@@ -134,7 +136,7 @@ func TestComposeSidecar(t *testing.T) {
 		c.run("down", "-v", "--rmi", "all")
 	})
 	c.must("up", "-d")
-	waitUntil(t, 90*time.Second, "the agent to reach the origin through the gate", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "the agent to reach the origin through the gate", func() bool {
 		return strings.HasPrefix(c.agent("get", "http://origin.test/ready"), "status=200")
 	})
 
@@ -154,7 +156,7 @@ func TestComposeSidecar(t *testing.T) {
 		done := make(chan string, 1)
 		go func() { done <- c.agent("delete", "https://origin.test/thing") }()
 		var id string
-		waitUntil(t, 20*time.Second, "the ticket", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the ticket", func() bool {
 			out, err := c.lox("tickets")
 			for _, line := range strings.Split(out, "\n") {
 				if f := strings.Fields(line); err == nil && len(f) > 4 && f[3] == "DELETE" {
@@ -241,13 +243,13 @@ func TestComposeSidecar(t *testing.T) {
 		if code != 2 || !hasLine(out, "ERROR", "compose", "signer") || !hasLine(out, "ERROR", "signer", "") {
 			t.Fatalf("a stopped signer: exit %d\n%s", code, out)
 		}
-		waitUntil(t, 30*time.Second, "decrypted requests again", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "decrypted requests again", func() bool {
 			return strings.HasPrefix(c.agent("get", "https://origin.test/after-signer"), "status=200")
 		})
 	})
 	t.Run("the console away: the gate keeps its policy, ASKs get E_NO_CONSOLE", func(t *testing.T) {
 		c.must("stop", "console")
-		waitUntil(t, 30*time.Second, "ASKs refused at once", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "ASKs refused at once", func() bool {
 			return strings.HasPrefix(c.agent("delete", "https://origin.test/while-away"), "status=403 code=E_NO_CONSOLE")
 		})
 		if out := c.agent("get", "https://origin.test/while-away"); !strings.HasPrefix(out, "status=200") {
@@ -257,7 +259,7 @@ func TestComposeSidecar(t *testing.T) {
 			t.Errorf("a deny rule while the console is away: %s", out)
 		}
 		c.must("start", "console")
-		waitUntil(t, 60*time.Second, "the hub back", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "the hub back", func() bool {
 			out, err := c.lox("tickets", "--json")
 			return err == nil && strings.HasPrefix(strings.TrimSpace(out), "[")
 		})

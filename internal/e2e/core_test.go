@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -219,7 +220,7 @@ func TestCoreFreeRequestsReachTheOrigin(t *testing.T) {
 		}
 		cl.CloseIdleConnections()
 		// The tunnel's record is written when the tunnel closes.
-		waitUntil(t, 5*time.Second, "connect record", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "connect record", func() bool {
 			for _, m := range e.auditRecords() {
 				if m["event"] == "connect" && m["rule"] == "tunnel-ok" && m["verdict"] == "FREE" && m["bytes_out"].(float64) > 0 {
 					return true
@@ -324,7 +325,7 @@ func TestCoreAuditHasOneRecordPerRequest(t *testing.T) {
 		resp.Body.Close()
 		ids[resp.Header.Get(gate.HeaderRequest)] = p
 	}
-	waitUntil(t, 5*time.Second, "three records", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "three records", func() bool {
 		n := 0
 		for _, m := range e.auditRecords() {
 			if _, ok := ids[m["id"].(string)]; ok {
@@ -368,11 +369,12 @@ func TestCorePolicyReload(t *testing.T) {
 	if err := os.WriteFile(e.policy, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	took := waitUntil(t, 3*time.Second, "the edit to take effect", func() bool {
+	editedAt := time.Now()
+	testkit.WaitFor(t, 3*time.Second, "the edit to take effect", func() bool {
 		s, rule := get("/reload")
 		return s == 403 && rule == "no-reload"
 	})
-	t.Logf("the edit took effect after %s", took)
+	t.Logf("the edit took effect after %s", time.Since(editedAt))
 
 	// An invalid edit keeps the policy: wait until the console has rejected it and the gate has
 	// asked the console again since, then check the decisions.
@@ -391,7 +393,7 @@ func TestCorePolicyReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := time.Now()
-	waitUntil(t, 5*time.Second, "the console to reject the file", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the console to reject the file", func() bool {
 		var st struct {
 			FileError string `json:"file_error"`
 		}
@@ -403,7 +405,7 @@ func TestCorePolicyReload(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&st)
 		return strings.Contains(st.FileError, `verdict "nope" is unknown`)
 	})
-	waitUntil(t, 5*time.Second, "the gate to poll again", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the gate to poll again", func() bool {
 		return gateStatus().ConsoleChecked.After(written.Add(100 * time.Millisecond))
 	})
 	if v := gateStatus().PolicyVersion; v != versionBefore {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 const decryptPolicy = `version = 1
@@ -393,7 +394,7 @@ func TestDecryptAttacks(t *testing.T) {
 			if e.origin.count() != before {
 				t.Fatal("the origin was reached")
 			}
-			waitUntil(t, 5*time.Second, "audit record of the refused handshake", func() bool {
+			testkit.WaitFor(t, 5*time.Second, "audit record of the refused handshake", func() bool {
 				for _, m := range e.auditRecords() {
 					if m["event"] == "connect" && m["rule"] == a.rule && m["code"] == "E_FLOOR" {
 						return true
@@ -409,7 +410,7 @@ func TestDecryptAttacks(t *testing.T) {
 			t.Fatal("a client without the lockhttp CA accepted the gate's certificate")
 		}
 		tc.Close()
-		waitUntil(t, 5*time.Second, "E_PINNED record", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "E_PINNED record", func() bool {
 			for _, m := range e.auditRecords() {
 				if m["event"] == "connect" && m["code"] == "E_PINNED" {
 					return true
@@ -490,7 +491,7 @@ func TestSignerDownFailsClosed(t *testing.T) {
 		t.Fatal("the origin was reached with the signer stopped")
 	}
 	syscall.Kill(signer, syscall.SIGCONT)
-	waitUntil(t, 20*time.Second, "decryption back", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "decryption back", func() bool {
 		resp, err := e.client().Get(e.url("cold.test", "/x"))
 		if err != nil {
 			return false

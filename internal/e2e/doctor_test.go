@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // doctorPolicy has no floor exception (each would be a WARN) and one rule that asks.
@@ -81,7 +82,7 @@ func TestDoctorLocalStack(t *testing.T) {
 			}
 		}()
 		var out string
-		waitUntil(t, 10*time.Second, "the doctor sees the ticket", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the doctor sees the ticket", func() bool {
 			out, _ = runDoctor(t, "--state", r.state)
 			return hasLine(out, "WARN", "hub", "1 ticket(s) pending")
 		})
@@ -91,7 +92,7 @@ func TestDoctorLocalStack(t *testing.T) {
 		good, _ := os.ReadFile(r.policy)
 		defer func() {
 			os.WriteFile(r.policy, good, 0o600)
-			waitUntil(t, 10*time.Second, "the file loads again", func() bool {
+			testkit.WaitFor(t, 10*time.Second, "the file loads again", func() bool {
 				out, _ := runDoctor(t, "--state", r.state)
 				return !strings.Contains(out, "does not load")
 			})
@@ -99,7 +100,7 @@ func TestDoctorLocalStack(t *testing.T) {
 		os.WriteFile(r.policy, append(append([]byte{}, good...), "[[rule]]\nname = \"x\"\nhosts = [\"a.example\"]\nverdict = \"maybe\"\n"...), 0o600)
 		var out string
 		var code int
-		waitUntil(t, 10*time.Second, "the doctor sees the bad file", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the doctor sees the bad file", func() bool {
 			out, code = runDoctor(t, "--state", r.state)
 			return hasLine(out, "WARN", "console", `verdict "maybe" is unknown`)
 		})

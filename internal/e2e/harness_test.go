@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // binDir holds the binaries built once for the whole test run.
@@ -55,21 +56,6 @@ func requireTool(t *testing.T, name string) string {
 	return p
 }
 
-// waitUntil polls cond every 20ms until it holds or the deadline passes.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		if cond() {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // running is a local stack started with lox run --headless.
 type running struct {
 	t      *testing.T
@@ -77,25 +63,8 @@ type running struct {
 	policy string
 	up     stack.Up
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testkit.Buffer
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startStack writes policyText to a file and runs lox run --headless on it.
@@ -112,7 +81,7 @@ func startStackWith(t *testing.T, policyText string, flags, env []string) *runni
 	if err := os.WriteFile(polPath, []byte(policyText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &running{t: t, state: state, policy: polPath, out: &syncBuffer{}, done: make(chan struct{})}
+	r := &running{t: t, state: state, policy: polPath, out: &testkit.Buffer{}, done: make(chan struct{})}
 	args := append([]string{"run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0"}, flags...)
 	r.cmd = exec.Command(filepath.Join(binDir, "lox"), args...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
@@ -185,7 +154,7 @@ func (r *running) auditRecords() []map[string]any {
 func (r *running) recordFor(id string) map[string]any {
 	r.t.Helper()
 	var rec map[string]any
-	waitUntil(r.t, 5*time.Second, "audit record "+id, func() bool {
+	testkit.WaitFor(r.t, 5*time.Second, "audit record "+id, func() bool {
 		for _, m := range r.auditRecords() {
 			if m["id"] == id {
 				rec = m

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 const minimalPolicy = "version = 1\n[sources]\nlocal = [\"127.0.0.0/8\"]\n"
@@ -30,7 +31,7 @@ func TestLoxStopsEverythingOnSIGTERM(t *testing.T) {
 	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("lox exit code %d:\n%s", code, r.out)
 	}
-	waitUntil(t, 5*time.Second, "gate and console gone", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "gate and console gone", func() bool {
 		return !alive(pids["gate"]) && !alive(pids["console"])
 	})
 	if _, err := os.Stat(filepath.Join(r.state, stack.UpFile)); !os.IsNotExist(err) {
@@ -49,7 +50,7 @@ func TestLoxStopsWhenTheGateDies(t *testing.T) {
 	if r.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(r.out.String(), "the gate exited") {
 		t.Errorf("exit %d, output:\n%s", r.cmd.ProcessState.ExitCode(), r.out)
 	}
-	waitUntil(t, 5*time.Second, "console gone", func() bool { return !alive(r.up.PIDs["console"]) })
+	testkit.WaitFor(t, 5*time.Second, "console gone", func() bool { return !alive(r.up.PIDs["console"]) })
 }
 
 func TestLoxRefusesAnInvalidPolicy(t *testing.T) {

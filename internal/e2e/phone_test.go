@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 func chromium(t *testing.T) string {
@@ -87,7 +89,7 @@ func TestPhoneApprovesAHeldRequest(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the approval on the phone did not release the request")
 	}
-	waitUntil(t, 5*time.Second, "the audit names the phone", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the audit names the phone", func() bool {
 		for _, m := range e.auditRecords() {
 			if a, _ := m["approver"].(string); m["ticket"] == tk.ID && strings.HasPrefix(a, "phone:") {
 				return true

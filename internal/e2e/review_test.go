@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -44,7 +45,7 @@ func (s *tmuxStack) launch(t *testing.T) {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { exec.Command(s.tmux, "kill-session", "-t", s.session).Run() })
-	waitUntil(t, 30*time.Second, "up.json", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "up.json", func() bool {
 		data, err := os.ReadFile(filepath.Join(s.state, stack.UpFile))
 		return err == nil && json.Unmarshal(data, &s.up) == nil
 	})
@@ -70,7 +71,7 @@ func (s *tmuxStack) command(cmd string) {
 func (s *tmuxStack) quit(t *testing.T) {
 	s.keys("Escape")
 	s.command("q!")
-	waitUntil(t, 20*time.Second, "the stack to stop", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the stack to stop", func() bool {
 		_, err := os.Stat(filepath.Join(s.state, stack.UpFile))
 		return os.IsNotExist(err)
 	})
@@ -95,7 +96,7 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	orig, _ := os.ReadFile(s.policy)
 	loose := strings.Replace(string(orig), `verdict = "ask"`, `verdict = "free"`, 1)
 	os.WriteFile(s.policy, []byte(loose), 0o600)
-	waitUntil(t, 10*time.Second, "the console to show the waiting review", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the console to show the waiting review", func() bool {
 		return strings.Contains(s.screen(), "WAIT FOR REVIEW")
 	})
 	// Once the gate has asked the console again, it still asks.
@@ -122,7 +123,7 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	}
 	s.command("review")
 	var version string
-	waitUntil(t, 10*time.Second, "the review on the screen", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the review on the screen", func() bool {
 		m := versionRE.FindStringSubmatch(s.screen())
 		if m != nil {
 			version = m[1]
@@ -131,18 +132,19 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	})
 	s.keys("Escape")
 	s.command("review approve " + version)
-	took := waitUntil(t, 5*time.Second, "the approved loosening to reach the gate", func() bool {
+	approved := time.Now()
+	testkit.WaitFor(t, 5*time.Second, "the approved loosening to reach the gate", func() bool {
 		r := <-e.send("POST", "/x", "a")
 		return r.status == 200
 	})
-	t.Logf("applied %s after the approval", took)
+	t.Logf("applied %s after the approval", time.Since(approved))
 
 	// Another loosening, rejected: it never applies, and the console says the file differs.
 	looser := strings.Replace(loose, `methods = ["POST", "DELETE"]`, `methods = ["POST", "DELETE", "PUT"]`, 1)
 	os.WriteFile(s.policy, []byte(looser), 0o600)
-	waitUntil(t, 10*time.Second, "the second review", func() bool { return strings.Contains(s.screen(), "WAIT FOR REVIEW") })
+	testkit.WaitFor(t, 10*time.Second, "the second review", func() bool { return strings.Contains(s.screen(), "WAIT FOR REVIEW") })
 	s.command("review")
-	waitUntil(t, 10*time.Second, "its version", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "its version", func() bool {
 		m := versionRE.FindAllStringSubmatch(s.screen(), -1)
 		if len(m) > 0 && m[len(m)-1][1] != version {
 			version = m[len(m)-1][1]
@@ -152,7 +154,7 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	})
 	s.keys("Escape")
 	s.command("review reject " + version + " no PUT for now")
-	waitUntil(t, 10*time.Second, "the rejection on the screen", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
+	testkit.WaitFor(t, 10*time.Second, "the rejection on the screen", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
 	gatePolledAfter(t, s.up, time.Now())
 	if r := <-e.send("PUT", "/x", "a"); r.code != "E_PENDING" {
 		t.Fatalf("a rejected loosening applied: %+v", r)
@@ -162,7 +164,7 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	s.quit(t)
 	s.launch(t)
 	e.running.up = s.up
-	waitUntil(t, 10*time.Second, "the console to say the file differs", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
+	testkit.WaitFor(t, 10*time.Second, "the console to say the file differs", func() bool { return strings.Contains(s.screen(), "DIFFERS") })
 	if r := <-e.send("PUT", "/x", "a"); r.code != "E_PENDING" {
 		t.Fatalf("after a restart, the rejected loosening applied: %+v", r)
 	}
@@ -174,7 +176,7 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 // gatePolledAfter waits until the gate has fetched the console's policy after since.
 func gatePolledAfter(t *testing.T, up stack.Up, since time.Time) {
 	t.Helper()
-	waitUntil(t, 10*time.Second, "the gate to ask the console again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the gate to ask the console again", func() bool {
 		var st gate.Status
 		resp, err := unixsock.Client(up.GateSocket, 2*time.Second).Get("http://unix/status")
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 var (
@@ -207,7 +208,7 @@ func TestInjectionAndSecretEgress(t *testing.T) {
 		}
 	})
 	// Give the audit a moment to reach the disk, then look everywhere.
-	waitUntil(t, 5*time.Second, "the audit written", func() bool { return len(e.auditRecords()) > 5 })
+	testkit.WaitFor(t, 5*time.Second, "the audit written", func() bool { return len(e.auditRecords()) > 5 })
 	e.noLeak(t, "credentials", e2eInjected, e2eGitHubToken, e2eGitHubToken[4:24])
 }
 

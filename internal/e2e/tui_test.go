@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // TestTerminalApproves runs the real lox run in a tmux session (a real terminal), holds a request,
@@ -38,13 +39,13 @@ func TestTerminalApproves(t *testing.T) {
 		return string(out)
 	}
 	var up stack.Up
-	waitUntil(t, 30*time.Second, "up.json", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "up.json", func() bool {
 		data, err := os.ReadFile(filepath.Join(state, stack.UpFile))
 		return err == nil && json.Unmarshal(data, &up) == nil
 	})
 	e := &askEnv{running: &running{t: t, state: state, up: up}, origin: rec, port: port}
 	res := e.send("POST", "/from-the-terminal", "hello")
-	waitUntil(t, 15*time.Second, "the ticket on the screen", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the ticket on the screen", func() bool {
 		return strings.Contains(screen(), "/from-the-terminal")
 	})
 	if rec.count() != 0 {
@@ -71,7 +72,7 @@ func TestTerminalApproves(t *testing.T) {
 		}
 	}
 	var rec2 map[string]any
-	waitUntil(t, 5*time.Second, "the audit record", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the audit record", func() bool {
 		for _, m := range e.auditRecords() {
 			if m["status"] == float64(200) && m["approver"] != nil && strings.HasPrefix(m["approver"].(string), "terminal:") {
 				rec2 = m
@@ -84,7 +85,7 @@ func TestTerminalApproves(t *testing.T) {
 	// q quits the terminal, and with it the stack.
 	exec.Command(tmux, "send-keys", "-t", session, "q").Run()
 	exec.Command(tmux, "send-keys", "-t", session, "y").Run() // confirm, when asked
-	waitUntil(t, 15*time.Second, "the stack to stop", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the stack to stop", func() bool {
 		_, err := os.Stat(filepath.Join(state, stack.UpFile))
 		return os.IsNotExist(err)
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // startSquid runs squid on loopback, allowing CONNECT from loopback to port; it returns its
@@ -44,7 +45,7 @@ pid_filename %s/squid.pid
 coredump_dir %s
 `, addr, port, dir, dir, dir, dir)), 0o644)
 	cmd := exec.Command(bin, "-N", "-f", conf)
-	var out syncBuffer
+	var out testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,27 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-// clock is a clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newClock returns a clock that moves only when told.
+func newClock() *testkit.Clock { return testkit.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) }
 
 // marker is planted inside blobs; no reason may repeat it.
 const marker = "Mk7rQ2xZpW"
@@ -517,21 +502,21 @@ func TestWindow(t *testing.T) {
 	sub := func(i int) string { return fmt.Sprintf("n%d.collector.example", i) }
 	cases := []struct {
 		name    string
-		run     func(s *Scorer, c *clock) Score
+		run     func(s *Scorer, c *testkit.Clock) Score
 		suspect bool
 	}{
-		{"subdomains within the window", func(s *Scorer, c *clock) Score {
+		{"subdomains within the window", func(s *Scorer, c *testkit.Clock) Score {
 			for i := range 20 {
 				visit(s, sub(i), 1, false)
 			}
-			c.advance(9 * time.Minute)
+			c.Advance(9 * time.Minute)
 			return s.Score(&Request{Host: sub(20), Path: "/"})
 		}, true},
-		{"subdomains past the window", func(s *Scorer, c *clock) Score {
+		{"subdomains past the window", func(s *Scorer, c *testkit.Clock) Score {
 			for i := range 20 {
 				visit(s, sub(i), 1, false)
 			}
-			c.advance(10 * time.Minute)
+			c.Advance(10 * time.Minute)
 			var sc Score
 			for i := 20; i < 35; i++ {
 				if sc = s.Score(&Request{Host: sub(i), Path: "/"}); sc.Value > 0 {
@@ -540,51 +525,51 @@ func TestWindow(t *testing.T) {
 			}
 			return sc
 		}, false},
-		{"a subdomain seen again stays in the window", func(s *Scorer, c *clock) Score {
+		{"a subdomain seen again stays in the window", func(s *Scorer, c *testkit.Clock) Score {
 			for i := range 20 {
 				visit(s, sub(i), 1, false)
 			}
-			c.advance(9 * time.Minute)
+			c.Advance(9 * time.Minute)
 			for i := range 20 {
 				visit(s, sub(i), 1, false)
 			}
-			c.advance(9 * time.Minute)
+			c.Advance(9 * time.Minute)
 			return s.Score(&Request{Host: sub(20), Path: "/"})
 		}, true},
-		{"bytes within the window", func(s *Scorer, c *clock) Score {
+		{"bytes within the window", func(s *Scorer, c *testkit.Clock) Score {
 			visit(s, "up.example", 1, false)
 			s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
-			c.advance(8 * time.Minute)
+			c.Advance(8 * time.Minute)
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 		}, true},
-		{"bytes past the window", func(s *Scorer, c *clock) Score {
+		{"bytes past the window", func(s *Scorer, c *testkit.Clock) Score {
 			visit(s, "up.example", 1, false)
 			s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
-			c.advance(10 * time.Minute)
+			c.Advance(10 * time.Minute)
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 		}, false},
-		{"replies within the window", func(s *Scorer, c *clock) Score {
+		{"replies within the window", func(s *Scorer, c *testkit.Clock) Score {
 			visit(s, "up.example", 1, false)
 			s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
-			c.advance(time.Minute)
+			c.Advance(time.Minute)
 			s.Replied("up.example", 700<<10)
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 		}, false},
-		{"replies past the window", func(s *Scorer, c *clock) Score {
+		{"replies past the window", func(s *Scorer, c *testkit.Clock) Score {
 			visit(s, "up.example", 1, false)
 			s.Replied("up.example", 1400<<10)
-			c.advance(10 * time.Minute)
+			c.Advance(10 * time.Minute)
 			s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 		}, true},
-		{"a reply from a host never scored is ignored", func(s *Scorer, c *clock) Score {
+		{"a reply from a host never scored is ignored", func(s *Scorer, c *testkit.Clock) Score {
 			s.Replied("up.example", 10<<20)
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 300 << 10})
 		}, true},
-		{"the clock going back", func(s *Scorer, c *clock) Score {
+		{"the clock going back", func(s *Scorer, c *testkit.Clock) Score {
 			visit(s, "up.example", 1, false)
 			s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
-			c.advance(-time.Hour)
+			c.Advance(-time.Hour)
 			return s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
 		}, false},
 	}
@@ -624,7 +609,7 @@ func TestConfig(t *testing.T) {
 		s := New(Config{Now: clk.Now, Window: time.Minute})
 		visit(s, "up.example", 1, false)
 		s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10})
-		clk.advance(time.Minute)
+		clk.Advance(time.Minute)
 		if sc := s.Score(&Request{Host: "up.example", Path: "/", BodySize: 700 << 10}); sc.Suspect {
 			t.Errorf("a one-minute window still counts bytes of a minute ago: %v", sc)
 		}

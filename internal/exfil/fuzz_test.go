@@ -21,7 +21,7 @@ func FuzzScore(f *testing.F) {
 	clk := newClock()
 	s := New(Config{Now: clk.Now, MaxHosts: 4})
 	f.Fuzz(func(t *testing.T, path, query string, body []byte, header string, sel byte) {
-		clk.advance(time.Duration(sel) * time.Second)
+		clk.Advance(time.Duration(sel) * time.Second)
 		r := &Request{
 			Host:     hosts[int(sel)%len(hosts)],
 			Path:     path,

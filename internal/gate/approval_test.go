@@ -8,23 +8,24 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // waitTicket returns the one pending ticket of h that is not in seen.
 func waitTicket(t *testing.T, h *hub.Hub, seen map[string]bool) hub.Ticket {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, tk := range h.Pending() {
-			if !seen[tk.ID] {
-				seen[tk.ID] = true
-				return tk
+	var tk hub.Ticket
+	testkit.WaitFor(t, 5*time.Second, "a new ticket", func() bool {
+		for _, p := range h.Pending() {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				tk = p
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("no new ticket")
-	return hub.Ticket{}
+		return false
+	})
+	return tk
 }
 
 // TestApprovalBindsTheBytesShown: a chunked body (no Content-Length) is held on a ticket that

@@ -17,6 +17,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // hubServer runs a hub on addr (":0" for any) from the state file; stop ends it.
@@ -85,16 +86,12 @@ func TestHubRestartKeepsThePendingTicket(t *testing.T) {
 		done <- resp
 	}()
 	var id string
-	deadline := time.Now().Add(5 * time.Second)
-	for id == "" && time.Now().Before(deadline) {
+	testkit.WaitFor(t, 5*time.Second, "a ticket for the held request", func() bool {
 		if p := h.Pending(); len(p) == 1 {
 			id = p[0].ID
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if id == "" {
-		t.Fatal("no ticket")
-	}
+		return id != ""
+	})
 	h.Flush()
 	stop() // the hub goes away while the request is held
 	resp := <-done
@@ -116,7 +113,7 @@ func TestHubRestartKeepsThePendingTicket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The retry passes once the gate's event stream is back.
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		req, _ := http.NewRequest("DELETE", tg.url("/thing"), nil)
 		resp, err := c.Do(req)
@@ -157,13 +154,7 @@ func TestManyHeldRequestsDoNotBlock(t *testing.T) {
 			results <- resp.StatusCode
 		}(i)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.Pending()) < 50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d tickets", len(h.Pending()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "50 tickets", func() bool { return len(h.Pending()) >= 50 })
 	// Reads flow while 50 requests are held.
 	resp, err := c.Get(tg.url("/free"))
 	if err != nil || resp.StatusCode != 200 {
@@ -229,16 +220,12 @@ func TestHeuristicsTicketShowsTheScore(t *testing.T) {
 		done <- resp
 	}()
 	var tk hub.Ticket
-	deadline := time.Now().Add(5 * time.Second)
-	for tk.ID == "" && time.Now().Before(deadline) {
+	testkit.WaitFor(t, 5*time.Second, "a ticket for the exfiltration suspect", func() bool {
 		if p := h.Pending(); len(p) == 1 {
 			tk = p[0]
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if tk.ID == "" {
-		t.Fatal("no ticket")
-	}
+		return tk.ID != ""
+	})
 	if tk.Rule != judge.RuleHeuristics || !strings.Contains(tk.Reason, "exfiltration score") || !strings.Contains(tk.Warning, "base64") ||
 		strings.Contains(tk.Reason+tk.Warning, blob[:30]) {
 		t.Fatalf("ticket: rule %q reason %q warning %q", tk.Rule, tk.Reason, tk.Warning)

@@ -22,6 +22,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // testGate is a gate on a loopback listener with a real audit writer.
@@ -470,15 +471,14 @@ heuristics = %[2]q
 				}
 			}
 			var rec map[string]any
-			deadline := time.Now().Add(5 * time.Second)
-			for rec == nil && time.Now().Before(deadline) {
+			testkit.WaitFor(t, 5*time.Second, "the audit record of request "+id, func() bool {
 				for _, m := range tg.records(t) {
 					if m["id"] == id {
 						rec = m
 					}
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return rec != nil
+			})
 			if rec == nil || rec["score"] == nil || !strings.Contains(fmt.Sprint(rec["findings"]), "base64") {
 				t.Fatalf("audit record %v", rec)
 			}

@@ -5,27 +5,16 @@ import (
 	"crypto/rand"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newHub(t *testing.T, state string) (*Hub, *clock) {
+func newHub(t *testing.T, state string) (*Hub, *testkit.Clock) {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	h, err := New(Config{Key: key, Now: c.Now, StatePath: state})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +92,7 @@ func TestApprovalAfterPendingAllowsExactlyOneRetry(t *testing.T) {
 	b, _ := h2.Ask(ask("fp1:b"))
 	h2.Leave(b.Ticket.ID)
 	h2.Decide(b.Ticket.ID, "fp1:b", true, "cli:root", "")
-	c2.Add(DefaultAuthWindow + time.Second)
+	c2.Advance(DefaultAuthWindow + time.Second)
 	if late, _ := h2.Ask(ask("fp1:b")); late.Outcome != OutcomePending {
 		t.Fatalf("retry after the window: %s", late.Outcome)
 	}
@@ -132,7 +121,7 @@ func TestExpiryThenTimeoutOnceThenAskAgain(t *testing.T) {
 	defer cancel()
 	a, _ := h.Ask(ask("fp1:a"))
 	<-ch // the new ticket
-	c.Add(DefaultTicketTTL)
+	c.Advance(DefaultTicketTTL)
 	h.Expire()
 	ev := <-ch
 	if ev.Type != "expired" || ev.Ticket.ID != a.Ticket.ID {
@@ -161,7 +150,7 @@ func TestConnectGrant(t *testing.T) {
 			t.Fatalf("CONNECT %d within the grant: %s", i, r.Outcome)
 		}
 	}
-	c.Add(11 * time.Minute)
+	c.Advance(11 * time.Minute)
 	h.Expire()
 	if r, _ := h.Ask(req); r.Outcome == OutcomeApproved {
 		t.Fatal("the grant outlived connect_grant")

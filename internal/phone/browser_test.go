@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // The browser tests drive Debian's chromium headless through chromedp. Without chromium they
@@ -117,15 +118,13 @@ func (b *browser) noConsoleErrors(t *testing.T) {
 // waitTicket polls the hub until the ticket is no longer pending.
 func waitTicket(t *testing.T, h *hub.Hub, id string) hub.Ticket {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if tk, ok := h.Get(id); ok && tk.Status != hub.Pending {
-			return tk
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("ticket %s is still pending", id)
-	return hub.Ticket{}
+	var tk hub.Ticket
+	testkit.WaitFor(t, 20*time.Second, "ticket "+id+" no longer pending", func() bool {
+		var ok bool
+		tk, ok = h.Get(id)
+		return ok && tk.Status != hub.Pending
+	})
+	return tk
 }
 
 func ticketSel(id string) chromedp.CSS {

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 func TestLimiterEviction(t *testing.T) {
-	clk := &clock{t: time.Unix(0, 0)}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	l := newLimiter(clk.Now)
 	for i := range maxBuckets {
 		l.fail(fmt.Sprintf("k%d", i))
@@ -23,7 +25,7 @@ func TestLimiterEviction(t *testing.T) {
 		t.Fatalf("%d buckets, overflow present %v; want maxBuckets and the overflow bucket", len(l.m), ok)
 	}
 	// Once the tracked buckets have refilled they are dropped, and a new address gets its own.
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if !l.allow("new-c") {
 		t.Fatal("after the buckets refilled, a new address is refused")
 	}
@@ -37,7 +39,7 @@ func TestLimiterEviction(t *testing.T) {
 
 // TestLimiterConcurrentFailures: failures that passed allow together each cost a token.
 func TestLimiterConcurrentFailures(t *testing.T) {
-	clk := &clock{t: time.Unix(0, 0)}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	l := newLimiter(clk.Now)
 	for range failBurst - 1 {
 		l.fail("a")
@@ -47,11 +49,11 @@ func TestLimiterConcurrentFailures(t *testing.T) {
 	}
 	l.fail("a")
 	l.fail("a")
-	clk.Add(time.Second / failRate) // one token: back to none, not to one
+	clk.Advance(time.Second / failRate) // one token: back to none, not to one
 	if l.allow("a") {
 		t.Fatal("the second failure was free")
 	}
-	clk.Add(time.Second / failRate)
+	clk.Advance(time.Second / failRate)
 	if !l.allow("a") {
 		t.Fatal("a token later: refused")
 	}

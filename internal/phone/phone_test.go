@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,51 +21,16 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display/displaytest"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
-
-// clock is a settable clock for the hub and the server.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time // guarded by mu
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// syncBuffer collects the log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer // guarded by mu
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 type env struct {
 	t     *testing.T
 	hub   *hub.Hub
 	srv   *Server
 	ts    *httptest.Server
-	clock *clock // nil when the env runs on the real clock
-	log   *syncBuffer
+	clock *testkit.Clock  // settable, for the hub and the server; nil when the env runs on the real clock
+	log   *testkit.Buffer // collects the log
 }
 
 // newEnv starts a hub and the phone server on a loopback httptest server whose URL is the
@@ -77,10 +41,10 @@ func newEnv(t *testing.T, fake bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, log: &syncBuffer{}}
+	e := &env{t: t, log: &testkit.Buffer{}}
 	now := time.Now
 	if fake {
-		e.clock = &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+		e.clock = testkit.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 		now = e.clock.Now
 	}
 	e.hub, err = hub.New(hub.Config{Key: key, Now: now})
@@ -263,12 +227,12 @@ func TestPairingOnce(t *testing.T) {
 func TestPairingExpires(t *testing.T) {
 	e := newEnv(t, true)
 	late := e.pairToken()
-	e.clock.Add(PairingTTL - time.Second)
+	e.clock.Advance(PairingTTL - time.Second)
 	early := e.pairToken()
 	if resp, data := e.do("POST", "/phone/v1/pair", "", e.origin(), map[string]string{"token": early}); resp.StatusCode != 200 {
 		t.Fatalf("a fresh token: %d %s", resp.StatusCode, data)
 	}
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	resp, data := e.do("POST", "/phone/v1/pair", "", e.origin(), map[string]string{"token": late})
 	if resp.StatusCode != 401 {
 		t.Fatalf("a token 10 minutes old: %d %s, want 401", resp.StatusCode, data)
@@ -316,7 +280,7 @@ func TestAuthRequired(t *testing.T) {
 	for _, p := range paths {
 		for _, tc := range tokens {
 			t.Run(p.method+" "+p.path+" "+tc.name, func(t *testing.T) {
-				e.clock.Add(time.Minute) // refill the failed-auth bucket
+				e.clock.Advance(time.Minute) // refill the failed-auth bucket
 				var body any
 				if p.method == "POST" {
 					body = map[string]string{"fingerprint": tk.Fingerprint}
@@ -348,7 +312,7 @@ func TestAuthRequired(t *testing.T) {
 	if got, _ := e.hub.Get(tk.ID); got.Status != hub.Pending {
 		t.Fatalf("the ticket is %s after unauthenticated requests", got.Status)
 	}
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	if resp, data := e.do("GET", "/phone/v1/tickets/"+tk.ID, good, "", nil); resp.StatusCode != 200 {
 		t.Fatalf("the good token: %d %s", resp.StatusCode, data)
 	}
@@ -502,7 +466,7 @@ func TestDecide(t *testing.T) {
 
 	t.Run("expired", func(t *testing.T) {
 		tk := e.ask("https://api.example.com/expired", "{}")
-		e.clock.Add(hub.DefaultTicketTTL)
+		e.clock.Advance(hub.DefaultTicketTTL)
 		resp, data := e.do("POST", approveURL(tk.ID), tok, e.origin(), map[string]string{"fingerprint": tk.Fingerprint})
 		if resp.StatusCode != 409 {
 			t.Fatalf("approve an expired ticket: %d %s, want 409", resp.StatusCode, data)
@@ -707,7 +671,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatal("websocket while limited: upgraded")
 	}
 	// The bucket refills at failRate a second.
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	if resp, _ := e.do("GET", "/phone/v1/tickets", good, "", nil); resp.StatusCode != 200 {
 		t.Fatalf("good token a second later: %d, want 200", resp.StatusCode)
 	}
@@ -718,7 +682,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("guessing runs faster than %v a second: %d", failRate, resp.StatusCode)
 	}
 	// Bad pairing tokens count too.
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	for range int(failBurst) {
 		e.do("POST", "/phone/v1/pair", "", e.origin(), map[string]string{"token": "guess"})
 	}
@@ -742,7 +706,7 @@ func TestLimiterKeys(t *testing.T) {
 			}
 		})
 	}
-	clk := &clock{t: time.Unix(0, 0)}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	l := newLimiter(clk.Now)
 	for range int(failBurst) {
 		l.fail("a")
@@ -899,7 +863,7 @@ func TestWebsocketLive(t *testing.T) {
 func TestSessionsAndLogout(t *testing.T) {
 	e := newEnv(t, true)
 	a := e.pair("  Alice's phone\x00\n ")
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	b := e.pair("tablet:evil")
 	ss := e.srv.Sessions()
 	if len(ss) != 2 || ss[0].Device != "Alice's phone" || ss[1].Device != "tabletevil" {

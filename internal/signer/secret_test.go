@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -57,15 +58,15 @@ func TestKeyNeverLeaks(t *testing.T) {
 	}
 
 	var out bytes.Buffer // everything the signer said
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	textLogs := &logBuffer{}
+	textLogs := &testkit.Buffer{}
 	log.Info("the CA", "ca", ca)
 	slog.New(slog.NewTextHandler(textLogs, nil)).Info("the CA", "ca", ca)
 	fmt.Fprintf(&out, "%v %+v %#v %s\n", ca, ca, ca, ca)
 
 	// The server: success, every refusal and a signing failure.
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	sockDir := shortDir(t)
 	serveWith := func(name string, cfg ServerConfig) *http.Client {
 		cfg.CA, cfg.Logger, cfg.Now = ca, log, clk.Now

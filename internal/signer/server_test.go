@@ -16,33 +16,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
-// logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the JSON log lines whose msg is msg.
-func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
+// logLines returns the JSON log lines in b whose msg is msg.
+func logLines(t *testing.T, b *testkit.Buffer, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
@@ -93,33 +75,15 @@ func serve(t testing.TB, cfg ServerConfig, sock string, mode os.FileMode) {
 type testServer struct {
 	ca    *CA
 	sock  string
-	logs  *logBuffer
+	logs  *testkit.Buffer
 	http  *http.Client
-	clock *clock
-}
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time // guarded by mu
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	clock *testkit.Clock
 }
 
 func startServer(t *testing.T, edit func(*ServerConfig)) *testServer {
 	t.Helper()
 	ca, _ := newCA(t)
-	ts := &testServer{ca: ca, sock: filepath.Join(shortDir(t), "s.sock"), logs: &logBuffer{}, clock: &clock{t: t0}}
+	ts := &testServer{ca: ca, sock: filepath.Join(shortDir(t), "s.sock"), logs: &testkit.Buffer{}, clock: testkit.NewClock(t0)}
 	cfg := ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid()}, Logger: slog.New(slog.NewJSONHandler(ts.logs, nil)), Now: ts.clock.Now}
 	if edit != nil {
 		edit(&cfg)
@@ -198,7 +162,7 @@ func TestServerSigns(t *testing.T) {
 		t.Errorf("not_after %q, want %q", sr.NotAfter, want)
 	}
 
-	issued := ts.logs.lines(t, "sign")
+	issued := logLines(t, ts.logs, "sign")
 	if len(issued) != 1 {
 		t.Fatalf("%d sign log lines, want 1:\n%s", len(issued), ts.logs)
 	}
@@ -281,7 +245,7 @@ func TestServerRefuses(t *testing.T) {
 			}
 		})
 	}
-	for _, l := range ts.logs.lines(t, "sign") {
+	for _, l := range logLines(t, ts.logs, "sign") {
 		if l["outcome"] == "issued" {
 			t.Errorf("issued on a refused request: %v", l)
 		}
@@ -303,15 +267,15 @@ func TestServerRateLimit(t *testing.T) {
 	if got := r.header.Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q, want 2 (one token at 0.5/s)", got)
 	}
-	ts.clock.Add(time.Second)
+	ts.clock.Advance(time.Second)
 	if r := ts.do(t, "POST", "/sign", body); r.status != 429 {
 		t.Errorf("half a token later: %d, want 429", r.status)
 	}
-	ts.clock.Add(time.Second)
+	ts.clock.Advance(time.Second)
 	if r := ts.do(t, "POST", "/sign", body); r.status != 200 {
 		t.Errorf("a token later: %d %s", r.status, r.body)
 	}
-	if len(ts.logs.lines(t, "sign")) != 5 {
+	if len(logLines(t, ts.logs, "sign")) != 5 {
 		t.Errorf("want one log line per request:\n%s", ts.logs)
 	}
 }
@@ -342,7 +306,7 @@ func TestBucket(t *testing.T) {
 func TestHandlerRechecksUID(t *testing.T) {
 	// Without the listener wrapper, the handler alone still refuses a uid that is not allowed.
 	ca, _ := newCA(t)
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	s := NewServer(ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid() + 4242}, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: func() time.Time { return t0 }})
 	sock := filepath.Join(shortDir(t), "s.sock")
 	l, err := unixsock.Listen(sock, 0o600)
@@ -361,7 +325,7 @@ func TestHandlerRechecksUID(t *testing.T) {
 	if resp.StatusCode != 403 || strings.Contains(string(body), "CERTIFICATE") {
 		t.Fatalf("got %d %q, want 403", resp.StatusCode, body)
 	}
-	refused := logs.lines(t, "request refused: uid not allowed")
+	refused := logLines(t, logs, "request refused: uid not allowed")
 	if len(refused) != 1 || refused[0]["uid"] != float64(os.Geteuid()) {
 		t.Errorf("refusal log: %v\n%s", refused, logs)
 	}
@@ -389,7 +353,7 @@ func TestAllowUIDsClosesOthers(t *testing.T) {
 	// As the same uid, a wrapper that allows only another uid closes the connection before
 	// HTTP, and keeps accepting.
 	ca, _ := newCA(t)
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	sock := filepath.Join(shortDir(t), "s.sock")
 	serve(t, ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid() + 4242}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, sock, 0o600)
 	c := unixsock.Client(sock, 5*time.Second)
@@ -403,7 +367,7 @@ func TestAllowUIDsClosesOthers(t *testing.T) {
 			t.Errorf("attempt %d: %v, want EOF or reset", i, err)
 		}
 	}
-	refused := logs.lines(t, "connection refused: uid not allowed")
+	refused := logLines(t, logs, "connection refused: uid not allowed")
 	if len(refused) != 3 {
 		t.Fatalf("%d refusals logged, want 3:\n%s", len(refused), logs)
 	}

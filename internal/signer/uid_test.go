@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // childEnv, when set to a socket path, makes the test binary a tiny client instead: it asks
@@ -122,21 +124,21 @@ func TestOtherUIDRefusedAtAccept(t *testing.T) {
 	}
 
 	t.Run("refused", func(t *testing.T) {
-		logs := &logBuffer{}
+		logs := &testkit.Buffer{}
 		sock := filepath.Join(dir, "refuse.sock")
 		serve(t, ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid()}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, sock, 0o666)
 		got, pid := runChild(sock)
 		if !strings.HasPrefix(got, "closed: ") {
 			t.Fatalf("child as uid %d: %q, want the connection closed without an answer", nobody, got)
 		}
-		refused := logs.lines(t, "connection refused: uid not allowed")
+		refused := logLines(t, logs, "connection refused: uid not allowed")
 		if len(refused) != 1 {
 			t.Fatalf("%d refusals logged, want 1:\n%s", len(refused), logs)
 		}
 		if refused[0]["uid"] != float64(nobody) || refused[0]["pid"] != float64(pid) {
 			t.Errorf("refusal logged as %v, want uid %d pid %d", refused[0], nobody, pid)
 		}
-		if n := len(logs.lines(t, "sign")); n != 0 {
+		if n := len(logLines(t, logs, "sign")); n != 0 {
 			t.Errorf("the refused connection reached the handler (%d sign lines)", n)
 		}
 		// The signer keeps accepting: its own uid still gets a certificate.

@@ -27,29 +27,12 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
 // t0 is the tests' "now".
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time // guarded by mu
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // shortDir makes a directory with a path short enough for a unix socket.
 func shortDir(t testing.TB) string {
@@ -67,7 +50,7 @@ func shortDir(t testing.TB) string {
 type harness struct {
 	ca    *signer.CA
 	sock  string
-	clock *clock
+	clock *testkit.Clock
 	calls atomic.Int64
 	down  atomic.Bool              // answer 503
 	hold  atomic.Pointer[chan any] // when set, a /sign call waits until the channel is closed
@@ -79,7 +62,7 @@ func startSigner(t testing.TB, edit func(*signer.ServerConfig)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{ca: ca, sock: filepath.Join(shortDir(t), "signer.sock"), clock: &clock{t: t0}}
+	h := &harness{ca: ca, sock: filepath.Join(shortDir(t), "signer.sock"), clock: testkit.NewClock(t0)}
 	cfg := signer.ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid()}, Now: h.clock.Now, Rate: 1e9, Burst: 1 << 30}
 	if edit != nil {
 		edit(&cfg)
@@ -218,9 +201,7 @@ func TestSingleflight(t *testing.T) {
 	}
 	started.Wait()
 	// The signer has the first call and holds it: every caller so far is waiting on it.
-	for h.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the signer to get the first call", func() bool { return h.calls.Load() > 0 })
 	close(release)
 	done.Wait()
 	for i := range n {
@@ -247,9 +228,7 @@ func TestCallerGivingUpDoesNotFailOthers(t *testing.T) {
 		_, err := c.Certificate(ctx, "example.com")
 		first <- err
 	}()
-	for h.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the signer to get the first call", func() bool { return h.calls.Load() > 0 })
 	second := make(chan error, 1)
 	go func() {
 		_, err := c.Certificate(context.Background(), "example.com")
@@ -313,19 +292,11 @@ func TestLRU(t *testing.T) {
 // settle waits until no signer call is under way.
 func settle(t *testing.T, c *Client) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, "no signer call under way", func() bool {
 		c.mu.Lock()
-		n := len(c.inflight)
-		c.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a signer call is still under way after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		return len(c.inflight) == 0
+	})
 }
 
 func TestRenewal(t *testing.T) {
@@ -590,7 +561,7 @@ func TestRejectsBadCertificates(t *testing.T) {
 				}
 				json.NewEncoder(w).Encode(resp)
 			})
-			h := &harness{sock: filepath.Join(shortDir(t), "fake.sock"), clock: &clock{t: t0}}
+			h := &harness{sock: filepath.Join(shortDir(t), "fake.sock"), clock: testkit.NewClock(t0)}
 			h.serve(t, fake, []int{os.Geteuid()})
 			c := h.client(t, nil)
 			for i := range 2 {

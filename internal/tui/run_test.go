@@ -1,51 +1,22 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-// syncBuffer is the program's output, read by the test while the program writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// runUI runs Run on pipes; it returns the input to type into, the output and Run's answer.
-func runUI(t *testing.T, ctx context.Context, c Config) (io.Writer, *syncBuffer, <-chan error) {
+// runUI runs Run on pipes; it returns the input to type into, the output (read by the test while
+// the program writes it) and Run's answer.
+func runUI(t *testing.T, ctx context.Context, c Config) (io.Writer, *testkit.Buffer, <-chan error) {
 	t.Helper()
 	inR, inW := io.Pipe()
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Run(ctx, c, inR, out)
@@ -59,10 +30,10 @@ func TestRunApproveThenQuit(t *testing.T) {
 	s := newSetup(t)
 	tk := ask(t, s.hub, hub.AskRequest{URL: "https://api.example.com/run-test"})
 	in, out, errc := runUI(t, context.Background(), s.cfg)
-	eventually(t, "the ticket on the screen", func() bool { return strings.Contains(out.String(), "https://api.example.com/run-test") })
+	testkit.WaitFor(t, 5*time.Second, "the ticket on the screen", func() bool { return strings.Contains(out.String(), "https://api.example.com/run-test") })
 	s.settle()
 	io.WriteString(in, "y")
-	eventually(t, "the approval", func() bool { return status(t, s.hub, tk.ID).Status == hub.Approved })
+	testkit.WaitFor(t, 5*time.Second, "the approval", func() bool { return status(t, s.hub, tk.ID).Status == hub.Approved })
 	if got := status(t, s.hub, tk.ID).Decision.By; got != "terminal:alice" {
 		t.Fatalf("by %q, want terminal:alice", got)
 	}
@@ -82,7 +53,7 @@ func TestRunEndsWithContext(t *testing.T) {
 	ask(t, s.hub, hub.AskRequest{URL: "https://api.example.com/pending"})
 	ctx, cancel := context.WithCancel(context.Background())
 	_, out, errc := runUI(t, ctx, s.cfg)
-	eventually(t, "the first screen", func() bool { return strings.Contains(out.String(), "https://api.example.com/pending") })
+	testkit.WaitFor(t, 5*time.Second, "the first screen", func() bool { return strings.Contains(out.String(), "https://api.example.com/pending") })
 	cancel()
 	select {
 	case err := <-errc:

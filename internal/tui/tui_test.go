@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -21,29 +20,13 @@ import (
 	"github.com/lockhttp/lockhttp/internal/display/displaytest"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-// clock is the tests' clock, shared by the hub and the UI.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// newClock returns the tests' clock, shared by the hub and the UI.
+func newClock() *testkit.Clock { return testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newHub(t *testing.T, clk *clock) *hub.Hub {
+func newHub(t *testing.T, clk *testkit.Clock) *hub.Hub {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -97,7 +80,7 @@ type driver struct {
 }
 
 type setup struct {
-	clk  *clock
+	clk  *testkit.Clock
 	hub  *hub.Hub
 	cfg  Config
 	size [2]int
@@ -211,7 +194,7 @@ func shows(v, s string) bool {
 }
 
 // settle lets the selection's guard time pass.
-func (s *setup) settle() { s.clk.Add(2 * settle) }
+func (s *setup) settle() { s.clk.Advance(2 * settle) }
 
 func status(t *testing.T, h *hub.Hub, id string) hub.Ticket {
 	t.Helper()
@@ -370,7 +353,7 @@ func TestDecidedElsewhere(t *testing.T) {
 func TestSelectionMovedRefusesOnce(t *testing.T) {
 	s := newSetup(t)
 	older := ask(t, s.hub, hub.AskRequest{URL: "https://older.example.com/"})
-	s.clk.Add(time.Second)
+	s.clk.Advance(time.Second)
 	newer := ask(t, s.hub, hub.AskRequest{URL: "https://newer.example.com/"})
 	d := s.start(t)
 	s.settle()
@@ -402,7 +385,7 @@ func TestNewestFirst(t *testing.T) {
 		u := fmt.Sprintf("https://api.example.com/ticket-%d", i)
 		ask(t, s.hub, hub.AskRequest{URL: u})
 		urls = append(urls, u)
-		s.clk.Add(time.Second)
+		s.clk.Advance(time.Second)
 	}
 	d.waitFor("three tickets", func() bool { return len(d.m.pending) == 3 })
 	v := d.view()
@@ -424,7 +407,7 @@ func TestDetail(t *testing.T) {
 		Reason:      "pushes to GitHub ask",
 		Warning:     "this pushes code to a public repository",
 	})
-	s.clk.Add(time.Second)
+	s.clk.Advance(time.Second)
 	conn := ask(t, s.hub, hub.AskRequest{Kind: hub.KindConnect, Method: "CONNECT", URL: "example.org:443",
 		Host: "example.org", Port: 443, Grant: 10 * time.Minute, Rule: "unknown-host"})
 	d := s.start(t)
@@ -461,7 +444,7 @@ func TestDetail(t *testing.T) {
 	if strings.Index(v, "WARNING") > strings.Index(v, "container") {
 		t.Errorf("detail: the warning comes after the fields; got\n%s", v)
 	}
-	s.clk.Add(70 * time.Second)
+	s.clk.Advance(70 * time.Second)
 	d.send(tickMsg{})
 	if want := fmt.Sprintf("(in %s)", tk.Expires.Sub(s.clk.Now())); !strings.Contains(d.view(), want) {
 		t.Errorf("detail: want the countdown to move to %s; got\n%s", want, d.view())
@@ -615,7 +598,7 @@ func TestRecentAndGateState(t *testing.T) {
 	if _, err := s.hub.Decide(b.ID, b.Fingerprint, false, "cli:root", "not now"); err != nil {
 		t.Fatal(err)
 	}
-	s.clk.Add(hub.DefaultTicketTTL + time.Second)
+	s.clk.Advance(hub.DefaultTicketTTL + time.Second)
 	s.hub.Expire()
 	s.hub.SetGateState(hub.GateState{PolicyVersion: "sha256:0123456789abcdef0123", Signer: "ok", Audit: "disk full"})
 	d.waitFor("the decisions and the gate's state", func() bool { return len(d.m.recent) == 3 && !d.m.gate.Reported.IsZero() })
@@ -633,7 +616,7 @@ func TestRecentAndGateState(t *testing.T) {
 	if strings.Contains(v, "gate not reporting") {
 		t.Errorf("the gate just reported; got\n%s", v)
 	}
-	s.clk.Add(staleGate + time.Second)
+	s.clk.Advance(staleGate + time.Second)
 	d.send(tickMsg{})
 	if v := d.view(); !strings.Contains(v, "gate not reporting (last 16s ago)") {
 		t.Errorf("16 s later: want \"gate not reporting\"; got\n%s", v)
@@ -836,7 +819,7 @@ func TestResubscribe(t *testing.T) {
 	if len(d.m.pending) != 2100 {
 		t.Fatalf("after the reread: %d pending, want 2100", len(d.m.pending))
 	}
-	s.clk.Add(time.Second)
+	s.clk.Advance(time.Second)
 	after := ask(t, s.hub, hub.AskRequest{URL: "https://after.example.com/"})
 	d.waitFor("the ticket asked after the new subscription", func() bool {
 		return len(d.m.pending) == 2101 && d.m.pending[0].ID == after.ID
