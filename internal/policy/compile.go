@@ -280,6 +280,44 @@ type hostPattern struct {
 	name   string // for an exact name
 }
 
+// key is what the pattern names once normalised: two spellings with one key name the same hosts.
+func (p hostPattern) key() string {
+	switch {
+	case p.any:
+		return "*"
+	case p.suffix != "":
+		return "*." + p.suffix
+	}
+	return p.name
+}
+
+// names says in words what the pattern names, for the error of a duplicate.
+func (p hostPattern) names() string {
+	if p.name != "" {
+		return "host"
+	}
+	return "hosts"
+}
+
+// spellings finds the entries of one list (or the keys of one table) that name the same thing
+// once normalised: a policy text must compile to one policy, so two spellings of one key are an
+// error rather than a choice left to the order of a map.
+type spellings map[string]string // normalised key → the entry as first written
+
+// dup records text under its normalised key. When the key is already taken it returns the
+// problem and the fix: what names the same thing is said in words by what.
+func (s spellings) dup(key, text, what string) (string, bool) {
+	prev, ok := s[key]
+	if !ok {
+		s[key] = text
+		return "", false
+	}
+	if prev == text {
+		return fmt.Sprintf("%q is listed twice; remove one", text), true
+	}
+	return fmt.Sprintf("%q and %q name the same %s; keep one", prev, text, what), true
+}
+
 func parseHostPattern(text string) (hostPattern, error) {
 	if text == "*" {
 		return hostPattern{text: text, any: true}, nil
@@ -334,10 +372,9 @@ type compiler struct {
 	errs Errors
 }
 
+// errorf records a problem at the line of path. Compile reports the first maxErrors in file
+// order, so every problem is kept until then.
 func (c *compiler) errorf(path []string, key string, format string, args ...any) {
-	if len(c.errs) >= maxErrors {
-		return
-	}
 	c.errs = append(c.errs, &Error{File: c.d.Name, Line: c.d.loc.line(path...), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -364,13 +401,17 @@ func (d *Document) Compile() (*Policy, error) {
 	p.ClaudeCredentials = f.Claude.Credentials
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
+		if len(c.errs) > maxErrors {
+			c.errs = c.errs[:maxErrors]
+		}
 		return nil, c.errs
 	}
 	return p, nil
 }
 
 func (c *compiler) hostList(set *hostSet, key string, patterns []string) {
-	for i, t := range patterns {
+	seen := spellings{}
+	for _, t := range patterns {
 		hp, err := parseHostPattern(t)
 		if err != nil {
 			c.errorf([]string{key}, key, "%v", err)
@@ -380,10 +421,9 @@ func (c *compiler) hostList(set *hostSet, key string, patterns []string) {
 			c.errorf([]string{key}, key, "\"*\" would name every host; list the hosts, or use a rule with hosts = [\"*\"]")
 			continue
 		}
-		for _, prev := range patterns[:i] {
-			if prev == t {
-				c.errorf([]string{key}, key, "%q is listed twice; remove one", t)
-			}
+		if msg, dup := seen.dup(hp.key(), t, hp.names()); dup {
+			c.errorf([]string{key}, key, "%s", msg)
+			continue
 		}
 		set.add(hp)
 	}
@@ -418,12 +458,20 @@ func (c *compiler) rules(p *Policy, rules []FileRule) {
 			c.errorf(at("hosts"), label, "hosts is missing; name the hosts the rule applies to, as in hosts = [\"github.com\"]")
 		}
 		var pats []hostPattern
+		hosts := spellings{}
 		for _, h := range fr.Hosts {
 			hp, err := parseHostPattern(h)
 			if err != nil {
 				c.errorf(at("hosts"), label, "hosts: %v", err)
 				continue
 			}
+			// The same name written twice the same way is harmless (the index holds a rule once
+			// per host); two spellings of one name are refused like those of the lists.
+			if prev, ok := hosts[hp.key()]; ok && prev != h {
+				c.errorf(at("hosts"), label, "hosts: %q and %q name the same %s; keep one", prev, h, hp.names())
+				continue
+			}
+			hosts[hp.key()] = h
 			pats = append(pats, hp)
 		}
 		for _, m := range fr.Methods {
@@ -485,6 +533,7 @@ func ruleReason(fr *FileRule, v Verdict) string {
 }
 
 func (c *compiler) floor(p *Policy, ff *FileFloor) {
+	cidrs := spellings{}
 	for _, s := range ff.AllowCIDRs {
 		pfx, err := netip.ParsePrefix(s)
 		if err != nil {
@@ -501,6 +550,10 @@ func (c *compiler) floor(p *Policy, ff *FileFloor) {
 		}
 		if pfx.Bits() == 0 {
 			c.errorf([]string{"floor", "allow_cidrs"}, "floor.allow_cidrs", "%q would open every address; name the ranges you need", s)
+			continue
+		}
+		if msg, dup := cidrs.dup(pfx.String(), s, addresses(pfx)); dup {
+			c.errorf([]string{"floor", "allow_cidrs"}, "floor.allow_cidrs", "%s", msg)
 			continue
 		}
 		p.Floor.AllowCIDRs = append(p.Floor.AllowCIDRs, pfx)
@@ -520,13 +573,32 @@ func (c *compiler) floor(p *Policy, ff *FileFloor) {
 	if len(p.Floor.AllowPorts) == 0 {
 		p.Floor.AllowPorts = append([]int(nil), DefaultPorts...)
 	}
+	// The names are taken in file order, never in the order of the map: which of two spellings
+	// of one name is refused must not change from one load to the next.
+	names := make([]string, 0, len(ff.Hosts))
+	for name := range ff.Hosts {
+		names = append(names, name)
+	}
+	line := func(name string) int { return c.d.loc.line("floor", "hosts", name) }
+	sort.Slice(names, func(i, j int) bool {
+		if li, lj := line(names[i]), line(names[j]); li != lj {
+			return li < lj
+		}
+		return names[i] < names[j]
+	})
 	p.Floor.Hosts = make(map[string]netip.Addr, len(ff.Hosts))
-	for name, addr := range ff.Hosts {
+	hosts := spellings{}
+	for _, name := range names {
+		addr := ff.Hosts[name]
 		path := []string{"floor", "hosts", name}
 		key := "floor.hosts." + name
 		norm, r := floor.Host(name)
 		if r != nil {
 			c.errorf(path, key, "%s; the keys of [floor.hosts] are host names", r.Reason)
+			continue
+		}
+		if msg, dup := hosts.dup(norm, name, "host"); dup {
+			c.errorf(path, "floor.hosts", "%s", msg)
 			continue
 		}
 		a, err := netip.ParseAddr(addr)
@@ -555,6 +627,7 @@ func (c *compiler) sources(p *Policy, src map[string][]string) {
 			c.errorf(path, key, "no addresses; list the addresses or CIDRs this container's connections come from")
 		}
 		p.names[name] = true
+		seen := spellings{}
 		for _, s := range src[name] {
 			pfx, err := netip.ParsePrefix(s)
 			if err != nil {
@@ -569,6 +642,10 @@ func (c *compiler) sources(p *Policy, src map[string][]string) {
 				c.errorf(path, key, "%q has host bits set; did you mean %q?", s, pfx.Masked().String())
 				continue
 			}
+			if msg, dup := seen.dup(pfx.String(), s, addresses(pfx)); dup {
+				c.errorf(path, key, "%s", msg)
+				continue
+			}
 			for _, o := range p.sources {
 				if o.prefix.Overlaps(pfx) && o.container != name {
 					c.errorf(path, key, "%q overlaps %q of container %q; a source address must name one container", s, o.prefix.String(), o.container)
@@ -577,6 +654,14 @@ func (c *compiler) sources(p *Policy, src map[string][]string) {
 			p.sources = append(p.sources, source{prefix: pfx, container: name})
 		}
 	}
+}
+
+// addresses says in words what a prefix names, for the error of a duplicate.
+func addresses(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return "address"
+	}
+	return "addresses"
 }
 
 func validContainerName(s string) bool {
@@ -653,6 +738,17 @@ func (c *compiler) secretRules(p *Policy, rules []FileSecret) {
 			c.errorf(at("name"), label, "the name is used twice; secret names must be unique")
 		}
 		seen[fs.Name] = true
+		// The detector matches hosts normalised; two spellings of one are one host.
+		hosts := spellings{}
+		for _, h := range fs.Hosts {
+			hp, err := parseHostPattern(h)
+			if err != nil {
+				continue // CheckCustom has said why
+			}
+			if msg, dup := hosts.dup(hp.key(), h, hp.names()); dup {
+				c.errorf(at("hosts"), label, "hosts: %s", msg)
+			}
+		}
 		p.secretRules = append(p.secretRules, SecretRule{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
 	}
 }
@@ -702,6 +798,7 @@ func (c *compiler) injections(p *Policy, rules []FileInject) {
 		}
 		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format}
 		idx := len(p.injections)
+		hosts := spellings{}
 		for _, h := range fi.Hosts {
 			hp, err := parseHostPattern(h)
 			if err != nil {
@@ -710,6 +807,10 @@ func (c *compiler) injections(p *Policy, rules []FileInject) {
 			}
 			if hp.any || hp.suffix != "" {
 				c.errorf(at("hosts"), label, "hosts: %q: a credential is injected for exact host names only, never a pattern", h)
+				continue
+			}
+			if msg, dup := hosts.dup(hp.name, h, "host"); dup {
+				c.errorf(at("hosts"), label, "hosts: %s", msg)
 				continue
 			}
 			if prev, dup := p.injectBy[hp.name]; dup {

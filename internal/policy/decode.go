@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -56,15 +57,16 @@ type Document struct {
 	loc  *locator
 }
 
-// Decode reads a policy file strictly: TOML syntax, types, unknown keys and the version. It does
-// not check values; see Validate.
+// Decode reads a policy file strictly: TOML syntax, types, unknown keys (a key spelled in
+// another case is one) and the version. The errors come in file order, the same on every load.
+// It does not check values; see Validate.
 func Decode(name string, data []byte) (*Document, error) {
 	src := string(data)
 	loc := newLocator(src)
 	var f File
 	md, err := toml.Decode(src, &f)
 	if err != nil {
-		return nil, Errors{tomlError(name, err)}
+		return nil, decodeErrors(name, src, loc, err)
 	}
 	var errs Errors
 	seen := make(map[string]int)
@@ -82,6 +84,7 @@ func Decode(name string, data []byte) (*Document, error) {
 			break
 		}
 	}
+	errs = append(errs, checkKeys(name, md, loc)...)
 	if !md.IsDefined("version") {
 		errs = append(errs, &Error{File: name, Line: 1, Key: "version",
 			Msg: "missing; start the file with version = 1"})
@@ -90,10 +93,220 @@ func Decode(name string, data []byte) (*Document, error) {
 			Msg: fmt.Sprintf("%d is not supported; this lockhttp reads version = 1", f.Version)})
 	}
 	if len(errs) > 0 {
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
-		return nil, errs
+		return nil, inFileOrder(errs)
 	}
 	return &Document{File: f, Name: name, Text: data, loc: loc}, nil
+}
+
+// inFileOrder sorts errors by line (keeping the order of those on one line) and keeps the first
+// maxErrors.
+func inFileOrder(errs Errors) Errors {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+	if len(errs) > maxErrors {
+		errs = errs[:maxErrors]
+	}
+	return errs
+}
+
+// checkKeys finds what the TOML decoder lets through though the file is not as written in
+// docs/policy.md:
+//
+//   - keys spelled otherwise than the file's keys: the decoder matches a key to a field ignoring
+//     case (and by Unicode case folding), so "Verdict" is read as "verdict", and two such keys of
+//     one table ("verdict" and "Verdict") would both be read, in the order of a map: one text
+//     would give two policies;
+//   - a value that is not a table where a table of names is expected ([sources],
+//     [floor.hosts]), which the decoder reads as an empty table.
+func checkKeys(name string, md toml.MetaData, loc *locator) Errors {
+	var errs Errors
+	defined := make(map[string]bool)
+	for _, k := range md.Keys() {
+		defined[k.String()] = true
+	}
+	seen := make(map[string]int)
+	// report names the n-th occurrence of path, at the line of the key or table it is, or else
+	// of the key full under it.
+	report := func(path, full []string, msg string) {
+		k := toml.Key(path).String()
+		n := seen[k]
+		seen[k] = n + 1
+		line := loc.plainLine(path, n)
+		if line == 0 {
+			line = loc.line(append(append([]string{}, path...), itoa(n))...) // [[x]]
+		}
+		if line == 0 {
+			line = loc.line(full...)
+		}
+		errs = append(errs, &Error{File: name, Line: line, Key: k, Msg: msg})
+	}
+	for _, k := range md.Keys() {
+		path := []string(k)
+		t := reflect.TypeOf(File{})
+		i := 0
+		for ; i < len(path); i++ {
+			for t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
+				t = t.Elem() // an array of tables
+			}
+			if t.Kind() == reflect.Map {
+				t = t.Elem() // a name of your choice
+				continue
+			}
+			if t.Kind() != reflect.Struct || isText(t) {
+				break
+			}
+			if f, ok := fieldByTag(t, path[i]); ok {
+				t = f.Type
+				continue
+			}
+			// Report a misspelled key once: where it is written, or where the first key under
+			// it is when it is only implied (the "Floor" of [Floor.hosts]).
+			prefix := path[:i+1]
+			if f, ok := fieldByFold(t, path[i]); ok && (i == len(path)-1 || !defined[toml.Key(prefix).String()] && seen[toml.Key(prefix).String()] == 0) {
+				report(prefix, path, fmt.Sprintf("unknown key; write %q (keys are spelled as in docs/policy.md, in lower case)", f.Tag.Get("toml")))
+			}
+			break
+		}
+		if i == len(path) && t.Kind() == reflect.Map && md.Type(path...) != "Hash" {
+			typ, ok := goTypes[md.Type(path...)]
+			if !ok {
+				typ = strings.ToLower(md.Type(path...))
+			}
+			report(path, path, fmt.Sprintf("wrong type: the value is %s; it must be %s", typ, wantType(path)))
+		}
+	}
+	return errs
+}
+
+// goTypes names TOML types as the decoder's errors do.
+var goTypes = map[string]string{"Integer": "int64", "Float": "float64", "String": "string", "Bool": "bool"}
+
+// decodeErrors explains why the document did not decode. The TOML decoder stops at the first
+// value it cannot store, and it takes the keys of a table in the order of a map, so which value
+// it names would change from one load to the next. A syntax error is reported as the decoder
+// gives it (the parser reads in file order); otherwise the values are decoded again one key at a
+// time, in file order, and every one that does not decode is reported.
+func decodeErrors(name, src string, loc *locator, err error) error {
+	var top map[string]toml.Primitive
+	md, perr := toml.Decode(src, &top)
+	if perr != nil {
+		return Errors{tomlError(name, perr)}
+	}
+	v := valueDecoder{md: md, name: name, loc: loc}
+	v.table(top, reflect.TypeOf(File{}), nil, nil)
+	if len(v.errs) == 0 {
+		return Errors{tomlError(name, err)} // not found again: the decoder's own word
+	}
+	return inFileOrder(v.errs)
+}
+
+// valueDecoder decodes the values of a document key by key, in file order, to find those that
+// do not decode.
+type valueDecoder struct {
+	md   toml.MetaData
+	name string
+	loc  *locator
+	errs Errors
+}
+
+// table decodes the keys of one table into t, a struct or a map. path is where the table is,
+// with the indexes of arrays of tables (as the locator names lines); key is its name, without
+// them (as the decoder names keys).
+func (v *valueDecoder) table(prims map[string]toml.Primitive, t reflect.Type, path, key []string) {
+	keys := make([]string, 0, len(prims))
+	for k := range prims {
+		keys = append(keys, k)
+	}
+	at := func(p []string, k string) []string { return append(append([]string{}, p...), k) }
+	sort.Slice(keys, func(i, j int) bool {
+		if li, lj := v.loc.line(at(path, keys[i])...), v.loc.line(at(path, keys[j])...); li != lj {
+			return li < lj
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		var ft reflect.Type
+		switch t.Kind() {
+		case reflect.Map:
+			ft = t.Elem()
+		case reflect.Struct:
+			f, ok := fieldByTag(t, k)
+			if !ok {
+				f, ok = fieldByFold(t, k) // as the decoder matches it
+			}
+			if !ok {
+				continue // an unknown key: reported once the values decode
+			}
+			ft = f.Type
+		}
+		v.value(prims[k], ft, at(path, k), at(key, k))
+	}
+}
+
+// value decodes one value into a t, descending into tables and arrays of tables.
+func (v *valueDecoder) value(p toml.Primitive, t reflect.Type, path, key []string) {
+	switch {
+	case t.Kind() == reflect.Map, t.Kind() == reflect.Struct && !isText(t):
+		var data any
+		if err := v.md.PrimitiveDecode(p, &data); err != nil {
+			v.fail(path, key, err)
+			return
+		}
+		if _, ok := data.(map[string]any); !ok {
+			// The decoder reads a value that is not a table as an empty table of names.
+			v.fail(path, key, fmt.Errorf("incompatible types: TOML value has type %T; destination has type %s", data, t))
+			return
+		}
+		var sub map[string]toml.Primitive
+		if err := v.md.PrimitiveDecode(p, &sub); err != nil {
+			v.fail(path, key, err)
+			return
+		}
+		v.table(sub, t, path, key)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		var elems []map[string]toml.Primitive
+		if err := v.md.PrimitiveDecode(p, &elems); err != nil {
+			v.fail(path, key, err)
+			return
+		}
+		for i, e := range elems {
+			v.table(e, t.Elem(), append(append([]string{}, path...), itoa(i)), key)
+		}
+	default:
+		if err := v.md.PrimitiveDecode(p, reflect.New(t).Interface()); err != nil {
+			v.fail(path, key, err)
+		}
+	}
+}
+
+// fail records the error of the value at path (named key).
+func (v *valueDecoder) fail(path, plain []string, err error) {
+	key := toml.Key(plain)
+	msg := err.Error()
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg = pe.Message // an UnmarshalText error: ours, with its fix
+	} else if prefix := fmt.Sprintf("(last key %q): ", key); strings.Contains(msg, prefix) {
+		msg = msg[strings.Index(msg, prefix)+len(prefix):]
+	} else {
+		msg = strings.TrimPrefix(msg, "toml: ")
+	}
+	v.errs = append(v.errs, &Error{File: v.name, Line: v.loc.line(path...), Key: key.String(), Msg: friendlyTOML(msg, plain)})
+}
+
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+
+// isText reports whether the file type t is read from a value rather than a table (Duration,
+// Size).
+func isText(t reflect.Type) bool { return reflect.PointerTo(t).Implements(textUnmarshaler) }
+
+// fieldByFold finds the field that the TOML decoder would fill from key: its tag, ignoring case.
+func fieldByFold(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("toml"); tag != "" && strings.EqualFold(tag, key) {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 var tomlTypeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
@@ -102,25 +315,26 @@ var tomlTypeErr = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)
 func tomlError(name string, err error) *Error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		return &Error{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: friendlyTOML(pe.Message, pe.LastKey)}
+		return &Error{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: friendlyTOML(pe.Message, strings.Split(pe.LastKey, "."))}
 	}
 	if m := tomlTypeErr.FindStringSubmatch(err.Error()); m != nil {
 		line := 0
 		fmt.Sscan(m[1], &line)
-		return &Error{File: name, Line: line, Key: m[2], Msg: friendlyTOML(m[3], m[2])}
+		return &Error{File: name, Line: line, Key: m[2], Msg: friendlyTOML(m[3], strings.Split(m[2], "."))}
 	}
 	return &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 }
 
 var destType = regexp.MustCompile(`; destination has type .*$`)
 
-// friendlyTOML rewords the decoder's message; for a type mismatch it says what the key takes.
-func friendlyTOML(msg, key string) string {
+// friendlyTOML rewords the decoder's message; for a type mismatch it says what the key at path
+// takes.
+func friendlyTOML(msg string, path []string) string {
 	if !strings.Contains(msg, "incompatible types") {
 		return msg
 	}
 	msg = strings.Replace(msg, "incompatible types: TOML value has type", "wrong type: the value is", 1)
-	return destType.ReplaceAllString(msg, "; it must be "+wantType(strings.Split(key, ".")))
+	return destType.ReplaceAllString(msg, "; it must be "+wantType(path))
 }
 
 // wantType describes in words the type a key of the file takes.

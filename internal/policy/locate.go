@@ -1,6 +1,10 @@
 package policy
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // locator maps key paths of a TOML document to the line they are written on, so that validation
 // errors can name a line. It reads the subset of TOML that policy files use (tables, arrays of
@@ -142,8 +146,7 @@ func keyParts(key string) []string {
 		switch {
 		case quote != 0:
 			if c == '\\' && quote == '"' && i+1 < len(key) {
-				i++
-				cur.WriteByte(key[i])
+				i += unescape(&cur, key[i+1:])
 			} else if c == quote {
 				quote = 0
 			} else {
@@ -160,6 +163,30 @@ func keyParts(key string) []string {
 		}
 	}
 	return append(parts, cur.String())
+}
+
+// unescape writes the character of the escape that rest begins with (what follows a '\\' in a
+// basic string: "n", "u00FC", ...) and returns how many bytes of rest it read. An escape it
+// does not know stands for its first character.
+func unescape(b *strings.Builder, rest string) int {
+	switch c := rest[0]; c {
+	case 'u', 'U':
+		n := 4
+		if c == 'U' {
+			n = 8
+		}
+		if len(rest) > n {
+			if v, err := strconv.ParseUint(rest[1:1+n], 16, 32); err == nil && utf8.ValidRune(rune(v)) {
+				b.WriteRune(rune(v))
+				return 1 + n
+			}
+		}
+	case 'b', 't', 'n', 'f', 'r', 'e':
+		b.WriteByte("\b\t\n\f\r\x1b"[strings.IndexByte("btnfre", c)])
+		return 1
+	}
+	b.WriteByte(rest[0]) // '"', '\\' and what TOML does not know
+	return 1
 }
 
 // valueState follows brackets and strings across the lines of one value.
