@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"sort"
 	"strings"
 )
 
@@ -340,12 +341,13 @@ func (p *Policy) Container(addr netip.Addr) string {
 // HasContainer reports whether [sources] names the container.
 func (p *Policy) HasContainer(name string) bool { return p.names[name] }
 
-// Containers lists the container names of [sources].
+// Containers lists the container names of [sources], sorted.
 func (p *Policy) Containers() []string {
 	out := make([]string, 0, len(p.names))
 	for n := range p.names {
 		out = append(out, n)
 	}
+	sort.Strings(out)
 	return out
 }
 
