@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/hub"
@@ -85,8 +84,13 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 			ph.Close()
 		}()
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
+	// The caps on connections (hub.Listener): a connection that has not carried a request with a
+	// valid token within hub.Probation is closed, and past hub.MaxProbationPerPeer of them from
+	// one peer the oldest goes, so a flood of idle or slow connections holds a bounded number
+	// of descriptors and the gate, lox and paired phones still get in.
+	cl := hub.Listener(l, log)
+	srv := hub.NewServer(mux, cl)
+	go srv.Serve(cl)
 	go func() {
 		<-ctx.Done()
 		srv.Close()

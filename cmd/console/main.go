@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -135,7 +138,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		c.SetHub(hs.addr)
 	}
-	srv := &http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	pl := policyListener(l, o.gateUIDs, log)
+	srv := pl.Server(&http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10})
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -148,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "console: -tui needs the hub (-hub-listen): the terminal shows its tickets")
 			return 2
 		}
-		go srv.Serve(l)
+		go srv.Serve(pl)
 		err := runTUI(ctx, hs, c, msgs)
 		stop()
 		if err != nil {
@@ -157,9 +163,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(pl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, "console:", err)
 		return 1
 	}
 	return 0
+}
+
+// policyListener caps the connections on the policy socket, which any local user may open
+// (mode 0666; the handler answers 403 to all but the gate's uids): the gate's uids are trusted
+// at accept; another uid may hold 8 connections, 32 in all, each for 5 s.
+func policyListener(l net.Listener, gateUIDs []int, log *slog.Logger) *connlimit.Listener {
+	return connlimit.New(l, connlimit.Config{Max: 64, MaxProbation: 32, PerPeer: 8, Probation: 5 * time.Second,
+		Trusted: func(c net.Conn) bool {
+			p, err := unixsock.PeerOf(c)
+			return err == nil && slices.Contains(gateUIDs, p.UID)
+		}, Log: log, Name: "console"})
 }

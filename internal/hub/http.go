@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/httpjson"
 )
@@ -106,6 +107,7 @@ func requireToken(token string, next http.Handler) http.Handler {
 			httpjson.Write(w, 401, apiError{"a valid token is required (Authorization: Bearer ...)"})
 			return
 		}
+		connlimit.Trust(r.Context())
 		next.ServeHTTP(w, r)
 	})
 }
@@ -120,17 +122,28 @@ func statusOf(err error) int {
 	return 400
 }
 
-// serveEvents streams events as JSON lines.
+// eventsBeat is how often the event stream writes an empty line when nothing happens.
+const eventsBeat = 15 * time.Second
+
+// serveEvents streams events as JSON lines. The stream outlives the server's read and write
+// timeouts: it lifts the read deadline (the gate sends nothing more, and a close still ends
+// the request) and gives every line WriteTimeout, so a gate that stops reading is cut.
 func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 	ch, cancel := h.Subscribe()
 	defer cancel()
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	send := func(write func() error) bool {
+		rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+		return write() == nil && rc.Flush() == nil
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(200)
-	rc := http.NewResponseController(w)
-	rc.Flush()
+	if !send(func() error { w.WriteHeader(200); return nil }) {
+		return
+	}
 	enc := json.NewEncoder(w)
-	beat := time.NewTicker(15 * time.Second)
+	beat := time.NewTicker(eventsBeat)
 	defer beat.Stop()
 	for {
 		select {
@@ -140,15 +153,13 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // fell behind: the client reconnects and rereads
 			}
-			if enc.Encode(ev) != nil {
+			if !send(func() error { return enc.Encode(ev) }) {
 				return
 			}
-			rc.Flush()
 		case <-beat.C:
-			if _, err := io.WriteString(w, "\n"); err != nil {
+			if !send(func() error { _, err := io.WriteString(w, "\n"); return err }) {
 				return
 			}
-			rc.Flush()
 		}
 	}
 }
@@ -216,6 +227,7 @@ func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for name, tok := range tokens {
 			if tokenOK(r, tok) {
+				connlimit.Trust(r.Context())
 				mux.ServeHTTP(w, r.WithContext(withFacade(r.Context(), name)))
 				return
 			}
@@ -230,6 +242,7 @@ func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) ht
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for name, tok := range tokens {
 			if tokenOK(r, tok) {
+				connlimit.Trust(r.Context())
 				f(w, r.WithContext(withFacade(r.Context(), name)))
 				return
 			}

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"bufio"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFacadeDenyCleansWhatWasTyped: a denial through the facade API (lox deny) records the reason
@@ -37,5 +39,47 @@ func TestFacadeDenyCleansWhatWasTyped(t *testing.T) {
 	got, _ := h.Get(a.Ticket.ID)
 	if got.Decision == nil || got.Decision.Reason != "not now[2J" || got.Decision.By != "cli:root" {
 		t.Fatalf("decision %+v; want the reason %q by %q", got.Decision, "not now[2J", "cli:root")
+	}
+}
+
+// TestEventStreamOutlivesServerTimeouts: the gate's event stream lasts past the server's read
+// and write timeouts (here a fifth of a second): an event published well after them still
+// arrives on the stream opened before.
+func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
+	h, _ := newHub(t, "")
+	srv := httptest.NewUnstartedServer(h.GateHandler("tok"))
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Config.WriteTimeout = 200 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/gate/events", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() != "" {
+				lines <- sc.Text()
+			}
+		}
+	}()
+	time.Sleep(3 * srv.Config.ReadTimeout) // past both timeouts
+	a, _ := h.Ask(ask("fp1:late"))
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatal("the event stream ended at the server's timeouts")
+		}
+		if !strings.Contains(line, a.Ticket.ID) {
+			t.Fatalf("event %s, want ticket %s", line, a.Ticket.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the stream")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/httpjson"
@@ -272,6 +273,7 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			return
 		}
 		infoOf(r).session = ss.ID
+		connlimit.Trust(r.Context())
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
 	})
 }
@@ -310,6 +312,7 @@ func (s *Server) pair(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r).session = ss.ID
+	connlimit.Trust(r.Context())
 	s.log.Info("phone: paired", "session", ss.ID, "device", ss.Device, "remote", r.RemoteAddr)
 	httpjson.Write(w, http.StatusOK, struct {
 		Session string `json:"session"`

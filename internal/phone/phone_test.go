@@ -860,6 +860,49 @@ func TestWebsocketLive(t *testing.T) {
 	}
 }
 
+// TestWebsocketsPerSession: a phone holds MaxSockets websockets at once; one more is closed
+// with CloseTooMany, another phone is not affected, and a place freed is taken again.
+func TestWebsocketsPerSession(t *testing.T) {
+	e := newEnv(t, false)
+	tok, other := e.pair("pixel"), e.pair("tablet")
+	open := func(tok string) *websocket.Conn {
+		t.Helper()
+		c, _, err := wsDial(e, e.origin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.WriteJSON(map[string]string{"type": "auth", "token": tok})
+		return c
+	}
+	var live []*websocket.Conn
+	for range MaxSockets {
+		c := open(tok)
+		if m := readMsg(t, c); m["type"] != "snapshot" {
+			t.Fatalf("websocket %d: %v", len(live)+1, m)
+		}
+		live = append(live, c)
+	}
+	if code := closeCode(t, open(tok)); code != CloseTooMany {
+		t.Fatalf("websocket %d: close code %d, want %d", MaxSockets+1, code, CloseTooMany)
+	}
+	if m := readMsg(t, open(other)); m["type"] != "snapshot" {
+		t.Fatalf("another phone: %v", m)
+	}
+	live[0].Close()
+	testkit.WaitFor(t, 5*time.Second, "a freed place taken again", func() bool {
+		c, _, err := wsDial(e, e.origin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.WriteJSON(map[string]string{"type": "auth", "token": tok})
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, data, err := c.ReadMessage()
+		return err == nil && strings.Contains(string(data), `"snapshot"`)
+	})
+}
+
 func TestSessionsAndLogout(t *testing.T) {
 	e := newEnv(t, true)
 	a := e.pair("  Alice's phone\x00\n ")

@@ -28,6 +28,7 @@ type session struct {
 	Session
 	hash    [32]byte      // SHA-256 of the session token; the token itself is not kept
 	revoked chan struct{} // closed by Revoke: the session's websockets end
+	sockets int           // guarded by Server.mu: websockets open (MaxSockets at most)
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/hub"
 )
 
@@ -16,7 +17,13 @@ const (
 	CloseUnauthorized = 4401
 	// CloseBehind: the phone fell behind the hub's events; the page reconnects and rereads.
 	CloseBehind = 4409
+	// CloseTooMany: the session has MaxSockets websockets open already; the page retries later
+	// (a dead one is found out within wsPongWait).
+	CloseTooMany = 4429
 )
+
+// MaxSockets is the most websockets one paired phone holds open at once.
+const MaxSockets = 4
 
 const (
 	wsWriteWait = 10 * time.Second
@@ -36,9 +43,10 @@ type eventMsg struct {
 
 func (s *Server) upgrader() *websocket.Upgrader {
 	return &websocket.Upgrader{
-		ReadBufferSize:  1024,
-		WriteBufferSize: 8192,
-		CheckOrigin:     s.originOK,
+		HandshakeTimeout: wsWriteWait,
+		ReadBufferSize:   1024,
+		WriteBufferSize:  8192,
+		CheckOrigin:      s.originOK,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			if status == http.StatusForbidden {
 				s.badOrigin(w, r)
@@ -47,6 +55,23 @@ func (s *Server) upgrader() *websocket.Upgrader {
 			writeError(w, status, "a websocket upgrade is expected here", "")
 		},
 	}
+}
+
+// openSocket counts one more websocket for ss, unless it has MaxSockets open.
+func (s *Server) openSocket(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.sockets >= MaxSockets {
+		return false
+	}
+	ss.sockets++
+	return true
+}
+
+func (s *Server) closeSocket(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.sockets--
 }
 
 // serveWS streams the hub's events to a phone. A browser cannot set headers on a websocket and
@@ -93,6 +118,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r).session = ss.ID
+	if !s.openSocket(ss) {
+		infoOf(r).err = "too many websockets for this session"
+		closeWith(CloseTooMany, "too many live connections for this phone")
+		return
+	}
+	defer s.closeSocket(ss)
+	connlimit.Trust(r.Context())
 
 	// Subscribe before the snapshot so that no event falls between them; the page applies an
 	// event twice harmlessly.
