@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/lockhttp/lockhttp/internal/stack"
@@ -21,7 +22,8 @@ func main() {
 const usage = `usage: lox <command> [flags]
 
 commands:
-  run       start the local stack (signer, console with the hub, gate) and show its decisions
+  run       start the local stack (signer, console with the hub, gate) and show its decisions;
+            lox run [flags] -- COMMAND starts an agent in it, as a uid of its own (root only)
   tickets   list the pending tickets (--json for scripts)
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
@@ -52,9 +54,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func runRun(args []string, stdout, stderr io.Writer) int {
+// errReported is parseRun's error when the flag package has already said what is wrong.
+var errReported = errors.New("reported")
+
+// parseRun reads lox run's arguments: flags, then optionally -- and the agent's command.
+// operators are the uids the agent must not have (stack.OperatorUIDs).
+func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.Options, error) {
 	fs := flag.NewFlagSet("lox run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: lox run [flags] [-- COMMAND [ARGS...]]\n\n"+
+			"With a command, lox runs headless and starts COMMAND once the stack is up, as --agent-uid\n"+
+			"(root only), through the gate and trusting the lockhttp CA; lox stops when it exits and\n"+
+			"exits with its status.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	o := stack.Options{Stdout: stdout, Stderr: stderr}
 	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal UI, for scripts")
 	fs.BoolVar(&o.Follow, "follow", false, "with --headless: print a line for every decision")
@@ -67,21 +81,102 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; never shown to the agent")
 	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
+	a := &stack.Agent{}
+	fs.IntVar(&a.UID, "agent-uid", stack.DefaultAgentUID, "with -- COMMAND: the agent's uid and gid (never 0 or yours)")
+	fs.StringVar(&a.Dir, "agent-dir", "", "with -- COMMAND: the agent's working directory and HOME, its own (default: a fresh one under $TMPDIR, kept)")
+	fs.StringVar(&a.Name, "agent-name", "", "with -- COMMAND: the agent's name in the proxy URL and the audit (default: the command's base name)")
+	fs.Func("agent-env", "with -- COMMAND: pass this variable of lox's environment to the agent (repeatable; by default it gets PATH, TERM, LANG, LC_*, TZ only)", func(name string) error {
+		if err := stack.CheckPassName(name); err != nil {
+			return err
+		}
+		a.Pass = append(a.Pass, name)
+		return nil
+	})
+	// The command is everything after the first --: its own flags are never lox's.
+	var argv []string
+	for i, arg := range args {
+		if arg == "--" {
+			args, argv = args[:i], args[i+1:]
+			if len(argv) == 0 {
+				return o, errors.New("nothing after --: give the agent's command, lox run [flags] -- COMMAND [ARGS...]")
+			}
+			break
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return o, err
 		}
-		return 2
+		return o, errReported
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "lox run: unexpected argument %q\n", fs.Arg(0))
+		return o, fmt.Errorf("unexpected argument %q; to start an agent, put -- before its command", fs.Arg(0))
+	}
+	agentFlags := 0
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "agent-") {
+			agentFlags++
+		}
+	})
+	if argv == nil {
+		if agentFlags > 0 {
+			return o, errors.New("the --agent-* flags need a command: lox run [flags] -- COMMAND [ARGS...]")
+		}
+		return o, nil
+	}
+	if err := stack.CheckAgentUID(a.UID, operators); err != nil {
+		return o, err
+	}
+	if a.Name != "" {
+		if err := stack.CheckAgentName(a.Name); err != nil {
+			return o, err
+		}
+	}
+	a.Argv = argv
+	o.Agent = a
+	return o, nil
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	o, err := parseRun(args, stdout, stderr, stack.OperatorUIDs())
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errReported):
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "lox run:", err)
 		return 2
 	}
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	if err := stack.Run(ctx, o); err != nil {
+	if o.Agent == nil {
+		ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stopSignals()
+		if err := stack.Run(ctx, o); err != nil {
+			fmt.Fprintln(stderr, "lox:", err)
+			return 1
+		}
+		return 0
+	}
+	// With a command, lox's signals go to it (stack.Agent.Signals): the stack stops when it
+	// exits.
+	if !o.Headless {
+		fmt.Fprintln(stderr, "lox: with a command, lox runs headless and the command has this terminal; decide tickets from another terminal (lox tickets, lox approve, lox deny) or a phone (lox pair)")
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+	o.Agent.Signals, o.Agent.Stdin = sigs, os.Stdin
+	err = stack.Run(context.Background(), o)
+	var exit *stack.ExitError
+	switch {
+	case errors.As(err, &exit):
+		if exit.Err != nil {
+			fmt.Fprintln(stderr, "lox:", exit.Err)
+		}
+		return exit.Code
+	case err != nil:
 		fmt.Fprintln(stderr, "lox:", err)
-		return 1
+		return 125 // lox's own failure, as env(1) and docker run say it
 	}
 	return 0
 }

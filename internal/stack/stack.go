@@ -1,5 +1,6 @@
-// Package stack runs lockhttp's local stack (the console and the gate, each its own process),
-// describes it in up.json and stops it cleanly.
+// Package stack runs lockhttp's local stack (the signer, the console and the gate, each its own
+// process, and optionally the agent's command as a uid of its own), describes it in up.json and
+// stops it cleanly.
 package stack
 
 import (
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -53,6 +55,10 @@ type Options struct {
 	Headless bool
 	// Follow prints a line per audit record (headless only).
 	Follow bool
+	// Agent, when set, is a command started once the stack is up, as a uid of its own; the stack
+	// stops when it exits. It implies Headless, and lox's own lines go to Stderr: the command has
+	// Stdout.
+	Agent  *Agent
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -88,13 +94,18 @@ type child struct {
 
 // Run starts the stack, writes up.json when the gate is deciding with the console's policy, and
 // runs until ctx ends or a process of the stack exits; then it stops the others and removes
-// up.json.
+// up.json. With an Agent it runs until the agent's command exits, and returns an *ExitError
+// when that did not succeed.
 func Run(ctx context.Context, o Options) error {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
+	}
+	out := o.Stdout // lox's own lines and the console's
+	if o.Agent != nil {
+		out, o.Headless = o.Stderr, true
 	}
 	state, err := filepath.Abs(o.StateDir)
 	if err != nil {
@@ -104,6 +115,19 @@ func Run(ctx context.Context, o Options) error {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("state directory: %w", err)
 		}
+	}
+	var ag *agentRun
+	if o.Agent != nil {
+		if ag, err = checkAgent(o.Agent, state, o.Stderr); err != nil {
+			return err
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		quit := make(chan struct{})
+		defer close(quit)
+		go ag.watch(o.Agent.Signals, cancel, quit)
+		defer ag.cleanup()
 	}
 	os.Remove(filepath.Join(state, UpFile))
 	polPath, err := policyFile(state, o.PolicyPath)
@@ -136,11 +160,16 @@ func Run(ctx context.Context, o Options) error {
 	}
 	caDir := filepath.Join(state, "ca")
 	if _, err := os.Stat(filepath.Join(caDir, "ca-key.pem")); errors.Is(err, os.ErrNotExist) {
-		out, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
+		msg, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, out)
+			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, msg)
 		}
-		fmt.Fprintf(o.Stdout, "lox: created the lockhttp CA; agents trust %s\n", up.CACert)
+		fmt.Fprintf(out, "lox: created the lockhttp CA; agents trust %s\n", up.CACert)
+	}
+	if ag != nil {
+		if err := ag.prepare(up.CACert); err != nil {
+			return err
+		}
 	}
 	signerArgs := []string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}
 	if os.Geteuid() == 0 {
@@ -166,7 +195,7 @@ func Run(ctx context.Context, o Options) error {
 		"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL)}
 	var console *child
 	if o.Headless {
-		console, err = start("console", bins["console"], filepath.Join(up.Logs, "console.log"), o.Stdout, consoleArgs...)
+		console, err = start("console", bins["console"], filepath.Join(up.Logs, "console.log"), out, consoleArgs...)
 	} else {
 		// The console's terminal UI owns this terminal: same process group (the foreground one),
 		// this process's stdin and stdout.
@@ -226,23 +255,38 @@ func Run(ctx context.Context, o Options) error {
 	up.PIDs["gate"] = g.cmd.Process.Pid
 	up.PIDs["signer"] = signer.cmd.Process.Pid
 	up.Started = time.Now().UTC()
-	data, _ := json.MarshalIndent(up, "", "  ")
-	if err := atomicfile.WriteFile(filepath.Join(state, UpFile), append(data, '\n'), 0o600); err != nil {
+	if err := writeUp(state, up); err != nil {
 		stopAll()
 		return err
 	}
 	if o.Headless {
-		banner(o.Stdout, up, st.PolicyVersion)
+		banner(out, up, st.PolicyVersion)
+	}
+	var agentDone <-chan struct{}
+	if ag != nil {
+		proxyURL := agentProxyURL(o.Agent.Name, st.Listen)
+		fmt.Fprintf(out, "lox: starting %s as uid %d in %s, through %s\n", display.Line(strings.Join(o.Agent.Argv, " "), 120), o.Agent.UID, ag.dir, proxyURL)
+		if err := ag.start(proxyURL, o.Stdout, o.Stderr); err != nil {
+			stopAll()
+			return err
+		}
+		agentDone = ag.done
+		up.PIDs["agent"] = int(ag.pid.Load())
+		if err := writeUp(state, up); err != nil {
+			fmt.Fprintln(o.Stderr, "lox:", err)
+		}
 	}
 	var tailWG sync.WaitGroup
 	tctx, tcancel := context.WithCancel(ctx)
 	if o.Headless && o.Follow {
 		tailWG.Add(1)
-		go func() { defer tailWG.Done(); tailAudit(tctx, up.AuditDir, o.Stdout) }()
+		go func() { defer tailWG.Done(); tailAudit(tctx, up.AuditDir, out) }()
 	}
 	var runErr error
 	select {
 	case <-ctx.Done():
+		// With an agent, lox's signals go to the command; only the caller's ctx ends here.
+	case <-agentDone:
 	case <-console.done:
 		if console.err != nil || o.Headless {
 			runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
@@ -253,11 +297,30 @@ func Run(ctx context.Context, o Options) error {
 	case <-signer.done:
 		runErr = fmt.Errorf("the signer exited (%v); see %s", signer.err, filepath.Join(up.Logs, "signer.log"))
 	}
+	if ag != nil {
+		ag.terminate()
+		ag.sweep()
+	}
 	tcancel()
 	tailWG.Wait()
 	stopAll()
-	fmt.Fprintln(o.Stdout, "lox: stopped")
-	return runErr
+	fmt.Fprintln(out, "lox: stopped")
+	if runErr != nil || ag == nil {
+		return runErr
+	}
+	if code := ag.status(); code != 0 {
+		return &ExitError{Code: code}
+	}
+	if ag.waitErr != nil && !errors.As(ag.waitErr, new(*exec.ExitError)) {
+		return &ExitError{Code: 125, Err: fmt.Errorf("the agent's command: %w", ag.waitErr)}
+	}
+	return nil
+}
+
+// writeUp writes up.json atomically, for its owner only.
+func writeUp(state string, up *Up) error {
+	data, _ := json.MarshalIndent(up, "", "  ")
+	return atomicfile.WriteFile(filepath.Join(state, UpFile), append(data, '\n'), 0o600)
 }
 
 func policyFile(state, given string) (string, error) {

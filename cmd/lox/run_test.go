@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lockhttp/lockhttp/internal/stack"
+)
+
+func TestParseRun(t *testing.T) {
+	operators := []int{0, 1000}
+	tests := []struct {
+		name     string
+		args     []string
+		argv     []string // the agent's command; nil: no agent
+		uid      int
+		headless bool
+		pass     []string
+		err      string // part of the error, or of what the flag package printed; "" none
+	}{
+		{name: "no command", args: []string{"--headless"}, headless: true},
+		{name: "a command after --", args: []string{"--headless", "--", "sh", "-c", "id -u"}, argv: []string{"sh", "-c", "id -u"}, uid: stack.DefaultAgentUID, headless: true},
+		{name: "the command's flags are its own", args: []string{"--agent-uid", "12345", "--", "tool", "--headless", "--", "x"}, argv: []string{"tool", "--headless", "--", "x"}, uid: 12345},
+		{name: "variables to pass", args: []string{"--agent-env", "ANTHROPIC_API_KEY", "--agent-env", "LOG_LEVEL", "--", "claude"}, argv: []string{"claude"}, uid: stack.DefaultAgentUID, pass: []string{"ANTHROPIC_API_KEY", "LOG_LEVEL"}},
+		{name: "uid 0 refused", args: []string{"--agent-uid", "0", "--", "sh"}, err: "--agent-uid 0 is root"},
+		{name: "the operator's uid refused", args: []string{"--agent-uid", "1000", "--", "sh"}, err: "--agent-uid 1000 is the operator's"},
+		{name: "a compose service's uid refused", args: []string{"--agent-uid", "10003", "--", "sh"}, err: "a lockhttp service's"},
+		{name: "the compose group refused", args: []string{"--agent-uid", "10000", "--", "sh"}, err: "lockhttp group"},
+		{name: "not a uid", args: []string{"--agent-uid", "-5", "--", "sh"}, err: "is not a uid"},
+		{name: "nothing after --", args: []string{"--headless", "--"}, err: "nothing after --"},
+		{name: "agent flags without a command", args: []string{"--agent-uid", "12345"}, err: "need a command"},
+		{name: "a command without --", args: []string{"sh", "-c", "x"}, err: `unexpected argument "sh"; to start an agent, put -- before its command`},
+		{name: "a variable lox sets", args: []string{"--agent-env", "HTTPS_PROXY", "--", "sh"}, err: "lox sets HTTPS_PROXY"},
+		{name: "a value instead of a name", args: []string{"--agent-env", "TOKEN=x", "--", "sh"}, err: "not a variable name"},
+		{name: "a name that is no URL user", args: []string{"--agent-name", "a b", "--", "sh"}, err: "--agent-name"},
+		{name: "-- is never a flag's value", args: []string{"--policy", "--", "sh"}, err: "flag needs an argument: -policy"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			o, err := parseRun(tc.args, io.Discard, &stderr, operators)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error()+"\n"+stderr.String(), tc.err) {
+					t.Fatalf("error %v (printed %q), want one containing %q", err, stderr.String(), tc.err)
+				}
+				if o.Agent != nil {
+					t.Errorf("an agent despite the error: %+v", o.Agent)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Headless != tc.headless {
+				t.Errorf("headless %v, want %v", o.Headless, tc.headless)
+			}
+			if tc.argv == nil {
+				if o.Agent != nil {
+					t.Fatalf("agent %+v, want none", o.Agent)
+				}
+				return
+			}
+			if o.Agent == nil {
+				t.Fatal("no agent")
+			}
+			if !reflect.DeepEqual(o.Agent.Argv, tc.argv) || o.Agent.UID != tc.uid || !reflect.DeepEqual(o.Agent.Pass, tc.pass) {
+				t.Errorf("agent %q uid %d pass %q, want %q uid %d pass %q", o.Agent.Argv, o.Agent.UID, o.Agent.Pass, tc.argv, tc.uid, tc.pass)
+			}
+		})
+	}
+}
+
+func TestParseRunHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseRun([]string{"-h"}, io.Discard, &stderr, nil)
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "-- COMMAND [ARGS...]") || !strings.Contains(stderr.String(), "-agent-uid") {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+}
+
+// TestRunRefusesRootAgent drives the real command line: a refused uid is a usage error (2),
+// and nothing starts.
+func TestRunRefusesRootAgent(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run([]string{"run", "--state", t.TempDir(), "--agent-uid", "0", "--", "true"}, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "lox run: --agent-uid 0 is root") {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+}
