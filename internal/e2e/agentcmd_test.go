@@ -189,12 +189,13 @@ exit 3`, port, strings.Join(secrets, " "), state)
 		if strings.Contains(out, "lockhttp is up") || !strings.Contains(errOut, "lockhttp is up") {
 			t.Error("lox's own lines must go to stderr: the command has stdout")
 		}
-		// The audit has the request, with the agent's name on its CONNECT.
+		// The audit has the request, with the agent's name on its CONNECT and on the request
+		// inside the tunnel.
 		r := &running{t: t, up: stack.Up{AuditDir: filepath.Join(state, "audit")}}
 		var named, inside bool
 		for _, m := range r.auditRecords() {
 			named = named || (m["event"] == "connect" && m["agent"] == "e2e-agent" && strings.HasPrefix(fmt.Sprint(m["url"]), "origin.test:"))
-			inside = inside || (m["event"] == "tunnel-request" && m["url"] == fmt.Sprintf("https://origin.test:%d/agent-check", port) && m["verdict"] == "FREE")
+			inside = inside || (m["event"] == "tunnel-request" && m["agent"] == "e2e-agent" && m["url"] == fmt.Sprintf("https://origin.test:%d/agent-check", port) && m["verdict"] == "FREE")
 		}
 		if !named || !inside {
 			t.Errorf("audit: CONNECT with the agent's name %v, the request inside %v", named, inside)

@@ -130,7 +130,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	var tok [12]byte
 	rand.Read(tok[:])
 	fc := framing.NewConn(tc, framing.Options{Tunnel: true, Token: hex.EncodeToString(tok[:])})
-	tun := &judge.Binding{Host: res.Host, Port: res.Port}
+	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
 	source := ex.source
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(g.serveTunnel),

@@ -50,6 +50,8 @@ type Arrival struct {
 type Binding struct {
 	Host string
 	Port int
+	// Agent is the agent name the CONNECT carried, for the records of the requests inside.
+	Agent string
 }
 
 // Authority is host:port.
@@ -88,6 +90,9 @@ func See(a *Arrival) *Request {
 		h = http.Header{}
 	}
 	r.Agent = agentName(h)
+	if r.Agent == "" && a.Tunnel != nil {
+		r.Agent = a.Tunnel.Agent
+	}
 	r.Upgrade = stripHop(h)
 	r.Header = h
 	r.MediaType = mediaType(h)
