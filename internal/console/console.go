@@ -179,7 +179,11 @@ func (c *Console) reload() (bool, error) {
 	} else {
 		c.say("the policy file has %d loosening change(s), so it waits for review (:review on the console's terminal); the gate keeps %s", len(cmp.Loosenings), short(approved.Version))
 	}
-	c.log.Warn("policy loosening waits for review", "version", version, "loosenings", cmp.Loosenings)
+	examples := make([]string, len(cmp.Examples))
+	for i, e := range cmp.Examples {
+		examples[i] = e.String()
+	}
+	c.log.Warn("policy loosening waits for review", "version", version, "loosenings", cmp.Loosenings, "examples", examples)
 	return false, nil
 }
 

@@ -66,7 +66,8 @@ func shortHex(version string) string {
 	return h
 }
 
-// Text renders the review for a human: what loosens, what tightens, the diff, and how to decide.
+// Text renders the review for a human: what loosens, with requests the file decides less
+// restrictively as examples, what tightens, the diff, and how to decide.
 func (r *Review) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Policy file %s (version %s) differs from the approved policy.\n", r.Name, r.ShortVersion())
@@ -76,6 +77,15 @@ func (r *Review) Text() string {
 	b.WriteString("\nChanges that loosen the policy (a human must approve them):\n")
 	for _, l := range r.Changes.Loosenings {
 		fmt.Fprintf(&b, "  + %s\n", l)
+	}
+	if ex := r.Changes.Examples; len(ex) > 0 {
+		b.WriteString("\nFor example, decided less restrictively than under the approved policy:\n")
+		for _, e := range ex {
+			fmt.Fprintf(&b, "  ! %s\n", e)
+		}
+		if more := r.Changes.Loosened - len(ex); more > 0 {
+			fmt.Fprintf(&b, "  ! and %d more\n", more)
+		}
 	}
 	if len(r.Changes.Tightenings) > 0 {
 		b.WriteString("\nChanges that tighten it (they wait with the rest: one review, one decision):\n")

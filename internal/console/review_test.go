@@ -151,3 +151,69 @@ func TestRestartWithAnUnapprovedLooseningServesTheApproved(t *testing.T) {
 		t.Fatal("an invalid file at a restart changed the policy")
 	}
 }
+
+// TestConnectNarrowingWaitsForReview: methods = ["CONNECT"] added to a free whole-host rule reads
+// as a narrowing, but the CONNECT decided at the domain then sees a rule naming CONNECT, and its
+// free verdict beats the host's ask rule for pushes: a spliced or undecrypted tunnel that asked
+// would open, carrying POSTs unseen. The edit waits for review, and the review shows the
+// CONNECT that would open as the example.
+func TestConnectNarrowingWaitsForReview(t *testing.T) {
+	const base = `version = 1
+
+[[rule]]
+name = "gh"
+hosts = ["github.com"]
+verdict = "free"
+
+[[rule]]
+name = "gh-push"
+hosts = ["github.com"]
+methods = ["POST"]
+paths = ["/**/git-receive-pack"]
+verdict = "ask"
+
+[sources]
+local = ["127.0.0.1"]
+`
+	e := newReviewEnv(t)
+	e.write(t, base)
+	c := e.start(t)
+	approved := c.Current().Version
+	e.write(t, strings.Replace(base, "hosts = [\"github.com\"]\nverdict = \"free\"", "hosts = [\"github.com\"]\nmethods = [\"CONNECT\"]\nverdict = \"free\"", 1))
+	if changed, _ := c.reload(); changed || c.Current().Version != approved {
+		t.Fatal("the edit applied without review")
+	}
+	r := c.Pending()
+	if r == nil {
+		t.Fatal("nothing waits for review")
+	}
+	text := r.Text()
+	for _, want := range []string{
+		`+ rule "gh": methods: every method → CONNECT`,
+		"For example, decided less restrictively than under the approved policy:",
+		`! CONNECT github.com:443 decided at the domain (spliced, or no signer) would be FREE (rule "gh"), was ASK (rule "gh-push")`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the review does not show %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "Changes that tighten it") {
+		t.Errorf("the change is shown as a tightening too:\n%s", text)
+	}
+}
+
+// TestReviewShowsTheExample: a loosening the rule-by-rule comparison names still shows a request
+// it decides less restrictively.
+func TestReviewShowsTheExample(t *testing.T) {
+	e := newReviewEnv(t)
+	c := e.start(t)
+	e.write(t, strings.Replace(reviewBase, `verdict = "ask"`, `verdict = "free"`, 1))
+	c.reload()
+	r := c.Pending()
+	if r == nil {
+		t.Fatal("nothing waits for review")
+	}
+	if want := `! POST https://github.com/ would be FREE (rule "gh-push"), was ASK (rule "gh-push")`; !strings.Contains(r.Text(), want) {
+		t.Errorf("the review does not show %q:\n%s", want, r.Text())
+	}
+}

@@ -15,18 +15,55 @@ import (
 type Comparison struct {
 	Loosenings  []string
 	Tightenings []string
+	// Examples are requests (and hosts) that the new policy decides less restrictively than the
+	// old, found by deciding them under both (the differential check): at most a few, one per
+	// host and kind, for the human's screen. Empty when the check found none.
+	Examples []Example
+	// Loosened is how many requests and host properties the differential check found decided
+	// less restrictively, Examples included.
+	Loosened int
+	// Checked is how many decisions the differential check made, under both policies.
+	Checked int
 }
 
 // Tightening reports that nothing in the new policy is more permissive than the old.
-func (c Comparison) Tightening() bool { return len(c.Loosenings) == 0 }
+func (c Comparison) Tightening() bool { return len(c.Loosenings) == 0 && len(c.Examples) == 0 }
 
 // Same reports that the two policies decide alike in every respect Compare reads.
-func (c Comparison) Same() bool { return len(c.Loosenings) == 0 && len(c.Tightenings) == 0 }
+func (c Comparison) Same() bool { return c.Tightening() && len(c.Tightenings) == 0 }
 
-// Compare compares old (the approved policy) with new. It reasons about each part of the policy
-// on its own and counts as a loosening anything it cannot prove is not one: asking a human too
-// often is safe, missing a loosening is not.
+// Compare compares old (the approved policy) with new, in two ways that must both find no
+// loosening for the change to be a tightening. The rule-by-rule comparison reasons about each
+// part of the policy on its own and counts as a loosening anything it cannot prove is not one:
+// asking a human too often is safe, missing a loosening is not; its lines are what the human
+// reads. The differential check then decides, under both policies, requests built from every
+// host, method and path either policy names (see differential): a request decided less
+// restrictively makes the change a loosening whatever the rule-by-rule comparison said, and is
+// shown as the example.
 func Compare(old, new *Policy) Comparison {
+	c := compareFiles(old, new)
+	c.addDecisions(differential(old, new))
+	return c
+}
+
+// addDecisions adds what the differential check found to the rule-by-rule comparison.
+func (c *Comparison) addDecisions(d diffResult) {
+	c.Examples, c.Loosened, c.Checked = d.examples, d.loosened, d.evaluated
+	switch {
+	case d.truncated:
+		c.loose("decisions: the change reaches more requests than the differential check tries (%d decisions); a human must look", maxEvaluations)
+	case len(d.examples) > 0 && len(c.Loosenings) == 0:
+		// The rule-by-rule comparison missed it: the decision is what counts.
+		more := ""
+		if d.loosened > 1 {
+			more = fmt.Sprintf(" (and %d more)", d.loosened-1)
+		}
+		c.loose("decisions: %s%s", d.examples[0], more)
+	}
+}
+
+// compareFiles is the rule-by-rule comparison of Compare.
+func compareFiles(old, new *Policy) Comparison {
 	var c Comparison
 	o, n := old.file, new.file
 	c.hostList("trusted", o.Trusted, n.Trusted, false)
@@ -188,6 +225,14 @@ func (c *Comparison) rule(o, n FileRule) {
 	freeNow := nv == Free
 	freeBefore := ov == Free
 	widened, narrowed := reachDiff(o, n)
+	if freeNow && len(o.Methods) == 0 && slices.Contains(n.Methods, "CONNECT") {
+		// Every method → some methods with CONNECT narrows what the rule frees inside a
+		// decrypted tunnel, and widens what it frees at the domain: a rule naming CONNECT decides
+		// a tunnel decided at the domain, over the host's ask and deny rules for some methods or
+		// paths, and that tunnel carries those requests unseen.
+		narrowed = slices.DeleteFunc(narrowed, func(w string) bool { return strings.HasPrefix(w, "methods: every method → ") })
+		c.loose("rule %q: methods: every method → %s (a free rule naming CONNECT opens the tunnel decided at the domain, over the host's ask and deny rules)", name, strings.Join(n.Methods, ","))
+	}
 	for _, w := range widened {
 		if freeNow {
 			c.loose("rule %q: %s", name, w)
@@ -286,7 +331,9 @@ func (c *Comparison) floor(old, new *Policy) {
 	}
 	for _, name := range sortedKeys(old.Floor.Hosts) {
 		if _, ok := new.Floor.Hosts[name]; !ok {
-			c.tight("floor.hosts: - %s", name)
+			// The name is then sent where DNS says: another address for a name the rules
+			// may trust.
+			c.loose("floor.hosts: - %s (it goes where DNS says instead of %s)", name, old.Floor.Hosts[name])
 		}
 	}
 }

@@ -172,6 +172,74 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestCompareJudgesDecisions: edits that read as narrowings but decide some request less
+// restrictively are loosenings. A free whole-host rule given methods = ["CONNECT"] frees fewer
+// requests inside a decrypted tunnel, but the CONNECT decided at the domain (a spliced host, or
+// a gate without a signer) then sees a rule naming CONNECT, whose free verdict beats the host's
+// ask rule for pushes: the tunnel that asked opens and carries POSTs unseen. A name dropped from
+// [floor.hosts] is sent where DNS says instead of the address the operator gave it.
+func TestCompareJudgesDecisions(t *testing.T) {
+	const base = `version = 1
+splice = ["pinned.example.com"]
+
+[[rule]]
+name = "gh"
+hosts = ["github.com"]
+verdict = "free"
+
+[[rule]]
+name = "gh-push"
+hosts = ["github.com"]
+methods = ["POST"]
+paths = ["/**/git-receive-pack"]
+verdict = "ask"
+
+[[rule]]
+name = "pinned"
+hosts = ["pinned.example.com"]
+verdict = "free"
+
+[[rule]]
+name = "pinned-writes"
+hosts = ["pinned.example.com"]
+methods = ["POST", "PUT"]
+verdict = "deny"
+
+[floor.hosts]
+"git.example.com" = "93.184.216.34"
+`
+	cases := []struct {
+		name, from, to, loose string
+	}{
+		{"free whole-host rule narrowed to CONNECT",
+			"name = \"gh\"\nhosts = [\"github.com\"]\n", "name = \"gh\"\nhosts = [\"github.com\"]\nmethods = [\"CONNECT\"]\n",
+			`rule "gh": methods: every method → CONNECT`},
+		{"free whole-host rule narrowed to GET and CONNECT",
+			"name = \"gh\"\nhosts = [\"github.com\"]\n", "name = \"gh\"\nhosts = [\"github.com\"]\nmethods = [\"GET\", \"CONNECT\"]\n",
+			`rule "gh": methods: every method → GET,CONNECT`},
+		{"a spliced host's free rule narrowed to CONNECT",
+			"name = \"pinned\"\nhosts = [\"pinned.example.com\"]\n", "name = \"pinned\"\nhosts = [\"pinned.example.com\"]\nmethods = [\"CONNECT\"]\n",
+			`rule "pinned": methods: every method → CONNECT`},
+		{"floor.hosts name removed", "\"git.example.com\" = \"93.184.216.34\"\n", "", "floor.hosts: - git.example.com"},
+	}
+	old := load(t, base)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.Replace(base, c.from, c.to, 1)
+			if src == base {
+				t.Fatal("the edit changed nothing")
+			}
+			cmp := Compare(old, load(t, src))
+			if cmp.Tightening() {
+				t.Fatalf("counted as a tightening: %q", cmp.Tightenings)
+			}
+			if all := strings.Join(cmp.Loosenings, "\n"); !strings.Contains(all, c.loose) {
+				t.Fatalf("loosenings do not list %q:\n%s", c.loose, all)
+			}
+		})
+	}
+}
+
 // TestCompareProperty: for random policies and random edits, when Compare says tightening, no
 // request's decision gets less restrictive (plain requests, CONNECTs at the domain, decrypted
 // CONNECTs, the port floor).

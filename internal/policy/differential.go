@@ -1,0 +1,515 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The differential check backs Compare's rule-by-rule reading of the two files: it decides a
+// generated set of requests under both policies, the way the gate decides them, and reports the
+// requests the new policy decides less restrictively (verdicts ordered FREE < ASK < DENY). The
+// set is built from what either policy names:
+//
+//   - hosts: every exact name either policy names anywhere (rules, trusted, deny, splice,
+//     [[inject]], [floor.hosts]); for each "*.suffix", a name under the suffix and the suffix
+//     itself; a name under no pattern. Every host decides as one of these does: a host's
+//     decisions depend only on the patterns that match it.
+//   - methods: GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE, CONNECT, every method a rule for the
+//     host names, and one that no rule can name.
+//   - paths: "/" and, for every path pattern of a rule for the host, its literal prefix and
+//     samples of it (stars filled, "**" as none, one and two segments, one segment deeper, with a
+//     ;parameter, in upper case), the stars filled with a word no pattern holds (filler) and
+//     with each literal segment of the host's rules that changed (changedWords), where the
+//     patterns meet.
+//
+// and, for each host, the CONNECT decided at the domain (a spliced host, or a gate without a
+// signer), the CONNECT to decrypt, each request inside a tunnel as the gate with a signer opens
+// it, and the host's properties: spliced (decrypt → splice hides its requests), trusted for
+// reads, the [floor.hosts] address (any change sends the name elsewhere) and the credential
+// injected. A host whose matching rules, lists, injection and address are the same in both
+// policies decides alike and is skipped, which keeps an edit of a large policy cheap.
+//
+// The policy-wide values (floor ports and ranges, sources, settings, [[secret]], [claude]) are
+// compared by compareFiles alone: they are one value each, compared exactly there.
+
+// maxEvaluations bounds the decisions one differential check makes (both policies counted).
+// A change that reaches more requests counts as a loosening: a human looks.
+const maxEvaluations = 200_000
+
+// maxExamples bounds the examples a Comparison carries.
+const maxExamples = 3
+
+// ExampleKind says what an Example decides.
+type ExampleKind uint8
+
+// The kinds of example.
+const (
+	// ExampleRequest is a request decided by its method and path: plain HTTP, or inside a
+	// decrypted tunnel.
+	ExampleRequest ExampleKind = iota
+	// ExampleTunnel is a request inside a CONNECT tunnel as a gate with a signer opens it: a
+	// spliced host's tunnel is decided at the domain, any other is decrypted and the request
+	// decided on its own.
+	ExampleTunnel
+	// ExampleConnect is a CONNECT decided at the domain: to a spliced host, or by a gate without
+	// a signer. The tunnel carries any request unseen.
+	ExampleConnect
+	// ExampleIntercept is a CONNECT the gate opens to decrypt.
+	ExampleIntercept
+	// ExampleSplice is a host spliced now and decrypted before: its requests are no longer seen.
+	ExampleSplice
+	// ExampleTrusted is a host trusted for reads now and not before.
+	ExampleTrusted
+	// ExampleAddress is a name sent to another address: [floor.hosts] added, changed or removed.
+	ExampleAddress
+	// ExampleInject is a host that receives a credential it did not, or another one.
+	ExampleInject
+)
+
+var exampleKinds = [...]string{"request", "tunnel", "connect", "intercept", "splice", "trusted", "address", "inject"}
+
+func (k ExampleKind) String() string {
+	if int(k) < len(exampleKinds) {
+		return exampleKinds[k]
+	}
+	return "unknown"
+}
+
+// Example is one request (or host) that the new policy decides less restrictively than the old.
+type Example struct {
+	Kind         ExampleKind
+	Host         string
+	Method, Path string // requests and tunnels
+	// Old and New are the decisions, for requests, tunnels and CONNECTs.
+	Old, New Decision
+	// Was and Now describe a host's property (splice, trusted, address, inject) in words.
+	Was, Now string
+}
+
+// String is the example for the human's screen, such as
+// `POST https://github.com/x/git-receive-pack would be FREE (rule "npm"), was ASK (rule "gh-push")`.
+func (e Example) String() string {
+	dec := func(d Decision) string { return fmt.Sprintf("%s (rule %q)", d.Verdict, d.Rule) }
+	switch e.Kind {
+	case ExampleRequest:
+		return fmt.Sprintf("%s https://%s%s would be %s, was %s", e.Method, e.Host, e.Path, dec(e.New), dec(e.Old))
+	case ExampleTunnel:
+		return fmt.Sprintf("%s https://%s%s through a CONNECT tunnel would be %s, was %s", e.Method, e.Host, e.Path, dec(e.New), dec(e.Old))
+	case ExampleConnect:
+		return fmt.Sprintf("CONNECT %s:443 decided at the domain (spliced, or no signer) would be %s, was %s", e.Host, dec(e.New), dec(e.Old))
+	case ExampleIntercept:
+		return fmt.Sprintf("CONNECT %s:443 to decrypt would be %s, was %s", e.Host, dec(e.New), dec(e.Old))
+	case ExampleSplice:
+		return fmt.Sprintf("%s would be %s, was %s", e.Host, e.Now, e.Was)
+	case ExampleTrusted:
+		return fmt.Sprintf("%s would be %s, was %s", e.Host, e.Now, e.Was)
+	case ExampleAddress:
+		return fmt.Sprintf("%s would be sent to %s, was sent to %s", e.Host, e.Now, e.Was)
+	case ExampleInject:
+		return fmt.Sprintf("requests to %s would carry %s, carried %s", e.Host, e.Now, e.Was)
+	}
+	return e.Host
+}
+
+// diffResult is what the differential check found.
+type diffResult struct {
+	examples  []Example // at most maxExamples, one per host and kind, in host order
+	loosened  int       // requests and host properties decided less restrictively
+	evaluated int       // decisions made, both policies counted
+	truncated bool      // the set was larger than maxEvaluations and was not all tried
+}
+
+func (d *diffResult) add(e Example) {
+	d.loosened++
+	if len(d.examples) >= maxExamples {
+		return
+	}
+	for _, x := range d.examples {
+		if x.Host == e.Host && x.Kind == e.Kind {
+			return // one per host and kind: the screen shows different things
+		}
+	}
+	d.examples = append(d.examples, e)
+}
+
+// baseMethods are tried on every host.
+var baseMethods = []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "CONNECT"}
+
+// unnamedMethod is a method no rule can name (it is not one the policy knows).
+const unnamedMethod = "PURGE"
+
+// differential decides the generated requests under old and new (see the comment at the top of
+// this file) and reports those new decides less restrictively.
+func differential(old, new *Policy) diffResult {
+	var d diffResult
+	ov, nv := newRuleView(old), newRuleView(new)
+	fill := filler(old, new)
+	for _, h := range probeHosts(old, new) {
+		ors, nrs := ov.rulesFor(h), nv.rulesFor(h)
+		words := changedWords(ov, ors, nv, nrs)
+		if words == nil && !hostDiffers(old, new, h) {
+			continue // the same rules and lists: the same decisions
+		}
+		methods, paths := probeRequests(fill, words, old, ors, new, nrs)
+		cost := 4 + 2*len(methods)*len(paths)
+		if d.evaluated+cost > maxEvaluations {
+			d.truncated = true
+			return d
+		}
+		d.evaluated += cost
+		d.host(old, new, h, methods, paths)
+	}
+	return d
+}
+
+// host compares everything decided about one host.
+func (d *diffResult) host(old, new *Policy, h string, methods, paths []string) {
+	if !old.Spliced(h) && new.Spliced(h) {
+		d.add(Example{Kind: ExampleSplice, Host: h, Was: "decrypted (each request decided on its own)",
+			Now: "spliced (its tunnel decided at the domain, its requests unseen)"})
+	}
+	oc, nc := old.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true}), new.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true})
+	if nc.Verdict < oc.Verdict {
+		d.add(Example{Kind: ExampleConnect, Host: h, Old: oc, New: nc})
+	}
+	oi, ni := old.EvaluateIntercept(h), new.EvaluateIntercept(h)
+	if ni.Verdict < oi.Verdict {
+		d.add(Example{Kind: ExampleIntercept, Host: h, Old: oi, New: ni})
+	}
+	oa, oOK := old.Floor.Hosts[h]
+	na, nOK := new.Floor.Hosts[h]
+	if oOK != nOK || oa != na {
+		d.add(Example{Kind: ExampleAddress, Host: h, Was: addressWords(oa, oOK), Now: addressWords(na, nOK)})
+	}
+	if !old.Trusted(h) && new.Trusted(h) {
+		d.add(Example{Kind: ExampleTrusted, Host: h, Was: "not trusted", Now: "trusted for reads (free without a rule; the heuristics score it as trusted)"})
+	}
+	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); nj != nil && (oj == nil || !sameInjection(oj, nj)) {
+		d.add(Example{Kind: ExampleInject, Host: h, Was: injectionWords(oj), Now: injectionWords(nj)})
+	}
+	for _, m := range methods {
+		for _, p := range paths {
+			r := Request{Host: h, Method: m, Path: p}
+			oe, ne := old.Evaluate(r), new.Evaluate(r)
+			if ne.Verdict < oe.Verdict {
+				d.add(Example{Kind: ExampleRequest, Host: h, Method: m, Path: p, Old: oe, New: ne})
+				continue
+			}
+			if ot, nt := tunnelDecision(old, h, oc, oi, oe), tunnelDecision(new, h, nc, ni, ne); nt.Verdict < ot.Verdict {
+				d.add(Example{Kind: ExampleTunnel, Host: h, Method: m, Path: p, Old: ot, New: nt})
+			}
+		}
+	}
+}
+
+// tunnelDecision is how a gate with a signer decides a request inside a CONNECT tunnel to h: a
+// spliced host's tunnel is decided at the domain (connect) and carries the request unseen; any
+// other is opened to decrypt (intercept) and the request is decided on its own (req).
+func tunnelDecision(p *Policy, h string, connect, intercept, req Decision) Decision {
+	if p.Spliced(h) {
+		return connect
+	}
+	if intercept.Verdict > req.Verdict {
+		return intercept
+	}
+	return req
+}
+
+// hostDiffers reports whether anything but the rules decides h differently: the lists, the
+// injection, the address.
+func hostDiffers(old, new *Policy, h string) bool {
+	if (old.deny.lookup(h) != "") != (new.deny.lookup(h) != "") ||
+		old.Trusted(h) != new.Trusted(h) || old.Spliced(h) != new.Spliced(h) {
+		return true
+	}
+	oa, oOK := old.Floor.Hosts[h]
+	na, nOK := new.Floor.Hosts[h]
+	if oOK != nOK || oa != na {
+		return true
+	}
+	oj, nj := old.InjectionFor(h), new.InjectionFor(h)
+	return (oj == nil) != (nj == nil) || (oj != nil && !sameInjection(oj, nj))
+}
+
+func sameInjection(a, b *Injection) bool {
+	return a.Header == b.Header && a.Query == b.Query && a.Secret == b.Secret && a.Format == b.Format
+}
+
+func injectionWords(in *Injection) string {
+	if in == nil {
+		return "no injected credential"
+	}
+	target := "header " + in.Header
+	if in.Header == "" {
+		target = "query parameter " + in.Query
+	}
+	return fmt.Sprintf("secret %q as %s (inject %q)", in.Secret, target, in.Name)
+}
+
+func addressWords(a netip.Addr, ok bool) string {
+	if !ok {
+		return "the address DNS gives"
+	}
+	return a.String() + " ([floor.hosts])"
+}
+
+// ruleView finds, for a host, the rules of one policy that apply to it, and what each decides by.
+type ruleView struct {
+	p    *Policy
+	sigs []string // per rule: verdict, methods and paths, which decide with the hosts
+	seen []uint32 // per rule: the epoch it was last collected in
+	now  uint32
+}
+
+func newRuleView(p *Policy) *ruleView {
+	v := &ruleView{p: p, sigs: make([]string, len(p.rules)), seen: make([]uint32, len(p.rules))}
+	for i := range p.rules {
+		rl := &p.rules[i]
+		paths := make([]string, len(rl.paths))
+		for j := range rl.paths {
+			paths[j] = rl.paths[j].text
+		}
+		sort.Strings(paths)
+		v.sigs[i] = fmt.Sprintf("%d %x %s", rl.verdict, rl.methods, strings.Join(paths, " "))
+	}
+	return v
+}
+
+// rulesFor returns the ids of the rules whose hosts match h, each once, in file order.
+func (v *ruleView) rulesFor(h string) []int32 {
+	v.now++
+	var ids []int32
+	v.p.forRules(h, func(id int32) {
+		if v.seen[id] != v.now {
+			v.seen[id] = v.now
+			ids = append(ids, id)
+		}
+	})
+	slices.Sort(ids)
+	return ids
+}
+
+// maxWords bounds the words of changed rules that fill the stars of a host's path patterns.
+const maxWords = 32
+
+// changedWords compares the rules ors of old and nrs of new that apply to one host: nil when
+// they decide alike (the same verdicts, methods and paths, names aside); otherwise the literal
+// path segments of the rules that differ (at most maxWords, never nil). A request that the
+// change decides differently is in the reach of a rule that differs, so filling the stars of
+// the host's other patterns with these words finds where the patterns meet ("/a/*" and
+// "/**/x.git" meet at "/a/x.git").
+func changedWords(ov *ruleView, ors []int32, nv *ruleView, nrs []int32) []string {
+	count := make(map[string]int, len(nrs))
+	for _, id := range nrs {
+		count[nv.sigs[id]]++
+	}
+	var changed []*rule
+	for _, id := range ors {
+		if count[ov.sigs[id]] > 0 {
+			count[ov.sigs[id]]--
+		} else {
+			changed = append(changed, &ov.p.rules[id])
+		}
+	}
+	for _, id := range nrs {
+		if count[nv.sigs[id]] > 0 {
+			count[nv.sigs[id]]--
+			changed = append(changed, &nv.p.rules[id])
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	words := []string{}
+	for _, rl := range changed {
+		for j := range rl.paths {
+			segs, err := compileSegs(rl.paths[j].text, rl.paths[j].text)
+			if err != nil {
+				continue
+			}
+			for _, sg := range segs {
+				if sg.kind == segLiteral && sg.lit != "" && !slices.Contains(words, sg.lit) && len(words) < maxWords {
+					words = append(words, sg.lit)
+				}
+			}
+		}
+	}
+	return words
+}
+
+// probeHosts lists hosts that stand for every host (see the comment at the top of this file),
+// sorted.
+func probeHosts(ps ...*Policy) []string {
+	exact, suffix := map[string]bool{}, map[string]bool{}
+	sets := func(s *hostSet) {
+		for k := range s.exact {
+			exact[k] = true
+		}
+		for k := range s.suffix {
+			suffix[k] = true
+		}
+	}
+	for _, p := range ps {
+		sets(&p.trusted)
+		sets(&p.deny)
+		sets(&p.splice)
+		for k := range p.index.exact {
+			exact[k] = true
+		}
+		for k := range p.index.suffix {
+			suffix[k] = true
+		}
+		for k := range p.injectBy {
+			exact[k] = true
+		}
+		for k := range p.Floor.Hosts {
+			exact[k] = true
+		}
+	}
+	// A name under no suffix pattern and not named: it stands for every host no pattern names.
+	under := func(h string) bool {
+		for s := range suffix {
+			if strings.HasSuffix(h, "."+s) {
+				return true
+			}
+		}
+		return false
+	}
+	out := map[string]bool{}
+	for i := 0; ; i++ {
+		h := "lockhttp-unnamed.invalid"
+		if i > 0 {
+			h = fmt.Sprintf("lockhttp-unnamed.invalid%d", i)
+		}
+		if !exact[h] && !under(h) {
+			out[h] = true
+			break
+		}
+	}
+	for h := range exact {
+		out[h] = true
+	}
+	for s := range suffix {
+		out[s] = true // the apex: not under its own pattern
+		h := "x." + s
+		for exact[h] || suffix[h] {
+			h = "x" + h // a name that no exact pattern or deeper suffix names
+		}
+		out[h] = true
+	}
+	hosts := make([]string, 0, len(out))
+	for h := range out {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	return hosts
+}
+
+// probeRequests lists the methods and paths tried on a host to which the rules ors of old and
+// nrs of new apply: fill stands for what a star matches, and each of words fills the stars too.
+func probeRequests(fill string, words []string, old *Policy, ors []int32, new *Policy, nrs []int32) (methods, paths []string) {
+	var bits uint32
+	pathSet := map[string]bool{"/": true}
+	paths = append(paths, "/")
+	each := func(p *Policy, ids []int32) {
+		for _, id := range ids {
+			rl := &p.rules[id]
+			bits |= rl.methods
+			for j := range rl.paths {
+				for _, s := range pathSamples(rl.paths[j].text, fill, words...) {
+					if !pathSet[s] {
+						pathSet[s] = true
+						paths = append(paths, s)
+					}
+				}
+			}
+		}
+	}
+	each(old, ors)
+	each(new, nrs)
+	methods = append(methods, baseMethods...)
+	for i, m := range knownMethods {
+		if bits&(1<<uint(i)) != 0 && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	return append(methods, unnamedMethod), paths
+}
+
+// filler is the text that stands for what a star matches in the samples of a path pattern:
+// "x", or another word when a path pattern of either policy holds it, so that a pattern's
+// samples are not the literal text of another pattern ("/*.git" filled is not "/x.git").
+func filler(ps ...*Policy) string {
+	var texts []string
+	for _, p := range ps {
+		for i := range p.rules {
+			for j := range p.rules[i].paths {
+				texts = append(texts, strings.ToLower(p.rules[i].paths[j].text))
+			}
+		}
+	}
+	for i := 0; ; i++ {
+		f := "x"
+		if i > 0 {
+			f = fmt.Sprintf("lockhttp%d", i)
+		}
+		if !slices.ContainsFunc(texts, func(t string) bool { return strings.Contains(t, f) }) {
+			return f
+		}
+	}
+}
+
+// pathSamples are paths that tell a path pattern apart from its neighbours: its literal prefix,
+// the pattern filled (a star, or a star within a segment, as fill; "**" as no segment, one and
+// two), one segment deeper, with a ;parameter on its first segment, in upper case, and filled
+// with each of words (a star and "**" as the word).
+func pathSamples(pattern, fill string, words ...string) []string {
+	segs, err := compileSegs(pattern, pattern)
+	if err != nil {
+		return nil
+	}
+	// sample fills stars with star and "**" with the segments globstar.
+	sample := func(star string, globstar ...string) string {
+		var parts []string
+		for _, s := range segs {
+			switch s.kind {
+			case segLiteral:
+				parts = append(parts, s.lit)
+			case segStar:
+				parts = append(parts, star)
+			case segWild:
+				parts = append(parts, strings.Join(s.parts, star))
+			case segGlobstar:
+				parts = append(parts, globstar...)
+			}
+		}
+		return "/" + strings.Join(parts, "/")
+	}
+	var prefix []string
+	for _, s := range segs {
+		if s.kind != segLiteral {
+			break
+		}
+		prefix = append(prefix, s.lit)
+	}
+	one := sample(fill, fill)
+	out := []string{"/" + strings.Join(prefix, "/"), sample(fill), one, sample(fill, fill, fill), strings.TrimSuffix(one, "/") + "/" + fill}
+	first, rest, _ := strings.Cut(one[1:], "/")
+	param := "/" + first + ";" + fill
+	if rest != "" || strings.Contains(one[1:], "/") {
+		param += "/" + rest
+	}
+	out = append(out, param)
+	if up := strings.ToUpper(one); up != one {
+		out = append(out, up)
+	}
+	if len(prefix) < len(segs) { // the pattern has a star: fill it with the words too
+		for _, w := range words {
+			out = append(out, sample(w, w))
+		}
+	}
+	return out
+}
