@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -138,7 +136,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		c.SetHub(hs.addr)
 	}
-	pl := policyListener(l, o.gateUIDs, log)
+	// The policy socket is mode 0666 (the handler answers 403 to all but the gate's uids).
+	pl := connlimit.ForUIDs(l, o.gateUIDs, log, "console")
 	srv := pl.Server(&http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10})
@@ -168,15 +167,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// policyListener caps the connections on the policy socket, which any local user may open
-// (mode 0666; the handler answers 403 to all but the gate's uids): the gate's uids are trusted
-// at accept; another uid may hold 8 connections, 32 in all, each for 5 s.
-func policyListener(l net.Listener, gateUIDs []int, log *slog.Logger) *connlimit.Listener {
-	return connlimit.New(l, connlimit.Config{Max: 64, MaxProbation: 32, PerPeer: 8, Probation: 5 * time.Second,
-		Trusted: func(c net.Conn) bool {
-			p, err := unixsock.PeerOf(c)
-			return err == nil && slices.Contains(gateUIDs, p.UID)
-		}, Log: log, Name: "console"})
 }

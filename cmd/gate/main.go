@@ -27,6 +27,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/gate"
@@ -214,8 +215,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			h = mux
 		}
-		srv := &http.Server{Handler: unixsock.RequireUID(uids, h, nil), ConnContext: unixsock.ConnContext, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(al)
+		write := 10 * time.Second
+		if o.pprof {
+			write = 2 * time.Minute // a CPU profile takes 30 s by default
+		}
+		cl := connlimit.ForUIDs(al, uids, log, "gate-admin")
+		srv := cl.Server(&http.Server{Handler: unixsock.RequireUID(uids, h, nil), ConnContext: unixsock.ConnContext,
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: write,
+			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10})
+		go srv.Serve(cl)
 		defer srv.Close()
 	}
 	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream)

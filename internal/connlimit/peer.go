@@ -2,8 +2,10 @@ package connlimit
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -103,4 +105,15 @@ func socketOwner(from, to netip.AddrPort) (uid int, ok bool) {
 		return 0, false // no answer, or NLMSG_ERROR: no such socket here
 	}
 	return int(binary.LittleEndian.Uint32(buf[nlmsgHdrLen+diagMsgUIDAt:])), true
+}
+
+// ForUIDs caps the connections of a unix socket that any local user may open while only uids
+// are served: connections from uids are trusted at accept (1,024 at most, each closed by the
+// server's idle timeout); any other uid may hold 8 connections, 32 in all, each for 5 s.
+func ForUIDs(l net.Listener, uids []int, log *slog.Logger, name string) *Listener {
+	return New(l, Config{Max: 1024, MaxProbation: 32, PerPeer: 8, Probation: 5 * time.Second,
+		Trusted: func(c net.Conn) bool {
+			p, err := unixsock.PeerOf(c)
+			return err == nil && slices.Contains(uids, p.UID)
+		}, Log: log, Name: name})
 }
