@@ -98,7 +98,14 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		if in.Claude != nil {
 			allowed = in.Claude.Allowed(res.Container)
 		}
-		if cd := claudeapi.CheckCredentials(r.Header, allowed); cd.Verdict == policy.Deny {
+		// The header an [[inject]] rule of the host sets is replaced on the way out: what the
+		// agent put there (a placeholder) never leaves, so it is not the agent's credential.
+		h := r.Header
+		if inj := p.InjectionFor(host); inj != nil && inj.Header != "" && len(h.Values(inj.Header)) > 0 {
+			h = h.Clone()
+			h.Del(inj.Header)
+		}
+		if cd := claudeapi.CheckCredentials(h, allowed); cd.Verdict == policy.Deny {
 			if in.ClaudeErr != nil {
 				cd.Reason += " (the Claude credentials file named in the policy did not load; the gate's log says why)"
 			}
