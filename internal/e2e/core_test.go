@@ -252,7 +252,8 @@ func TestCoreRefusals(t *testing.T) {
 		{"write to trusted asks", []string{"-X", "PATCH", e.url("/thing")}, 403, "E_PENDING", "default"},
 		{"CONNECT port not allowed", []string{"-p", "https://origin.test:1234/"}, 403, "E_FLOOR", "floor:port"},
 		{"CONNECT asks at the domain", []string{"-p", fmt.Sprintf("https://asktunnel.test:%d/", e.tlsPort)}, 403, "E_PENDING", "default"},
-		{"CONNECT deny list", []string{"-p", "https://denied.test/"}, 403, "E_RULE", "deny"},
+		// Decrypted, the refusal of the CONNECT answers the first request inside the tunnel.
+		{"CONNECT deny list", []string{"--cacert", e.up.CACert, "https://denied.test/"}, 403, "E_RULE", "deny"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

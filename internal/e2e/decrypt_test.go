@@ -484,7 +484,7 @@ func TestSignerDownFailsClosed(t *testing.T) {
 	io.Copy(&b, c)
 	c.Close()
 	out := b.String()
-	if !strings.Contains(out, "E_NO_SIGNER") || !strings.HasPrefix(out, "HTTP/1.1 403") {
+	if !strings.Contains(out, "E_NO_SIGNER") || !strings.HasPrefix(out, "HTTP/1.1 503") {
 		t.Fatalf("CONNECT with the signer stopped:\n%s", out)
 	}
 	if e.origin.count() != before {

@@ -13,7 +13,7 @@ const (
 	TooLarge      Kind = "too-large"      // head (or trailer section) over the limit: 431
 	H2C           Kind = "h2c"            // Upgrade: h2c or HTTP2-Settings: 403 E_FLOOR
 	H2Preface     Kind = "h2-preface"     // "PRI * HTTP/2.0": 403 E_FLOOR
-	HostMismatch  Kind = "host-mismatch"  // Host disagrees with the absolute-form or CONNECT target: 403 E_FLOOR
+	HostMismatch  Kind = "host-mismatch"  // Host disagrees with the absolute-form target: 403 E_FLOOR
 	NestedConnect Kind = "nested-connect" // CONNECT inside a decrypted tunnel: 403 E_FLOOR
 	TLSOnPlain    Kind = "tls-on-plain"   // a TLS handshake record where a request was expected: 400
 )

@@ -60,9 +60,11 @@ type Head struct {
 //     Transfer-Encoding in HTTP/1.0, no body framing on CONNECT; one well-formed Host when
 //     HTTP/1.1 (CONNECT excepted) or when an origin-form request arrives inside a tunnel.
 //  4. H2C (Upgrade lists h2c, or an HTTP2-Settings field), then NestedConnect (CONNECT inside a
-//     tunnel), then HostMismatch: a Host must name the authority of an absolute-form or CONNECT
-//     target, ignoring case, with a missing port read as the scheme's default (80 for http, 443
-//     for https, either for CONNECT).
+//     tunnel), then HostMismatch: a Host must name the authority of an absolute-form target,
+//     ignoring case, with a missing port read as the scheme's default (80 for http, 443 for
+//     https). A CONNECT's Host is not compared with its target: the tunnel is the target's,
+//     the Host never leaves the gate, and clients send the proxy's address there (Node's
+//     http.request does); it must still be one well-formed Host.
 //
 // ParseHead refuses everything net/http's server would refuse on its own (so that every refusal
 // reaches the gate's handler), and more: what net/http reads leniently where a stricter parser
@@ -171,7 +173,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 		f       form
 		tHost   []byte
 		tPort   = -1
-		defPort int // the scheme's default port; 0 for CONNECT, where 80 and 443 both count
+		defPort int // the scheme's default port, for an absolute-form target
 	)
 	switch {
 	case h.connect:
@@ -332,7 +334,7 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	if h.connect && tunnel {
 		return refuse(NestedConnect, "a CONNECT inside a tunnel is not allowed")
 	}
-	if hosts == 1 && (f == absoluteForm || f == authorityForm) && !sameAuthority(hHost, hPort, tHost, tPort, defPort) {
+	if hosts == 1 && f == absoluteForm && !sameAuthority(hHost, hPort, tHost, tPort, defPort) {
 		return refuse(HostMismatch, "the Host header does not match the target authority")
 	}
 
@@ -470,17 +472,11 @@ func hostPort(a []byte) (host []byte, port int, why string) {
 	return host, port, ""
 }
 
-// sameAuthority compares the Host header with the target's authority: hosts case-insensitively,
-// ports after filling in the default (defPort; for CONNECT, defPort 0, either 80 or 443).
+// sameAuthority compares the Host header with an absolute-form target's authority: hosts
+// case-insensitively, ports after filling in the scheme's default (defPort).
 func sameAuthority(hHost []byte, hPort int, tHost []byte, tPort, defPort int) bool {
 	if !bytes.EqualFold(hHost, tHost) {
 		return false
-	}
-	if defPort == 0 { // CONNECT: the target always has a port
-		if hPort < 0 {
-			return tPort == 80 || tPort == 443
-		}
-		return hPort == tPort
 	}
 	if hPort < 0 {
 		hPort = defPort

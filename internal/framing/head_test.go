@@ -45,6 +45,10 @@ func TestParseHeadAccepts(t *testing.T) {
 		{"CONNECT Host without port 80", "CONNECT a.com:80 HTTP/1.1\r\nHost: a.com\r\n\r\n", false, Head{Method: "CONNECT", Target: "a.com:80", Proto: "HTTP/1.1", Connect: true}},
 		{"CONNECT other port", "CONNECT a.com:8443 HTTP/1.1\r\nHost: a.com:8443\r\n\r\n", false, Head{Method: "CONNECT", Target: "a.com:8443", Proto: "HTTP/1.1", Connect: true}},
 		{"CONNECT IPv6", "CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\n\r\n", false, Head{Method: "CONNECT", Target: "[::1]:443", Proto: "HTTP/1.1", Connect: true}},
+		// A CONNECT's Host is not compared with its target: the tunnel is the target's.
+		{"CONNECT Host naming the proxy (Node)", "CONNECT a.com:443 HTTP/1.1\r\nHost: 127.0.0.1:3130\r\nConnection: keep-alive\r\n\r\n", false, Head{Method: "CONNECT", Target: "a.com:443", Proto: "HTTP/1.1", Connect: true}},
+		{"CONNECT Host naming another host", "CONNECT a.com:443 HTTP/1.1\r\nHost: b.com:443\r\n\r\n", false, Head{Method: "CONNECT", Target: "a.com:443", Proto: "HTTP/1.1", Connect: true}},
+		{"CONNECT Host without port, other port", "CONNECT a.com:8443 HTTP/1.1\r\nHost: a.com\r\n\r\n", false, Head{Method: "CONNECT", Target: "a.com:8443", Proto: "HTTP/1.1", Connect: true}},
 		{"Content-Length", "POST /p HTTP/1.1\r\nHost: a.com\r\nContent-Length: 5\r\n\r\n", false,
 			Head{Method: "POST", Target: "/p", Proto: "HTTP/1.1", Body: LengthBody, Length: 5}},
 		{"Content-Length zero", "POST /p HTTP/1.1\r\nHost: a.com\r\nContent-Length: 0\r\n\r\n", false,
@@ -93,6 +97,10 @@ func agreeWithNetHTTP(t *testing.T, b []byte, h *Head) {
 	}
 	if r.Method != h.Method || r.RequestURI != h.Target || r.Proto != h.Proto {
 		t.Errorf("net/http reads %s %s %s", r.Method, r.RequestURI, r.Proto)
+	}
+	if h.Connect && r.Host != h.Target {
+		// The gate binds a tunnel to r.Host: it must be the CONNECT target, whatever Host says.
+		t.Errorf("net/http reads the CONNECT's host as %q, not its target %q", r.Host, h.Target)
 	}
 	want := map[BodyKind]int64{NoBody: 0, LengthBody: h.Length, ChunkedBody: -1}[h.Body]
 	if r.ContentLength != want {
@@ -172,6 +180,7 @@ func TestParseHeadClients(t *testing.T) {
 		"python-urllib-get": {Method: "GET", Target: "http://example.com/pypi/simple/"},
 		"go-get":            {Method: "GET", Target: "http://example.com/go/get?q=1"},
 		"go-connect":        {Method: "CONNECT", Target: "example.com:443", Connect: true},
+		"node-connect":      {Method: "CONNECT", Target: "www.google.com:80", Connect: true},
 		"go-post":           {Method: "POST", Target: "http://example.com/go/post", Body: LengthBody, Length: 7},
 		"go-post-chunked":   {Method: "POST", Target: "http://example.com/go/chunked", Body: ChunkedBody},
 	}

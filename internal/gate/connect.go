@@ -13,7 +13,10 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
-// serveConnect decides a CONNECT at the domain and, when it is free, splices the tunnel.
+// serveConnect decides a CONNECT: one to be decrypted is opened (intercept), or refused inside
+// its tunnel (refuseInTunnel); one decided at the domain is refused here or, when it is free,
+// spliced. The tunnel is the CONNECT target's (r.Host, which net/http takes from the target);
+// a Host header naming anything else, the proxy for one, is not read.
 func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	ex := g.newExchange(r, "connect")
 	pol := g.pol.Load()
@@ -26,6 +29,12 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	res := judge.Decide(g.env(pol), v)
 	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
+		if res.Intercept {
+			// A host to be decrypted, refused as a whole: answered inside the tunnel, where
+			// the client shows it.
+			g.refuseInTunnel(w, r, ex, res, pol)
+			return
+		}
 		g.refuseWriter(w, r, ex, res.Decision, true)
 		return
 	}

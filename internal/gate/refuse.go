@@ -32,10 +32,29 @@ func refusalStatus(d policy.Decision) int {
 	case "framing:too-large":
 		return http.StatusRequestHeaderFieldsTooLarge
 	}
-	if d.Code == policy.CodeNoAudit {
+	if d.Code == policy.CodeNoAudit || d.Code == policy.CodeNoSigner {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusForbidden
+}
+
+// Retry-After of the refusals that a retry can pass: a request a human has not answered yet
+// (the retry waits on the same ticket, and passes once it is approved), and the gate's own
+// failures (its audit, its signer), which pass once they are fixed.
+const (
+	retryPending     = 5
+	retryUnavailable = 10
+)
+
+// retryAfter is the Retry-After of a refusal with code c in seconds, or 0 for none.
+func retryAfter(c policy.Code) int {
+	switch c {
+	case policy.CodePending:
+		return retryPending
+	case policy.CodeNoAudit, policy.CodeNoSigner:
+		return retryUnavailable
+	}
+	return 0
 }
 
 // refusalBody is the plain-text body that tells the agent what was refused, why and what to do.
@@ -57,7 +76,7 @@ func refusalBody(ex *exchange, d policy.Decision) []byte {
 }
 
 func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
-	h := make(http.Header, 6)
+	h := make(http.Header, 7)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(n))
 	h.Set("Cache-Control", "no-store")
@@ -68,6 +87,9 @@ func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
 	}
 	if ex.rec.Ticket != "" {
 		h.Set(HeaderTicket, ex.rec.Ticket)
+	}
+	if s := retryAfter(d.Code); s > 0 {
+		h.Set("Retry-After", strconv.Itoa(s))
 	}
 	return h
 }

@@ -39,6 +39,7 @@ type tlsGate struct {
 	port   int
 	roots  *x509.CertPool // trusts the origin
 	certs  *signerclient.Client
+	audit  string // the audit directory
 }
 
 // anyTestResolver answers 127.0.0.1 for every name, so benchmarks can use many host names.
@@ -112,7 +113,7 @@ local = ["127.0.0.0/8"]
 	t.Cleanup(func() { cancel(); <-done; origin.Close(); aw.Close() })
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert())
-	return &tlsGate{addr: gl.Addr().String(), gate: g, caPool: pool, origin: origin, port: port, roots: roots, certs: certs}
+	return &tlsGate{addr: gl.Addr().String(), gate: g, caPool: pool, origin: origin, port: port, roots: roots, certs: certs, audit: filepath.Join(dir, "audit")}
 }
 
 func (tg *tlsGate) client() *http.Client {

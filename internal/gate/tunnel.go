@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +43,8 @@ func decisionUnsignable(host, why string) policy.Decision {
 }
 
 // intercept opens a CONNECT the policy wants decrypted: it gets the host's certificate first (so
-// that a signer that is down refuses the CONNECT itself), answers 200, checks that the client
-// speaks TLS and names the CONNECT host in its SNI, and serves the requests inside the tunnel,
-// each decided on its own.
+// that a signer that is down refuses the CONNECT itself), opens the tunnel (openTunnel: 200, TLS
+// with the SNI check) and serves the requests inside, each decided on its own.
 func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy) {
 	cert, err := g.certs.Certificate(r.Context(), res.Host)
 	if err != nil {
@@ -59,32 +59,124 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		g.refuseWriter(w, r, ex, d, true)
 		return
 	}
-	client, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		ex.finish(http.StatusInternalServerError, 0, "hijack: "+err.Error())
+	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert)
+	if t != nil {
+		defer t.close()
+	}
+	if fail != nil {
+		switch fail.kind {
+		case openPlain:
+			// Plain text where TLS was expected: answer in plain text, then close.
+			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:tls-expected",
+				Reason: "the tunnel to " + res.Host + " is decrypted and the client sent plain text instead of TLS"}
+			ex.refused(d, pol)
+			g.writeRawRefusal(t.client, ex, d)
+		case openSNI:
+			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:sni", Reason: fail.detail}
+			ex.refused(d, pol)
+			ex.finish(0, t.out(), "tls handshake refused")
+		case openRejected:
+			// The client closed or alerted after seeing the gate's certificate: pinning, or a
+			// client that does not trust the lockhttp CA.
+			ex.rec.Code = string(policy.CodePinned)
+			ex.rec.Reason = "the client rejected the gate's certificate: " + fail.detail
+			ex.finish(0, t.out(), fail.detail)
+			g.log.Info("client rejected the gate's certificate", logID, ex.rec.ID, "host", res.Host, "err", fail.detail)
+		default:
+			ex.finish(fail.status, t.out(), fail.detail)
+		}
 		return
 	}
+	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
+	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel))
+	ex.bytesIn.Store(t.cc.in.Load())
+	ex.finish(http.StatusOK, t.out(), "")
+}
+
+// serveTunnelConn serves the requests decrypted on fc with h until the connection ends.
+func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
+		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          g.srvLog,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connInfoKey{}, &connInfo{fc: fc, source: source, tunnel: tun})
+		},
+	}
+	srv.Serve(newOneConnListener(fc))
+}
+
+func newToken() string {
+	var tok [12]byte
+	rand.Read(tok[:])
+	return hex.EncodeToString(tok[:])
+}
+
+// tunnelConn is a hijacked CONNECT: the client connection, counted, and once the handshake is
+// done the TLS connection the gate decrypts.
+type tunnelConn struct {
+	g      *Gate
+	client net.Conn // the hijacked connection, tracked (closed on shutdown) until close
+	cc     *countConn
+	tls    *tls.Conn // nil until the handshake succeeded
+}
+
+func (t *tunnelConn) close() {
+	t.client.Close()
+	t.g.trackTunnel(t.client, false)
+}
+
+// out is the bytes written to the client inside the tunnel.
+func (t *tunnelConn) out() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.cc.out.Load()
+}
+
+// openFailure is why openTunnel returned no TLS connection.
+type openFailure struct {
+	kind openKind
+	// status is the status of the CONNECT's record: 500 when the connection could not be
+	// hijacked, 200 once the tunnel was answered, 0 when the handshake failed.
+	status int
+	// detail is the internal cause (the record's detail), or for openSNI the public reason.
+	detail string
+}
+
+type openKind uint8
+
+const (
+	openGone     openKind = iota // no hijack, the client went away or sent nothing, a failed handshake
+	openPlain                    // the client sent plain text: t.client is open to answer it
+	openSNI                      // the ClientHello named no host or another one than the CONNECT's
+	openRejected                 // the client rejected the gate's certificate (pinning, an untrusted CA)
+)
+
+// openTunnel answers a CONNECT the gate decrypts with 200, checks that the client then speaks
+// TLS, and completes the handshake with cert, aborting it unless the ClientHello's SNI names
+// host. ALPN offers http/1.1 only. The tunnel it returns (nil only when the connection could not
+// be hijacked) is the caller's to close, on failure too.
+func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host string, cert *tls.Certificate) (*tunnelConn, *openFailure) {
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, &openFailure{kind: openGone, status: http.StatusInternalServerError, detail: "hijack: " + err.Error()}
+	}
 	g.trackTunnel(client, true)
-	defer g.trackTunnel(client, false)
-	defer client.Close()
-	cc := &countConn{Conn: client, r: brw.Reader}
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n"+HeaderRequest+": "+ex.rec.ID+"\r\n\r\n"); err != nil {
-		ex.finish(http.StatusOK, 0, "client went away")
-		return
+	t := &tunnelConn{g: g, client: client, cc: &countConn{Conn: client, r: brw.Reader}}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n"+HeaderRequest+": "+id+"\r\n\r\n"); err != nil {
+		return t, &openFailure{kind: openGone, status: http.StatusOK, detail: "client went away"}
 	}
 	client.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	first, err := brw.Reader.Peek(1)
 	if err != nil {
-		ex.finish(http.StatusOK, 0, "the client sent nothing in the tunnel")
-		return
+		return t, &openFailure{kind: openGone, status: http.StatusOK, detail: "the client sent nothing in the tunnel"}
 	}
 	if first[0] != 0x16 {
-		// Plain text where TLS was expected: answer in plain text, then close.
-		d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:tls-expected",
-			Reason: "the tunnel to " + res.Host + " is decrypted and the client sent plain text instead of TLS"}
-		ex.refused(d, pol)
-		g.writeRawRefusal(client, ex, d)
-		return
+		return t, &openFailure{kind: openPlain, status: http.StatusOK}
 	}
 	var sniErr atomic.Pointer[string]
 	conf := &tls.Config{
@@ -96,10 +188,10 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			sni := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
-			if sni != res.Host {
-				why := fmt.Sprintf("the TLS server name %q is not the CONNECT host %q", trim(hello.ServerName), res.Host)
+			if sni != host {
+				why := fmt.Sprintf("the TLS server name %q is not the CONNECT host %q", trim(hello.ServerName), host)
 				if sni == "" {
-					why = "the client sent no TLS server name (SNI); it must name the CONNECT host " + strconv.Quote(res.Host)
+					why = "the client sent no TLS server name (SNI); it must name the CONNECT host " + strconv.Quote(host)
 				}
 				sniErr.Store(&why)
 				return nil, errors.New("lockhttp: server name mismatch")
@@ -107,44 +199,19 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			return nil, nil
 		},
 	}
-	tc := tls.Server(cc, conf)
+	tc := tls.Server(t.cc, conf)
 	if err := tc.HandshakeContext(r.Context()); err != nil {
 		switch why := sniErr.Load(); {
 		case why != nil:
-			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:sni", Reason: *why}
-			ex.refused(d, pol)
-			ex.finish(0, cc.out.Load(), "tls handshake refused")
+			return t, &openFailure{kind: openSNI, detail: *why}
 		case clientRejected(err):
-			// The client closed or alerted after seeing the gate's certificate: pinning, or a
-			// client that does not trust the lockhttp CA.
-			ex.rec.Code = string(policy.CodePinned)
-			ex.rec.Reason = "the client rejected the gate's certificate: " + err.Error()
-			ex.finish(0, cc.out.Load(), err.Error())
-			g.log.Info("client rejected the gate's certificate", logID, ex.rec.ID, "host", res.Host, "err", err)
-		default:
-			ex.finish(0, cc.out.Load(), "tls handshake: "+err.Error())
+			return t, &openFailure{kind: openRejected, detail: err.Error()}
 		}
-		return
+		return t, &openFailure{kind: openGone, detail: "tls handshake: " + err.Error()}
 	}
 	client.SetReadDeadline(time.Time{})
-	var tok [12]byte
-	rand.Read(tok[:])
-	fc := framing.NewConn(tc, framing.Options{Tunnel: true, Token: hex.EncodeToString(tok[:])})
-	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
-	source := ex.source
-	srv := &http.Server{
-		Handler:           http.HandlerFunc(g.serveTunnel),
-		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
-		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          g.srvLog,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connInfoKey{}, &connInfo{fc: fc, source: source, tunnel: tun})
-		},
-	}
-	srv.Serve(newOneConnListener(fc))
-	ex.bytesIn.Store(cc.in.Load())
-	ex.finish(http.StatusOK, cc.out.Load(), "")
+	t.tls = tc
+	return t, nil
 }
 
 // clientRejected reports a handshake that failed on the client's side: it sent an alert

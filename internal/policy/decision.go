@@ -57,13 +57,13 @@ const (
 func (c Code) Advice() string {
 	switch c {
 	case CodePending:
-		return "A human has not answered yet. Retry the same request shortly; once it is approved it passes."
+		return "A human has not answered yet. Retry the same request in a few seconds (the Retry-After header says how many): it waits on the same ticket, and passes once a human approves it."
 	case CodeNoConsole:
-		return "No console is running to ask a human, so every request that needs approval is refused. Ask the user to run `lox run`."
+		return "No console is running to ask a human (or the gate has not received its policy yet), so every request that needs approval is refused at once. Ask the user to run `lox run`, and retry only once it runs: until then every retry is refused the same way."
 	case CodeDenied:
 		return "A human denied this request. Do not retry it; ask the user."
 	case CodeTimeout:
-		return "Nobody answered in time. Send the same request again to ask again."
+		return "Nobody answered in time and the ticket expired. You may retry at once: the same request then asks a human again, on a new ticket."
 	case CodeRule:
 		return "The policy refuses this request. Do not retry it; ask the user to change the rule if it is needed."
 	case CodeFloor:
@@ -81,9 +81,9 @@ func (c Code) Advice() string {
 	case CodePinned:
 		return "The client rejected the gate's certificate."
 	case CodeNoAudit:
-		return "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate (disk space, the audit directory); then retry."
+		return "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate (disk space, the audit directory); retry after the Retry-After seconds, and once it is fixed the request passes."
 	case CodeNoSigner:
-		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); then retry."
+		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); retry after the Retry-After seconds, and once it runs the request passes."
 	}
 	return "Ask the user."
 }
