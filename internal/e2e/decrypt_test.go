@@ -419,6 +419,25 @@ func TestDecryptAttacks(t *testing.T) {
 			return false
 		})
 	})
+	t.Run("curl without the lockhttp CA is E_PINNED", func(t *testing.T) {
+		// OpenSSL clients reject the certificate with an alert the gate's side reads as a bad
+		// record MAC.
+		pinned := func() int {
+			n := 0
+			for _, m := range e.auditRecords() {
+				if m["event"] == "connect" && m["code"] == "E_PINNED" {
+					n++
+				}
+			}
+			return n
+		}
+		before := pinned()
+		curl := requireTool(t, "curl")
+		if out, err := exec.Command(curl, "-sS", "-x", e.up.Gate, "--max-time", "10", e.url("origin.test", "/pinned")).CombinedOutput(); err == nil {
+			t.Fatalf("curl without the CA succeeded: %s", out)
+		}
+		testkit.WaitFor(t, 5*time.Second, "an E_PINNED record for curl", func() bool { return pinned() > before })
+	})
 }
 
 // TestUpstreamCertificateProblems: the gate verifies origins; each bad certificate is a 502 that

@@ -217,7 +217,10 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 // clientRejected reports a handshake that failed on the client's side: it sent an alert
 // (unknown CA, bad certificate) or closed the connection after the gate's certificate.
 func clientRejected(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+	// context.Canceled: the client closed the connection while the handshake waited on it
+	// (Node). "bad record MAC": OpenSSL clients (curl, Python) that reject the certificate in
+	// TLS 1.3 send their alert under keys the gate's side of the handshake cannot read.
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
 		return true
 	}
 	var ae tls.AlertError
@@ -225,7 +228,7 @@ func clientRejected(err error) bool {
 		return true
 	}
 	s := err.Error()
-	return strings.Contains(s, "remote error") || strings.Contains(s, "connection reset")
+	return strings.Contains(s, "remote error") || strings.Contains(s, "connection reset") || strings.Contains(s, "bad record MAC")
 }
 
 func trim(s string) string {
