@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays JudgeBody reads; a body nested deeper
@@ -24,6 +24,7 @@ const maxFindings = 16
 // when free is true.
 func JudgeBody(body []byte) (free bool, findings []string) {
 	w := walker{b: body}
+	w.lx.Reset(body, jsonlex.Strict, MaxDepth)
 	w.walk()
 	return len(w.findings) == 0, w.findings
 }
@@ -91,38 +92,53 @@ type span struct {
 	escaped    bool
 }
 
-// pathElem is one step from the top-level object to the value being read.
-type pathElem struct {
-	key []byte // a key, unescaped; nil for an array index
-	idx int
-}
-
+// walker judges the tokens of a body as the strict lexer reads them. The lexer's frames are the
+// path from the top-level object to the value being read.
 type walker struct {
 	b        []byte
-	i        int
-	depth    int
-	path     []pathElem
+	lx       jsonlex.Lexer
 	findings []string
 	stopped  bool // the body cannot be read on: a syntax error, bad text or too deep
+	// The keys of the objects being read, outermost first, to find duplicates: nkeys of them,
+	// the first in keys and the rest in more.
+	nkeys int
+	keys  [16]keyRef
+	more  []keyRef
+}
+
+// key is the i-th key of the objects being read.
+func (w *walker) key(i int) keyRef {
+	if i < len(w.keys) {
+		return w.keys[i]
+	}
+	return w.more[i-len(w.keys)]
+}
+
+func (w *walker) pushKey(k keyRef) {
+	if w.nkeys < len(w.keys) {
+		w.keys[w.nkeys] = k
+	} else {
+		w.more = append(w.more[:w.nkeys-len(w.keys)], k)
+	}
+	w.nkeys++
 }
 
 func (w *walker) walk() {
-	w.space()
-	if w.i >= len(w.b) {
+	t := w.lx.Next()
+	if t.Kind == jsonlex.Invalid && t.Start >= len(w.b) {
 		w.stop("the body is empty; a Messages API request is one JSON object")
 		return
 	}
-	if w.b[w.i] != '{' {
-		w.stop("the body is not one JSON object (it starts with %s)", w.shownByte())
+	if t.Kind != jsonlex.ObjectStart {
+		w.stop("the body is not one JSON object (it starts with %s)", w.shownByte(t.Offset()))
 		return
 	}
-	w.value(ctxTop)
+	w.object(ctxTop)
 	if w.stopped {
 		return
 	}
-	w.space()
-	if w.i < len(w.b) {
-		w.stop("ambiguous JSON: data after the object at byte %d; parsers disagree about what such a body means", w.i)
+	if t := w.lx.Next(); t.Kind != jsonlex.End {
+		w.lexStop()
 	}
 }
 
@@ -143,31 +159,101 @@ func (w *walker) stop(format string, args ...any) {
 	w.finding(format, args...)
 }
 
-func (w *walker) shownByte() string {
-	if w.i >= len(w.b) {
+// lexStop stops the walk with the reason the lexer stopped.
+func (w *walker) lexStop() {
+	e, ok := w.lx.Err().(*jsonlex.Error)
+	if !ok {
+		w.stop("invalid JSON")
+		return
+	}
+	at := e.Offset
+	switch e.Code {
+	case jsonlex.ErrSyntax, jsonlex.ErrEnd:
+		switch e.Want {
+		case jsonlex.WantKey:
+			w.stop("invalid JSON: expected a key at byte %d, found %s", at, w.shownByte(at))
+		case jsonlex.WantColon:
+			w.stop("invalid JSON: expected ':' at byte %d, found %s", at, w.shownByte(at))
+		case jsonlex.WantObjectNext:
+			if e.Code == jsonlex.ErrEnd {
+				w.stop("invalid JSON: the body ends inside an object")
+			} else {
+				w.stop("invalid JSON: expected ',' or '}' at byte %d, found %s", at, w.shownByte(at))
+			}
+		case jsonlex.WantArrayNext:
+			if e.Code == jsonlex.ErrEnd {
+				w.stop("invalid JSON: the body ends inside an array")
+			} else {
+				w.stop("invalid JSON: expected ',' or ']' at byte %d, found %s", at, w.shownByte(at))
+			}
+		case jsonlex.WantEnd:
+			w.stop("ambiguous JSON: data after the object at byte %d; parsers disagree about what such a body means", at)
+		case jsonlex.WantQuote:
+			w.stop("invalid JSON: the body ends inside a string")
+		case jsonlex.WantEscape:
+			w.stop("invalid JSON: the body ends inside an escape")
+		default:
+			if e.Code == jsonlex.ErrEnd {
+				w.stop("invalid JSON: the body ends where a value should be")
+			} else {
+				w.stop("invalid JSON: unexpected %s at byte %d", w.shownByte(at), at)
+			}
+		}
+	case jsonlex.ErrControl:
+		w.stop("invalid JSON: a control character in a string at byte %d", at)
+	case jsonlex.ErrUTF8:
+		w.stop("the body is not valid UTF-8 (byte %d); parsers disagree about what such text means", at)
+	case jsonlex.ErrEscape:
+		if at+1 < len(w.b) && w.b[at+1] == 'u' {
+			w.stop("invalid JSON: bad \\u escape at byte %d", at)
+		} else {
+			w.stop("invalid JSON: bad escape at byte %d", at)
+		}
+	case jsonlex.ErrLowSurrogate:
+		w.stop("a lone low surrogate escape at byte %d; parsers disagree about what it means", at)
+	case jsonlex.ErrHighSurrogate:
+		w.stop("a lone high surrogate escape at byte %d; parsers disagree about what it means", at)
+	case jsonlex.ErrNumber:
+		w.stop("invalid JSON: bad number at byte %d", at)
+	case jsonlex.ErrRange:
+		w.stop("the number at byte %d is out of range; parsers disagree about what it means", at)
+	case jsonlex.ErrDepth:
+		w.stop("the body nests deeper than %d levels; it is not read further", MaxDepth)
+	default:
+		w.stop("invalid JSON: %v", e)
+	}
+}
+
+func (w *walker) shownByte(at int) string {
+	if at >= len(w.b) {
 		return "the end of the body"
 	}
-	if c := w.b[w.i]; c >= 0x20 && c < 0x7f {
+	if c := w.b[at]; c >= 0x20 && c < 0x7f {
 		return strconv.QuoteRune(rune(c))
 	}
-	return fmt.Sprintf("byte 0x%02X", w.b[w.i])
+	return fmt.Sprintf("byte 0x%02X", w.b[at])
 }
 
 // where renders the path to the value being read, such as messages[0].content[2].
-func (w *walker) where() string {
-	if len(w.path) == 0 {
+func (w *walker) where() string { return w.whereIn(w.lx.Depth()) }
+
+// whereIn renders the path through the n outermost open frames: with n one less than the
+// depth, the path to the object whose key was just read.
+func (w *walker) whereIn(n int) string {
+	if n == 0 {
 		return "the top level"
 	}
 	var b strings.Builder
-	for i, p := range w.path {
-		if p.key == nil {
-			fmt.Fprintf(&b, "[%d]", p.idx)
+	for i := range n {
+		f := w.lx.Frame(i)
+		if !f.Object() {
+			fmt.Fprintf(&b, "[%d]", f.Index)
 			continue
 		}
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		k := string(p.key)
+		k := string(w.bytes(span{f.Key.Start, f.Key.End, f.Key.Escaped}))
 		if len(k) > 40 {
 			k = k[:40] + "…"
 		}
@@ -197,119 +283,67 @@ func isPlainKey(k string) bool {
 	return true
 }
 
-func (w *walker) space() {
-	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
-
-// value reads one JSON value at w.i.
-func (w *walker) value(ctx context) value {
-	w.space()
-	if w.i >= len(w.b) {
-		w.stop("invalid JSON: the body ends where a value should be")
-		return value{}
-	}
-	switch c := w.b[w.i]; {
-	case c == '{':
+// value reads the value that begins with t.
+func (w *walker) value(t jsonlex.Token, ctx context) value {
+	switch t.Kind {
+	case jsonlex.ObjectStart:
 		return w.object(ctx)
-	case c == '[':
+	case jsonlex.ArrayStart:
 		return w.array(ctx)
-	case c == '"':
-		s, e, esc := w.str()
-		return value{kind: kindString, text: span{s, e, esc}}
-	case c == '-' || '0' <= c && c <= '9':
-		w.number()
+	case jsonlex.String:
+		return value{kind: kindString, text: span{t.Start, t.End, t.Escaped}}
+	case jsonlex.Number:
 		return value{kind: kindNumber}
-	case c == 't':
-		w.literal("true")
+	case jsonlex.True, jsonlex.False:
 		return value{kind: kindBool}
-	case c == 'f':
-		w.literal("false")
-		return value{kind: kindBool}
-	case c == 'n':
-		w.literal("null")
+	case jsonlex.Null:
 		return value{kind: kindNull}
 	}
-	w.stop("invalid JSON: unexpected %s at byte %d", w.shownByte(), w.i)
+	w.lexStop()
 	return value{}
-}
-
-func (w *walker) literal(lit string) {
-	if !bytes.HasPrefix(w.b[w.i:], []byte(lit)) {
-		w.stop("invalid JSON: unexpected %s at byte %d", w.shownByte(), w.i)
-		return
-	}
-	w.i += len(lit)
-}
-
-func (w *walker) enter() bool {
-	w.depth++
-	if w.depth > MaxDepth {
-		w.stop("the body nests deeper than %d levels; it is not read further", MaxDepth)
-		return false
-	}
-	return true
 }
 
 // keyRef is one key of an object, unescaped, kept to find duplicates.
 type keyRef []byte
 
+// maxKeyScan is how many keys of one object are compared one by one; past it they go in a set.
+const maxKeyScan = 16
+
 // object reads an object; ctx says which object of the request it is.
 func (w *walker) object(ctx context) value {
-	if !w.enter() {
-		return value{}
-	}
-	defer func() { w.depth-- }()
-	w.i++ // '{'
 	var (
 		facts    objFacts
-		small    [16]keyRef
-		keys     = small[:0]
+		base     = w.nkeys // this object's keys are from base on
 		keySet   map[string]struct{}
 		source   value // the value of "source"
 		hasSrc   bool
 		urlSrc   bool // a key that folds to "source" holds an object whose type folds to "url"
 		srcBadly bool // a key that differs from "source" only by case
 	)
-	w.space()
-	if w.i < len(w.b) && w.b[w.i] == '}' {
-		w.i++
-		return value{kind: kindObject}
-	}
 	for {
-		w.space()
-		if w.i >= len(w.b) || w.b[w.i] != '"' {
-			w.stop("invalid JSON: expected a key at byte %d, found %s", w.i, w.shownByte())
+		t := w.lx.Next()
+		if t.Kind == jsonlex.ObjectEnd {
+			break
+		}
+		if t.Kind != jsonlex.Key {
+			w.lexStop()
 			return value{}
 		}
-		ks, ke, kesc := w.str()
-		if w.stopped {
-			return value{}
-		}
-		key := w.b[ks:ke]
-		if kesc {
-			key = unescape(key)
-		}
+		key := w.bytes(span{t.Start, t.End, t.Escaped})
 		// Duplicates: encoding/json keeps the last, other parsers the first.
-		if keySet == nil && len(keys) < len(small) {
-			for _, k := range keys {
-				if bytes.Equal(k, key) {
+		if keySet == nil && w.nkeys-base < maxKeyScan {
+			for i := base; i < w.nkeys; i++ {
+				if bytes.Equal(w.key(i), key) {
 					w.duplicate(key)
 					break
 				}
 			}
-			keys = append(keys, key)
+			w.pushKey(key)
 		} else {
 			if keySet == nil {
-				keySet = make(map[string]struct{}, 2*len(keys))
-				for _, k := range keys {
-					keySet[string(k)] = struct{}{}
+				keySet = make(map[string]struct{}, 2*maxKeyScan)
+				for i := base; i < w.nkeys; i++ {
+					keySet[string(w.key(i))] = struct{}{}
 				}
 			}
 			if _, dup := keySet[string(key)]; dup {
@@ -318,12 +352,6 @@ func (w *walker) object(ctx context) value {
 				keySet[string(key)] = struct{}{}
 			}
 		}
-		w.space()
-		if w.i >= len(w.b) || w.b[w.i] != ':' {
-			w.stop("invalid JSON: expected ':' at byte %d, found %s", w.i, w.shownByte())
-			return value{}
-		}
-		w.i++
 		child := ctxAny
 		switch {
 		case ctx == ctxTop && string(key) == "tools":
@@ -331,8 +359,7 @@ func (w *walker) object(ctx context) value {
 		case ctx == ctxTool && string(key) == "allowed_callers":
 			child = ctxCallers
 		}
-		w.path = append(w.path, pathElem{key: key})
-		v := w.value(child)
+		v := w.value(w.lx.Next(), child)
 		if w.stopped {
 			return value{}
 		}
@@ -370,23 +397,8 @@ func (w *walker) object(ctx context) value {
 				w.finding("ambiguous JSON: %s differs from \"allowed_callers\" only by case; parsers disagree about which is read", w.where())
 			}
 		}
-		w.path = w.path[:len(w.path)-1]
-		w.space()
-		if w.i >= len(w.b) {
-			w.stop("invalid JSON: the body ends inside an object")
-			return value{}
-		}
-		if w.b[w.i] == ',' {
-			w.i++
-			continue
-		}
-		if w.b[w.i] == '}' {
-			w.i++
-			break
-		}
-		w.stop("invalid JSON: expected ',' or '}' at byte %d, found %s", w.i, w.shownByte())
-		return value{}
 	}
+	w.nkeys = base
 	if urlSrc {
 		w.finding("%s: a source of type \"url\": Anthropic would fetch that address on the caller's behalf", w.where())
 	}
@@ -412,7 +424,7 @@ func (w *walker) duplicate(key []byte) {
 	if len(k) > 40 {
 		k = k[:40] + "…"
 	}
-	w.finding("ambiguous JSON: the key %q appears twice in %s; parsers disagree about which is read", k, w.where())
+	w.finding("ambiguous JSON: the key %q appears twice in %s; parsers disagree about which is read", k, w.whereIn(w.lx.Depth()-1))
 }
 
 // topKey judges one key of the top-level object.
@@ -451,42 +463,38 @@ func (w *walker) tool(f objFacts) {
 		w.finding("%s.type: %s where a string is expected", w.where(), f.typ)
 		return
 	}
-	t := string(w.bytes(f.typStr))
-	if t == "custom" || strings.HasPrefix(t, "web_search_") {
+	t := w.bytes(f.typStr)
+	if string(t) == "custom" || hasPrefix(t, "web_search_") {
 		return
 	}
 	for _, p := range clientToolPrefixes {
-		if strings.HasPrefix(t, p) {
+		if hasPrefix(t, p) {
 			return
 		}
 	}
-	shown := t
+	shown := string(t)
 	if len(shown) > 64 {
 		shown = shown[:64] + "…"
 	}
 	w.finding("%s: a server tool of type %q: Anthropic would run it on the caller's behalf (only web_search_* is free)", w.where(), shown)
 }
 
+// hasPrefix is strings.HasPrefix for bytes, without a copy.
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
+
 // array reads an array; ctx says which array of the request it is.
 func (w *walker) array(ctx context) value {
-	if !w.enter() {
-		return value{}
-	}
-	defer func() { w.depth-- }()
-	w.i++ // '['
 	v := value{kind: kindArray, onlyDirect: true}
 	child := ctxAny
 	if ctx == ctxTools {
 		child = ctxTool
 	}
-	w.space()
-	if w.i < len(w.b) && w.b[w.i] == ']' {
-		w.i++
-		return v
-	}
-	for n := 0; ; n++ {
-		w.path = append(w.path, pathElem{idx: n})
-		e := w.value(child)
+	for {
+		t := w.lx.Next()
+		if t.Kind == jsonlex.ArrayEnd {
+			return v
+		}
+		e := w.value(t, child)
 		if w.stopped {
 			return value{}
 		}
@@ -500,215 +508,13 @@ func (w *walker) array(ctx context) value {
 				v.onlyDirect = false
 			}
 		}
-		w.path = w.path[:len(w.path)-1]
-		w.space()
-		if w.i >= len(w.b) {
-			w.stop("invalid JSON: the body ends inside an array")
-			return value{}
-		}
-		if w.b[w.i] == ',' {
-			w.i++
-			continue
-		}
-		if w.b[w.i] == ']' {
-			w.i++
-			return v
-		}
-		w.stop("invalid JSON: expected ',' or ']' at byte %d, found %s", w.i, w.shownByte())
-		return value{}
 	}
 }
 
 // bytes is the text of a string, unescaped; it is a slice of the body unless it holds escapes.
 func (w *walker) bytes(s span) []byte {
 	if s.escaped {
-		return unescape(w.b[s.start:s.end])
+		return jsonlex.AppendUnescaped(nil, w.b[s.start:s.end])
 	}
 	return w.b[s.start:s.end]
-}
-
-// str reads a string at w.i (on its opening quote) and checks it: escapes, control characters,
-// UTF-8 and surrogate pairs. It returns where its text is and whether it holds escapes.
-func (w *walker) str() (start, end int, escaped bool) {
-	w.i++ // '"'
-	start = w.i
-	for w.i < len(w.b) {
-		c := w.b[w.i]
-		switch {
-		case c == '"':
-			end = w.i
-			w.i++
-			return start, end, escaped
-		case c == '\\':
-			escaped = true
-			if !w.escape() {
-				return 0, 0, false
-			}
-		case c < 0x20:
-			w.stop("invalid JSON: a control character in a string at byte %d", w.i)
-			return 0, 0, false
-		case c < utf8.RuneSelf:
-			w.i++
-		default:
-			r, n := utf8.DecodeRune(w.b[w.i:])
-			if r == utf8.RuneError && n == 1 {
-				w.stop("the body is not valid UTF-8 (byte %d); parsers disagree about what such text means", w.i)
-				return 0, 0, false
-			}
-			w.i += n
-		}
-	}
-	w.stop("invalid JSON: the body ends inside a string")
-	return 0, 0, false
-}
-
-// escape checks one escape at w.i (on its backslash).
-func (w *walker) escape() bool {
-	at := w.i
-	if w.i+1 >= len(w.b) {
-		w.stop("invalid JSON: the body ends inside an escape")
-		return false
-	}
-	switch w.b[w.i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		w.i += 2
-		return true
-	case 'u':
-	default:
-		w.stop("invalid JSON: bad escape at byte %d", at)
-		return false
-	}
-	r, ok := hex4(w.b[w.i+2:])
-	if !ok {
-		w.stop("invalid JSON: bad \\u escape at byte %d", at)
-		return false
-	}
-	w.i += 6
-	switch {
-	case 0xDC00 <= r && r <= 0xDFFF:
-		w.stop("a lone low surrogate escape at byte %d; parsers disagree about what it means", at)
-		return false
-	case 0xD800 <= r && r <= 0xDBFF:
-		if w.i+1 < len(w.b) && w.b[w.i] == '\\' && w.b[w.i+1] == 'u' {
-			if r2, ok := hex4(w.b[w.i+2:]); ok && 0xDC00 <= r2 && r2 <= 0xDFFF {
-				w.i += 6
-				return true
-			}
-		}
-		w.stop("a lone high surrogate escape at byte %d; parsers disagree about what it means", at)
-		return false
-	}
-	return true
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(d)
-	}
-	return r, true
-}
-
-// unescape decodes the text of a string that str has checked.
-func unescape(s []byte) []byte {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			out = append(out, c)
-			i++
-			continue
-		}
-		switch s[i+1] {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, _ := hex4(s[i+2:])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				r2, _ := hex4(s[i+2:])
-				r = utf16.DecodeRune(r, r2)
-				i += 6
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default: // '"', '\\', '/'
-			out = append(out, s[i+1])
-		}
-		i += 2
-	}
-	return out
-}
-
-// number reads a number at w.i by the JSON grammar. A number too large for a float64 asks:
-// encoding/json refuses it while other parsers read it as infinity or a big integer.
-func (w *walker) number() {
-	start := w.i
-	exp := false
-	if w.b[w.i] == '-' {
-		w.i++
-	}
-	switch {
-	case w.i < len(w.b) && w.b[w.i] == '0':
-		w.i++
-	case w.i < len(w.b) && '1' <= w.b[w.i] && w.b[w.i] <= '9':
-		w.digits()
-	default:
-		w.stop("invalid JSON: bad number at byte %d", start)
-		return
-	}
-	if w.i < len(w.b) && w.b[w.i] == '.' {
-		w.i++
-		if w.digits() == 0 {
-			w.stop("invalid JSON: bad number at byte %d", start)
-			return
-		}
-	}
-	if w.i < len(w.b) && (w.b[w.i] == 'e' || w.b[w.i] == 'E') {
-		exp = true
-		w.i++
-		if w.i < len(w.b) && (w.b[w.i] == '+' || w.b[w.i] == '-') {
-			w.i++
-		}
-		if w.digits() == 0 {
-			w.stop("invalid JSON: bad number at byte %d", start)
-			return
-		}
-	}
-	if exp || w.i-start > 300 {
-		if _, err := strconv.ParseFloat(string(w.b[start:w.i]), 64); err != nil {
-			w.stop("the number at byte %d is out of range; parsers disagree about what it means", start)
-		}
-	}
-}
-
-func (w *walker) digits() int {
-	n := 0
-	for w.i < len(w.b) && '0' <= w.b[w.i] && w.b[w.i] <= '9' {
-		w.i++
-		n++
-	}
-	return n
 }

@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,6 +58,14 @@ func BenchmarkScanJSON2K(b *testing.B) {
 
 func BenchmarkScanJSON1M(b *testing.B) {
 	benchScan(b, benchRequest(typicalJSON(1<<20), "application/json"))
+}
+
+// BenchmarkScanJSON1MEscaped is a chat body whose text holds \u escapes, as Python's
+// json.dumps writes non-ASCII text: the JSON walk runs, and each escaped string is scanned
+// unescaped too.
+func BenchmarkScanJSON1MEscaped(b *testing.B) {
+	body := bytes.ReplaceAll(typicalJSON(1<<20), []byte("Please"), []byte(`Caf\u00e9, please`))
+	benchScan(b, benchRequest(body, "application/json"))
 }
 
 func BenchmarkScanBinary1M(b *testing.B) {

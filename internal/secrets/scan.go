@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
 // Request is what Scan looks at: one request as the gate would send it on.
@@ -386,14 +388,16 @@ func (s *scan) json(text string, base int, raw []hit, prefix string) {
 	if len(raw) == 0 && !s.mustUnescape(text) {
 		return
 	}
-	var w jsonWalker
-	w.init(text)
+	var l jsonlex.Lexer
+	b := bytesOf(text)
+	l.Reset(b, jsonlex.Lenient, maxJSONDepth)
 	hi := 0
 	for {
-		start, end, esc, isKey, ok := w.next()
-		if !ok {
+		t := l.NextString()
+		if t.Kind == jsonlex.End {
 			break
 		}
+		start, end, esc, isKey := t.Start, t.End, t.Escaped, t.Kind == jsonlex.Key
 		for hi < len(raw) && raw[hi].off-base < start {
 			s.add(raw[hi], &outside)
 			hi++
@@ -402,7 +406,7 @@ func (s *scan) json(text string, base int, raw []hit, prefix string) {
 		at := func() *place {
 			if p.where == "" {
 				p = place{rank: rankBody, where: prefix + " (json)"}
-				if path := w.path(isKey, s.clean); path != "" {
+				if path := jsonPath(&l, b, isKey, s.clean); path != "" {
 					p.where += " " + path
 				}
 				if isKey {
