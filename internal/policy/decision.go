@@ -69,7 +69,7 @@ func (c Code) Advice() string {
 	case CodeFloor:
 		return "The network floor refuses this whatever the policy says. Use a named public host on port 80 or 443."
 	case CodeSecretEgress:
-		return "The request carries a credential for another host. Never send a credential to a host it does not belong to."
+		return "The request carries a credential it may not send: one that belongs to another host, or a Claude credential that is not this container's. Never send a credential to a host it does not belong to; ask the user."
 	case CodeBodyTooLarge:
 		return "The body is larger than the gate can hold or inspect. Send less, or ask the user for a rule."
 	case CodeSourceUnknown:
