@@ -28,6 +28,8 @@ commands:
   explain     what the gate would decide for a request (METHOD URL or a raw request), and why
   verify-log  check the audit files' chains
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
+  secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
+              [--from-file F] (the value from F or stdin, never shown)
   volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
 `
 
@@ -43,6 +45,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
 		return runVerifyLog(args[1:], stdout, stderr)
+	case "secrets":
+		return runSecrets(args[1:], stdin, stdout, stderr)
 	case "volumes":
 		return runVolumes(args[1:], stdout, stderr)
 	case "ca":

@@ -21,12 +21,17 @@ func TestParseRun(t *testing.T) {
 		uid      int
 		headless bool
 		pass     []string
+		keyFile  string // --claude-key-file
+		secrets  string // --secrets
 		err      string // part of the error, or of what the flag package printed; "" none
 	}{
 		{name: "no command", args: []string{"--headless"}, headless: true},
 		{name: "a command after --", args: []string{"--headless", "--", "sh", "-c", "id -u"}, argv: []string{"sh", "-c", "id -u"}, uid: stack.DefaultAgentUID, headless: true},
 		{name: "the command's flags are its own", args: []string{"--agent-uid", "12345", "--", "tool", "--headless", "--", "x"}, argv: []string{"tool", "--headless", "--", "x"}, uid: 12345},
 		{name: "variables to pass", args: []string{"--agent-env", "ANTHROPIC_API_KEY", "--agent-env", "LOG_LEVEL", "--", "claude"}, argv: []string{"claude"}, uid: stack.DefaultAgentUID, pass: []string{"ANTHROPIC_API_KEY", "LOG_LEVEL"}},
+		{name: "a Claude key file", args: []string{"--claude-key-file", "/k/anthropic", "--headless"}, headless: true, keyFile: "/k/anthropic"},
+		{name: "a Claude key file into --secrets, with a command", args: []string{"--claude-key-file", "/k/anthropic", "--secrets", "/s/secrets.toml", "--", "claude"}, argv: []string{"claude"}, uid: stack.DefaultAgentUID, keyFile: "/k/anthropic", secrets: "/s/secrets.toml"},
+		{name: "--claude-key-file needs a file", args: []string{"--claude-key-file"}, err: "flag needs an argument: -claude-key-file"},
 		{name: "uid 0 refused", args: []string{"--agent-uid", "0", "--", "sh"}, err: "--agent-uid 0 is root"},
 		{name: "the operator's uid refused", args: []string{"--agent-uid", "1000", "--", "sh"}, err: "--agent-uid 1000 is the operator's"},
 		{name: "a compose service's uid refused", args: []string{"--agent-uid", "10003", "--", "sh"}, err: "a lockhttp service's"},
@@ -55,6 +60,9 @@ func TestParseRun(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if o.ClaudeKeyFile != tc.keyFile || o.Secrets != tc.secrets {
+				t.Errorf("claude key file %q, secrets %q; want %q, %q", o.ClaudeKeyFile, o.Secrets, tc.keyFile, tc.secrets)
 			}
 			if o.Headless != tc.headless {
 				t.Errorf("headless %v, want %v", o.Headless, tc.headless)

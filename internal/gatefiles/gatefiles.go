@@ -3,15 +3,21 @@
 package gatefiles
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"syscall"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -64,6 +70,11 @@ func Secrets(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
 	}
+	return parseSecrets(path, data)
+}
+
+// parseSecrets decodes and checks a secrets file's content; path names it in errors.
+func parseSecrets(path string, data []byte) (map[string]string, error) {
 	var f file
 	md, err := toml.Decode(string(data), &f)
 	if err != nil {
@@ -93,6 +104,68 @@ func Secrets(path string) (map[string]string, error) {
 		}
 	}
 	return f.Secrets, nil
+}
+
+// Put sets the secret name to value in the secrets file at path, keeping its other entries, and
+// writes it atomically with mode 0600. A missing file is created; the new file keeps the owner
+// of the one it replaces or, when new, takes its directory's (so that root can write the gate's
+// file). The content is checked with Secrets' rules before anything is written. Errors never
+// hold the value.
+func Put(path, name, value string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("secret name %q: use 1 to 64 letters, digits, '.', '_' and '-'", name)
+	}
+	if !utf8.ValidString(value) {
+		return fmt.Errorf("secret %q is not UTF-8 text", name)
+	}
+	f := file{Version: 1, Secrets: map[string]string{}}
+	owner, err := os.Stat(path)
+	switch {
+	case err == nil:
+		if f.Secrets, err = Secrets(path); err != nil {
+			return err
+		}
+		if f.Secrets == nil {
+			f.Secrets = map[string]string{}
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if owner, err = os.Stat(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("secrets file: %w", err)
+		}
+	default:
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	f.Secrets[name] = value
+	var buf bytes.Buffer
+	enc := toml.NewEncoder(&buf)
+	enc.Indent = ""
+	if err := enc.Encode(f); err != nil {
+		return fmt.Errorf("secrets file %s: encoding it: %v", path, err)
+	}
+	if _, err := parseSecrets(path, buf.Bytes()); err != nil {
+		return err
+	}
+	// Written beside the file, given its owner, then renamed over it: the gate, which reads it
+	// again on a change, sees the old file or the new one, always one it may read.
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".put")
+	if err := atomicfile.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	if st, ok := owner.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && (int(st.Uid) != 0 || int(st.Gid) != 0) {
+		if err := os.Chown(tmp, int(st.Uid), int(st.Gid)); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("secrets file: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 // Claude reads the containers' Claude credentials file (docs/claude-api.md).

@@ -51,6 +51,9 @@ type Agent struct {
 	// Pass names variables of lox's environment the agent gets too (an API key, say). Empty:
 	// the agent gets only PATH, TERM, COLORTERM, LANG, LC_* and TZ, and what lox sets.
 	Pass []string
+	// Set are NAME=VALUE variables lox gives the agent (ANTHROPIC_API_KEY's placeholder with
+	// Options.ClaudeKeyFile); they replace a passed variable of the same name. Empty: none.
+	Set []string
 	// Stdin is the command's standard input; nil: /dev/null. Its output goes to Options.Stdout
 	// and Options.Stderr.
 	Stdin io.Reader
@@ -155,9 +158,9 @@ func CheckPassName(name string) error {
 	return nil
 }
 
-// agentEnv is the agent's environment: the kept and passed variables of environ, then what lox
-// sets (proxy, CA, HOME), which no passed variable overrides.
-func agentEnv(environ, pass []string, proxyURL, caPEM, bundle, home string) []string {
+// agentEnv is the agent's environment: the kept and passed variables of environ, then set
+// (NAME=VALUE), then what lox sets (proxy, CA, HOME), which no passed variable overrides.
+func agentEnv(environ, pass, set []string, proxyURL, caPEM, bundle, home string) []string {
 	var env []string
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
@@ -168,10 +171,14 @@ func agentEnv(environ, pass []string, proxyURL, caPEM, bundle, home string) []st
 		for _, n := range append(keptVars[:len(keptVars):len(keptVars)], pass...) {
 			keep = keep || n == name
 		}
+		for _, s := range set {
+			keep = keep && !strings.HasPrefix(s, name+"=")
+		}
 		if keep && CheckPassName(name) == nil {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, set...)
 	for _, n := range proxyVars {
 		env = append(env, n+"="+proxyURL)
 	}
@@ -347,7 +354,7 @@ func agentDir(dir string, uid, gid int) error {
 func (r *agentRun) start(proxyURL string, stdout, stderr io.Writer) error {
 	cmd := exec.Command(r.a.Argv[0], r.a.Argv[1:]...)
 	cmd.Dir = r.dir
-	cmd.Env = agentEnv(os.Environ(), r.a.Pass, proxyURL, r.caPEM, r.bundle, r.dir)
+	cmd.Env = agentEnv(os.Environ(), r.a.Pass, r.a.Set, proxyURL, r.caPEM, r.bundle, r.dir)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.a.Stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,

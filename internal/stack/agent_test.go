@@ -12,7 +12,7 @@ func TestAgentEnv(t *testing.T) {
 	environ := []string{"PATH=/usr/bin:/bin", "TERM=xterm", "LC_ALL=C.UTF-8", "HOME=/root",
 		"AWS_SECRET_ACCESS_KEY=operator-secret", "ANTHROPIC_API_KEY=sk-pass-me", "HTTPS_PROXY=http://elsewhere:1",
 		"NO_PROXY=*", "SSL_CERT_FILE=/operator/roots.pem", "SUDO_USER=alice"}
-	env := agentEnv(environ, []string{"ANTHROPIC_API_KEY", "HTTPS_PROXY"}, "http://claude@127.0.0.1:3130", "/r/ca.pem", "/r/ca-bundle.pem", "/r/work")
+	env := agentEnv(environ, []string{"ANTHROPIC_API_KEY", "HTTPS_PROXY"}, nil, "http://claude@127.0.0.1:3130", "/r/ca.pem", "/r/ca-bundle.pem", "/r/work")
 	got := map[string][]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -23,6 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 	"github.com/lockhttp/lockhttp/shipped"
@@ -41,8 +42,13 @@ type Options struct {
 	Upstream string
 	// Roots is a PEM file of extra roots the gate trusts for origins; empty: the system roots.
 	Roots string
-	// Secrets is the gate's secrets file (the credentials [[inject]] rules add). Empty: none.
+	// Secrets is the gate's secrets file (the credentials [[inject]] rules add). Empty: none,
+	// or StateDir/secrets.toml with ClaudeKeyFile.
 	Secrets string
+	// ClaudeKeyFile holds a Claude API key (one line). Run puts it in the secrets file as the
+	// secret "anthropic" (gatefiles.Put; Secrets, or StateDir/secrets.toml when Secrets is
+	// empty), and gives an Agent ANTHROPIC_API_KEY=ClaudePlaceholder. Empty: none.
+	ClaudeKeyFile string
 	// HubListen is the hub's TCP address (the gate and the facades reach it there).
 	HubListen string
 	// PhoneURL is the URL a phone reaches the hub at. Empty: http:// and HubListen (which
@@ -114,6 +120,11 @@ func Run(ctx context.Context, o Options) error {
 	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("state directory: %w", err)
+		}
+	}
+	if o.ClaudeKeyFile != "" {
+		if err := claudeKey(&o, state); err != nil {
+			return err
 		}
 	}
 	var ag *agentRun
@@ -216,27 +227,15 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
 	}
 	up.Hub = "http://" + cst.Hub
-	gateArgs := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket,
-		"-hub", up.Hub, "-hub-token", hubGateToken, "-hub-key", hubKey + ".pub"}
-	if o.Roots != "" {
-		gateArgs = append(gateArgs, "-roots", o.Roots)
-	}
-	if o.Secrets != "" {
-		abs, err := filepath.Abs(o.Secrets)
-		if err != nil {
-			stopAll()
-			return err
-		}
-		gateArgs = append(gateArgs, "-secrets", abs)
-	}
-	if o.Upstream != "" {
-		gateArgs = append(gateArgs, "-upstream", o.Upstream)
+	gargs, err := gateArgs(o, up, hubGateToken, hubKey)
+	if err != nil {
+		stopAll()
+		return err
 	}
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
-		gateArgs = append(gateArgs, "-allow-root")
 	}
-	g, err := start("gate", bins["gate"], filepath.Join(up.Logs, "gate.log"), nil, gateArgs...)
+	g, err := start("gate", bins["gate"], filepath.Join(up.Logs, "gate.log"), nil, gargs...)
 	if err != nil {
 		stopAll()
 		return err
@@ -313,6 +312,77 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if ag.waitErr != nil && !errors.As(ag.waitErr, new(*exec.ExitError)) {
 		return &ExitError{Code: 125, Err: fmt.Errorf("the agent's command: %w", ag.waitErr)}
+	}
+	return nil
+}
+
+// gateArgs are the gate's command line.
+func gateArgs(o Options, up *Up, hubGateToken, hubKey string) ([]string, error) {
+	args := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket,
+		"-hub", up.Hub, "-hub-token", hubGateToken, "-hub-key", hubKey + ".pub"}
+	if o.Roots != "" {
+		args = append(args, "-roots", o.Roots)
+	}
+	if o.Secrets != "" {
+		abs, err := filepath.Abs(o.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-secrets", abs)
+	}
+	if o.Upstream != "" {
+		args = append(args, "-upstream", o.Upstream)
+	}
+	if os.Geteuid() == 0 {
+		args = append(args, "-allow-root")
+	}
+	return args, nil
+}
+
+// ClaudeSecret is the name ClaudeKeyFile's key has in the secrets file, the one shipped
+// default's [[inject]] rule for api.anthropic.com names.
+const ClaudeSecret = "anthropic"
+
+// ClaudePlaceholder is the ANTHROPIC_API_KEY an agent gets with ClaudeKeyFile: the SDKs refuse to
+// start without a key, and no secret detector takes this one for a credential. The gate replaces
+// it with the real key (docs/claude-code.md).
+var ClaudePlaceholder = "sk-ant-" + strings.Repeat("x", 64)
+
+// maxKeyFile bounds the read of ClaudeKeyFile.
+const maxKeyFile = 64 << 10
+
+// claudeKey puts ClaudeKeyFile's key in the gate's secrets file, pointing o.Secrets at it, and
+// gives the agent the placeholder. A key file others can read is used, with a warning.
+func claudeKey(o *Options, state string) error {
+	f, err := os.Open(o.ClaudeKeyFile)
+	if err != nil {
+		return fmt.Errorf("--claude-key-file: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(o.Stderr, "lox: warning: %s has mode %04o: others can read the Claude key; chmod 600 %s\n", o.ClaudeKeyFile, fi.Mode().Perm(), o.ClaudeKeyFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return fmt.Errorf("--claude-key-file: %w", err)
+	}
+	key := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	switch {
+	case len(data) > maxKeyFile:
+		return fmt.Errorf("--claude-key-file %s holds more than %d bytes: give a file with the key alone", o.ClaudeKeyFile, maxKeyFile)
+	case key == "":
+		return fmt.Errorf("--claude-key-file %s is empty: put the Claude API key in it", o.ClaudeKeyFile)
+	case strings.ContainsAny(key, "\r\n"):
+		return fmt.Errorf("--claude-key-file %s holds more than one line: give the key alone", o.ClaudeKeyFile)
+	}
+	if o.Secrets == "" {
+		o.Secrets = filepath.Join(state, "secrets.toml")
+	}
+	if err := gatefiles.Put(o.Secrets, ClaudeSecret, key); err != nil {
+		return fmt.Errorf("--claude-key-file: %w", err)
+	}
+	if o.Agent != nil {
+		o.Agent.Set = append(o.Agent.Set, "ANTHROPIC_API_KEY="+ClaudePlaceholder)
 	}
 	return nil
 }
