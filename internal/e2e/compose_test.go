@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -37,9 +39,14 @@ type composeStack struct {
 }
 
 func (c *composeStack) run(args ...string) (string, error) {
+	return c.runStdin(nil, args...)
+}
+
+// runStdin is run with stdin (nil: none).
+func (c *composeStack) runStdin(stdin io.Reader, args ...string) (string, error) {
 	full := append([]string{"-p", c.project, "-f", "compose.yaml", "-f", "test/compose.test.yaml"}, args...)
 	cmd := exec.Command("docker-compose", full...)
-	cmd.Dir = c.dir
+	cmd.Dir, cmd.Stdin = c.dir, stdin
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -75,7 +82,7 @@ func buildTestImages(t *testing.T, root string) {
 		t.Fatalf("compose/build.sh: %v\n%s", err, out)
 	}
 	pki := newTestPKI(t)
-	cert := pki.leaf(t, []string{"origin.test"}, time.Now().Add(24*time.Hour), false)
+	cert := pki.leaf(t, []string{"origin.test", "api.origin.test"}, time.Now().Add(24*time.Hour), false)
 	for _, img := range []struct{ name, pkg, dockerfile string }{
 		{"testorigin", "./compose/test/origin", "Dockerfile.origin"},
 		{"testagent", "./compose/test/agent", "Dockerfile.agent"},
@@ -145,6 +152,43 @@ func TestComposeSidecar(t *testing.T) {
 			if out := c.agent("get", u); out != "status=200 code= ticket= body=origin saw GET /free (0 bytes)" {
 				t.Errorf("%s: %s", u, out)
 			}
+		}
+	})
+	t.Run("the gate injects the key from its secrets volume, the agent holds a placeholder", func(t *testing.T) {
+		// The volumes service created an empty secrets file: the gate loads it (the requests
+		// above went through) and refuses only the host whose [[inject]] lacks its secret.
+		if out := c.agent("key", "https://api.origin.test/key"); !strings.HasPrefix(out, "status=403 code=E_INJECT") {
+			t.Fatalf("before the key is added: %s", out)
+		}
+		saw := func(v string) string {
+			return fmt.Sprintf("status=200 code= ticket= body=origin saw x-api-key sha256:%x", sha256.Sum256([]byte(v)))
+		}
+		// docs/deploy.md, "Claude key": lockhttp secrets add in the volumes service, as the
+		// gate's uid, the key on stdin.
+		key := "sk-ant-api03-" + strings.Repeat("e2e", 20) + "-" + fmt.Sprint(os.Getpid())
+		if out, err := c.runStdin(strings.NewReader(key+"\n"), "run", "--rm", "-T", "--user", "10003:10003", "volumes",
+			"secrets", "add", "anthropic", "--secrets", "/vol/secrets/secrets.toml"); err != nil {
+			t.Fatalf("lockhttp secrets add: %v\n%s", err, out)
+		}
+		testkit.WaitFor(t, 20*time.Second, "the gate to read the new secrets file (no restart)", func() bool {
+			return c.agent("key", "https://api.origin.test/key") == saw(key)
+		})
+		// The documented alternative, a new key: the file copied into the volumes service's
+		// container, then that service run again for the gate's owner and mode 0600.
+		key2 := strings.Replace(key, "e2e", "two", 1)
+		local := filepath.Join(t.TempDir(), "secrets.toml")
+		os.WriteFile(local, []byte("version = 1\n\n[secrets]\nanthropic = \""+key2+"\"\n"), 0o600)
+		vid := strings.TrimSpace(c.must("ps", "-q", "volumes"))
+		if out, err := exec.Command("docker", "cp", local, vid+":/vol/secrets/secrets.toml").CombinedOutput(); err != nil {
+			t.Fatalf("docker cp: %v\n%s", err, out)
+		}
+		c.must("run", "--rm", "volumes")
+		testkit.WaitFor(t, 20*time.Second, "the gate to read the copied secrets file", func() bool {
+			return c.agent("key", "https://api.origin.test/key") == saw(key2)
+		})
+		// What the agent sent: its placeholder, which goes unchanged to a host with no [[inject]].
+		if out := c.agent("key", "https://origin.test/key"); out != saw("sk-ant-"+strings.Repeat("x", 64)) {
+			t.Errorf("origin.test, which has no [[inject]]: %s", out)
 		}
 	})
 	t.Run("a decrypted POST refused by a rule", func(t *testing.T) {

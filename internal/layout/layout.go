@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 )
 
 // The compose setup's numeric users and the group the lockhttp services share.
@@ -27,7 +29,8 @@ type dir struct {
 	why      string
 }
 
-// Prepare creates (or corrects) the volume directories under root and the gate's hub token:
+// Prepare creates (or corrects) the volume directories under root, the gate's hub token and the
+// gate's secrets file:
 //
 //	ca/          signer's, 0700: the CA key never leaves it
 //	ca-public/   signer's, 0755: ca.pem for the agents
@@ -35,10 +38,11 @@ type dir struct {
 //	console/     console's, 0700: policy state, hub state, console audit
 //	hub/         console's, 0750 group lockhttp: the hub's public key and the gate's token
 //	audit/       gate's, 0750 group lockhttp: the gate's audit (the console reads it)
-//	secrets/     gate's, 0700: the gate's secrets file
+//	secrets/     gate's, 0700: the gate's secrets file, secrets.toml (gate's, 0600)
 //
 // It runs as root once, before the services start; it never reads or changes a file's contents
-// but the token it creates when missing.
+// but the token and the secrets file (valid and empty: nothing to inject yet) it creates when
+// missing.
 func Prepare(root string) ([]string, error) {
 	dirs := []dir{
 		{"ca", SignerUID, SignerUID, 0o700, "the CA key: the signer's alone"},
@@ -79,5 +83,41 @@ func Prepare(root string) ([]string, error) {
 		return done, err
 	}
 	done = append(done, tok+" 0:10000 0440 (the gate's hub token)")
+	// The gate's secrets file: the gate is started with it, and a named file that is missing
+	// refuses every request, so it exists from the start, with nothing in it.
+	sec := filepath.Join(root, SecretsFile)
+	fi, err := os.Stat(sec)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(sec, []byte(EmptySecrets), 0o600); err != nil {
+			return done, err
+		}
+		fi, err = os.Stat(sec)
+	}
+	if err != nil {
+		return done, err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	wrong := st == nil || st.Uid != GateUID || st.Gid != GateUID || fi.Mode().Perm() != 0o600
+	if err := os.Chown(sec, GateUID, GateUID); err != nil {
+		return done, err
+	}
+	if err := os.Chmod(sec, 0o600); err != nil {
+		return done, err
+	}
+	if wrong {
+		// The gate reads the file again when its time, mode or size changes: a new owner alone
+		// (a file copied in as root with mode 0600) it would not notice.
+		now := time.Now()
+		if err := os.Chtimes(sec, now, now); err != nil {
+			return done, err
+		}
+	}
+	done = append(done, fmt.Sprintf("%s %d:%d 0600 (the gate's secrets file)", sec, GateUID, GateUID))
 	return done, nil
 }
+
+// SecretsFile is the gate's secrets file, relative to the volumes' root.
+const SecretsFile = "secrets/secrets.toml"
+
+// EmptySecrets is the secrets file Prepare creates: valid, with no secret (docs/secrets.md).
+const EmptySecrets = "# The gate's secrets file (docs/secrets.md): lockhttp secrets add NAME --secrets FILE < value\nversion = 1\n\n[secrets]\n"

@@ -5,6 +5,7 @@
 //	agent get URL               GET through HTTP(S)_PROXY, trusting SSL_CERT_FILE
 //	agent post URL BODY         POST through the proxy
 //	agent delete URL            DELETE through the proxy
+//	agent key URL               GET through the proxy with x-api-key: $ANTHROPIC_API_KEY
 //	agent tcp HOST:PORT         a direct TCP connection
 //	agent dns NAME              a DNS lookup
 //	agent noproxy URL           a GET that ignores the proxy variables
@@ -27,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Println("usage: agent sleep|get|post|delete|tcp|dns|noproxy ...")
+		fmt.Println("usage: agent sleep|get|post|delete|key|tcp|dns|noproxy ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -37,9 +38,11 @@ func main() {
 		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
 		<-ch
 	case "get", "post", "delete":
-		request(strings.ToUpper(os.Args[1]), os.Args[2], strings.Join(os.Args[3:], " "), true)
+		request(strings.ToUpper(os.Args[1]), os.Args[2], strings.Join(os.Args[3:], " "), "", true)
+	case "key":
+		request("GET", os.Args[2], "", os.Getenv("ANTHROPIC_API_KEY"), true)
 	case "noproxy":
-		request("GET", os.Args[2], "", false)
+		request("GET", os.Args[2], "", "", false)
 	case "tcp":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -60,7 +63,7 @@ func main() {
 	}
 }
 
-func request(method, url, body string, proxy bool) {
+func request(method, url, body, apiKey string, proxy bool) {
 	pool := x509.NewCertPool()
 	if pem, err := os.ReadFile(os.Getenv("SSL_CERT_FILE")); err == nil {
 		pool.AppendCertsFromPEM(pem)
@@ -75,6 +78,9 @@ func request(method, url, body string, proxy bool) {
 	}
 	c := &http.Client{Transport: tr, Timeout: timeout}
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if apiKey != "" {
+		req.Header.Set("x-api-key", apiKey)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Println("failed:", err)

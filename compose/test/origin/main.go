@@ -1,8 +1,10 @@
 // Command origin plays "the internet" in the compose end-to-end test: HTTP on :80 and HTTPS on
-// :443 with the certificate it is given, answering what it saw.
+// :443 with the certificate it is given, answering what it saw (on /key: a hash of the x-api-key
+// header it received, never the value).
 package main
 
 import (
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +18,10 @@ func main() {
 	flag.Parse()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if r.URL.Path == "/key" {
+			fmt.Fprintf(w, "origin saw x-api-key sha256:%x", sha256.Sum256([]byte(r.Header.Get("x-api-key"))))
+			return
+		}
 		fmt.Fprintf(w, "origin saw %s %s (%d bytes)", r.Method, r.URL.RequestURI(), len(body))
 	})
 	go func() { log.Fatal(http.ListenAndServe(":80", h)) }()
