@@ -245,8 +245,12 @@ func TestDecryptGitCloneFreePushRefused(t *testing.T) {
 	if err == nil {
 		t.Fatalf("push through the gate succeeded:\n%s", out)
 	}
-	if !strings.Contains(string(out), "403") {
-		t.Errorf("push output does not show the refusal:\n%s", out)
+	// git shows the refusal itself: its code, rule and what to do, as "remote:" lines.
+	t.Logf("git push through the gate:\n%s", out)
+	for _, want := range []string{"remote: Code:    E_RULE", "remote: Rule:    git-push", "What to do:", "lockhttp refused this push"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("push output does not show %q:\n%s", want, out)
+		}
 	}
 	after, _ := gitCmd(t, repos, "--git-dir", filepath.Join(repos, "repo.git"), "rev-parse", "main")
 	if !bytes.Equal(before, after) {

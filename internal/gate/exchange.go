@@ -43,6 +43,7 @@ type exchange struct {
 	target   egress.Target
 	decision policy.Decision
 	bytesIn  atomic.Int64
+	held     []byte      // the request body the gate read before deciding
 	recorded atomic.Bool // the audit record has been written or queued
 	// closeAfter ends the client connection after the answer: the request asked for an upgrade,
 	// and the framing check stopped following the connection when it saw it.

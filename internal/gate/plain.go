@@ -102,6 +102,7 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 			return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read in full.")
 		}
 		a.Body, a.BodySize = body, size
+		ex.held = body
 		ex.bytesIn.Store(size)
 	}
 	v := judge.See(a)

@@ -103,6 +103,9 @@ func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d poli
 	if ex.closeAfter {
 		h.Set("Connection", "close")
 	}
+	if gitSideBand(r, ex.held) {
+		return gitAnswer(r, h, body, string(d.Code))
+	}
 	return answer(r, status, h, body)
 }
 
