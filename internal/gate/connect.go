@@ -20,9 +20,6 @@ import (
 func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	ex := g.newExchange(r, "connect")
 	pol := g.pol.Load()
-	if in := g.insp.Load(); pol != nil && in != nil && in.Secrets != nil {
-		ex.rec.URL = recordHost(in.Secrets, r.Host)
-	}
 	a := g.arrival(r)
 	a.Kind = judge.Domain
 	v := judge.See(a)

@@ -56,10 +56,15 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 	ex.rec.ID = g.newID()
 	ex.rec.Event = event
 	ex.rec.Method = r.Method
+	// The record's URL is masked once, with the policy's detector when the gate has one.
+	var d *secrets.Detector
+	if in := g.insp.Load(); in != nil && g.pol.Load() != nil {
+		d = in.Secrets
+	}
 	if r.Method == http.MethodConnect {
-		ex.rec.URL = recordHost(nil, r.Host)
+		ex.rec.URL = recordHost(d, r.Host)
 	} else {
-		ex.rec.URL = recordURL(nil, r.URL)
+		ex.rec.URL = recordURL(d, r.URL)
 	}
 	if ci := infoFrom(r.Context()); ci != nil {
 		ex.source = ci.source
@@ -186,17 +191,3 @@ func (b *countingBody) Close() error {
 	b.ex.finish(b.status, b.n, "")
 	return err
 }
-
-// countingReader counts a request body as the transport reads it.
-type countingReader struct {
-	rc io.ReadCloser
-	n  *atomic.Int64
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.rc.Read(p)
-	r.n.Add(int64(n))
-	return n, err
-}
-
-func (r *countingReader) Close() error { return r.rc.Close() }

@@ -91,9 +91,6 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	pol := g.pol.Load()
 	a := g.arrival(r)
 	if pol != nil {
-		if in := g.insp.Load(); in != nil && in.Secrets != nil {
-			ex.rec.URL = recordURL(in.Secrets, r.URL)
-		}
 		// The body is read (up to buffer_limit) before the decision: it is inspected, and held
 		// if a human must see it.
 		body, size, err := readBody(r, pol.Settings.BufferLimit)

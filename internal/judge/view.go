@@ -240,6 +240,17 @@ func isToken(s string) bool {
 // Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header.
 func stripHop(h http.Header) (upgrade string) {
 	upgrade = h.Get("Upgrade")
+	RemoveHop(h)
+	if upgrade != "" && IsWebSocket(upgrade) {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", upgrade)
+	}
+	return upgrade
+}
+
+// RemoveHop removes the hop-by-hop headers and every header Connection names, from a request
+// (See) or an origin's answer (the gate).
+func RemoveHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for _, tok := range strings.Split(v, ",") {
 			if tok = textproto.TrimString(tok); tok != "" {
@@ -250,11 +261,6 @@ func stripHop(h http.Header) (upgrade string) {
 	for _, k := range hopHeaders {
 		delete(h, k)
 	}
-	if upgrade != "" && IsWebSocket(upgrade) {
-		h.Set("Connection", "Upgrade")
-		h.Set("Upgrade", upgrade)
-	}
-	return upgrade
 }
 
 // IsWebSocket reports whether an Upgrade value asks for WebSocket.

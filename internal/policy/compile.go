@@ -51,9 +51,6 @@ const readMethods = 1<<0 | 1<<1 | 1<<2 // GET, HEAD, OPTIONS
 
 var connectBit = methodBit("CONNECT")
 
-// IsRead reports whether a method only reads: GET, HEAD or OPTIONS.
-func IsRead(method string) bool { return methodBit(method)&readMethods != 0 }
-
 // Policy is a compiled policy: indexes built at load so that evaluation does no parsing. It is
 // immutable and safe for concurrent use.
 type Policy struct {
