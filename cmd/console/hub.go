@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/phone"
 )
@@ -22,7 +23,7 @@ type hubServer struct {
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
 // -phone-url, the phone page.
-func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer) (*hubServer, error) {
+func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console) (*hubServer, error) {
 	key, err := hub.LoadOrCreateKey(o.hubKey)
 	if err != nil {
 		return nil, err
@@ -39,7 +40,10 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 		}
 		facades["cli"] = tok
 	}
-	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL})
+	// An approval that binds a Claude credential to a container is kept by the console, which
+	// serves the binding to the gate with the policy.
+	bind := func(b hub.Bind, by, ticket string) error { return c.Bind(b.Container, b.Hash, by, ticket) }
+	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind})
 	if err != nil {
 		return nil, err
 	}

@@ -129,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go c.Watch(ctx, o.watch)
 	var hs *hubServer
 	if o.hubListen != "" {
-		hs, err = serveHub(ctx, o, log, aw)
+		hs, err = serveHub(ctx, o, log, aw, c)
 		if err != nil {
 			fmt.Fprintln(stderr, "console: hub:", err)
 			return 1

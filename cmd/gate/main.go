@@ -181,6 +181,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		go hc.Run(ctx)
 		cfg.Hub = hc
 	}
+	refreshNow, refresh := consoleclient.Refresher()
+	cfg.Refresh = refresh
 	g := gate.New(cfg)
 	go g.WatchFiles(ctx, 5*time.Second)
 	if hc != nil {
@@ -197,7 +199,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		}
 		s := err.Error()
 		consoleErr.Store(&s)
-	})
+	}, refreshNow)
 	if o.admin != "" {
 		al, err := unixsock.Listen(o.admin, 0o660)
 		if err != nil {

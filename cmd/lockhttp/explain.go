@@ -496,10 +496,12 @@ func approvedPolicy(state string) (*policy.Policy, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("console state: %w", err)
 	}
-	// The console's state file (internal/console): its format version and the approved policy.
+	// The console's state file (internal/console): its format version, the approved policy and the
+	// bound credentials.
 	var st struct {
 		Version  int               `json:"version"`
 		Approved *console.Approved `json:"approved"`
+		Bound    []console.Binding `json:"bound"`
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, "", fmt.Errorf("console state %s: %w; is it the console's -state file?", path, err)
@@ -517,6 +519,10 @@ func approvedPolicy(state string) (*policy.Policy, string, error) {
 	}
 	if pol.Version != a.Version {
 		return nil, "", fmt.Errorf("console state %s: the approved policy's text does not match its version %s; the file was edited by hand", path, a.Version)
+	}
+	// The Claude credentials humans bound to containers: the console serves them with the policy.
+	if pol.ClaudeBound, err = console.BoundByContainer(st.Bound); err != nil {
+		return nil, "", fmt.Errorf("console state %s: %w; the file was edited by hand", path, err)
 	}
 	used := fmt.Sprintf("policy %s, the approved policy of the console at %s", shortVersion(pol.Version), state)
 	if onDisk, err := readBounded(a.Name, maxExplainPolicy); err == nil && policy.Hash(onDisk) != a.Version {

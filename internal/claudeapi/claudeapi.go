@@ -30,6 +30,8 @@ const (
 	RuleWrite      = "claude-api:write"      // another method
 	RuleHost       = "claude-api:host"       // a host under the Claude domains that is not one of the four hosts
 	RuleCredential = "claude-api:credential" // Authorization and x-api-key
+	// RuleNewCredential asks about a credential the container is not bound to; approving binds it.
+	RuleNewCredential = "claude-api:new-credential"
 )
 
 // Request is one decrypted request to one of the four hosts: api.anthropic.com, claude.ai,

@@ -59,16 +59,62 @@ func credentials(h http.Header) []credential {
 	return out
 }
 
-// CheckCredentials checks the Claude credential of a request to one of the four hosts against
-// allowed, the SHA-256 hex (HashCredential) of each credential the calling container may use. No
-// credential is FREE (the gate may inject one); one whose hash is in allowed is FREE; one that is
-// not, or two or more (both headers, or one header twice), is DENY E_SECRET_EGRESS. A reason
-// names the header, never the value.
-func CheckCredentials(h http.Header, allowed []string) policy.Decision {
+// CredentialCheck is CheckCredentials' answer: the decision, and the credential a container is
+// not bound to when the decision asks about it.
+type CredentialCheck struct {
+	policy.Decision
+	// New is the one credential of a request that the container may not send yet (the decision
+	// then asks a human, who binds it by approving), or nil.
+	New *NewCredential
+}
+
+// NewCredential is a credential a container sends that it is not bound to.
+type NewCredential struct {
+	// Header is the header it came in: "Authorization" or "x-api-key".
+	Header string
+	// Hash is HashCredential of it: what an approval binds to the container.
+	Hash string
+	// Shown is how a human recognises it without seeing it: the hash's first 12 hex digits and,
+	// for a key long enough, its last 4 characters, as Anthropic's console lists keys.
+	Shown string
+}
+
+// shownSuffix is how many characters of a credential's end Shown quotes, and the length a
+// credential must have before any is quoted (a short value is not a key, and 4 of its characters
+// would be too much of it).
+const (
+	shownSuffix    = 4
+	shownSuffixMin = 32
+)
+
+// showCredential is NewCredential.Shown for a credential with SHA-256 hex hash.
+func showCredential(value, hash string) string {
+	s := "sha256 " + hash[:12] + "…"
+	if len(value) < shownSuffixMin {
+		return s
+	}
+	tail := value[len(value)-shownSuffix:]
+	for i := 0; i < len(tail); i++ {
+		c := tail[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return s
+		}
+	}
+	return s + ", key ending …" + tail
+}
+
+// CheckCredentials checks the Claude credential of a request from container to one of the four
+// hosts against allowed, the SHA-256 hex (HashCredential) of each credential the container may
+// use (from the credentials file, and those a human bound by approving). No credential is FREE
+// (the gate may inject one); one whose hash is in allowed is FREE; two or more (both headers, or
+// one header twice) are DENY E_SECRET_EGRESS; one that is not in allowed asks a human (New says
+// which), whose approval binds it to the container. A reason names the header and the
+// credential's Shown form, never its value.
+func CheckCredentials(h http.Header, container string, allowed []string) CredentialCheck {
 	creds := credentials(h)
 	switch len(creds) {
 	case 0:
-		return policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "no Claude credential in Authorization or x-api-key"}
+		return CredentialCheck{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "no Claude credential in Authorization or x-api-key"}}
 	case 1:
 	default:
 		names := make([]string, len(creds))
@@ -76,8 +122,8 @@ func CheckCredentials(h http.Header, allowed []string) policy.Decision {
 			names[i] = c.header
 		}
 		sort.Strings(names)
-		return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleCredential,
-			Reason: fmt.Sprintf("the request carries two credentials (%s); send one, the container's own", strings.Join(names, ", "))}
+		return CredentialCheck{Decision: policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleCredential,
+			Reason: fmt.Sprintf("the request carries two credentials (%s); send one, the container's own", strings.Join(names, ", "))}}
 	}
 	c := creds[0]
 	sum := sha256.Sum256([]byte(c.value))
@@ -90,10 +136,12 @@ func CheckCredentials(h http.Header, allowed []string) policy.Decision {
 		found |= subtle.ConstantTimeCompare(want, sum[:])
 	}
 	if found == 1 {
-		return policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}
+		return CredentialCheck{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}}
 	}
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: RuleCredential,
-		Reason: "the " + c.header + " header carries a Claude credential that is not this container's"}
+	hash := hex.EncodeToString(sum[:])
+	n := &NewCredential{Header: c.header, Hash: hash, Shown: showCredential(c.value, hash)}
+	return CredentialCheck{New: n, Decision: policy.Decision{Verdict: policy.Ask, Rule: RuleNewCredential,
+		Reason: fmt.Sprintf("container %s sends a new Claude credential (%s) in %s; approving binds it to %s, and its later requests with it pass without asking", container, n.Shown, c.header, container)}}
 }
 
 // Credentials is a checked credentials file: for each container, the SHA-256 hex of each Claude

@@ -11,8 +11,9 @@ import (
 )
 
 const (
-	keyA = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	keyB = "sk-ant-oat01-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+	longKey = "sk-ant-api03-" + "QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ" + "Wx_9"
+	keyA    = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	keyB    = "sk-ant-oat01-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
 )
 
 func TestHashCredential(t *testing.T) {
@@ -37,11 +38,13 @@ func TestCheckCredentials(t *testing.T) {
 		{"bearer allowed", http.Header{"Authorization": {"Bearer " + keyB}}, allowed, policy.Free, "Authorization header carries this container's"},
 		{"bearer scheme in any case, extra spaces", http.Header{"Authorization": {"bearer   " + keyB + " "}}, allowed, policy.Free, "this container's"},
 		{"header name not canonical", http.Header{"x-api-key": {keyA}}, allowed, policy.Free, "this container's"},
-		{"x-api-key not allowed", http.Header{"X-Api-Key": {keyB}}, []string{HashCredential(keyA)}, policy.Deny, "the x-api-key header carries a Claude credential that is not this container's"},
-		{"bearer not allowed", http.Header{"Authorization": {"Bearer " + keyA}}, []string{HashCredential(keyB)}, policy.Deny, "the Authorization header carries a Claude credential that is not this container's"},
-		{"nothing allowed", http.Header{"X-Api-Key": {keyA}}, nil, policy.Deny, "not this container's"},
-		{"another scheme counts whole", http.Header{"Authorization": {"Basic " + keyA}}, allowed, policy.Deny, "not this container's"},
-		{"bad allowed entries are skipped", http.Header{"X-Api-Key": {keyA}}, []string{"zz", "", HashCredential(keyA)[:10]}, policy.Deny, "not this container's"},
+		{"x-api-key not allowed", http.Header{"X-Api-Key": {keyB}}, []string{HashCredential(keyA)}, policy.Ask, "container agent-1 sends a new Claude credential (sha256 " + HashCredential(keyB)[:12] + "…, key ending …BBBB) in x-api-key; approving binds it to agent-1"},
+		{"bearer not allowed", http.Header{"Authorization": {"Bearer " + keyA}}, []string{HashCredential(keyB)}, policy.Ask, "new Claude credential (sha256 " + HashCredential(keyA)[:12] + "…, key ending …AAAA) in Authorization"},
+		{"nothing allowed", http.Header{"X-Api-Key": {keyA}}, nil, policy.Ask, "new Claude credential"},
+		{"another scheme counts whole", http.Header{"Authorization": {"Basic " + keyA}}, allowed, policy.Ask, "new Claude credential"},
+		{"bad allowed entries are skipped", http.Header{"X-Api-Key": {keyA}}, []string{"zz", "", HashCredential(keyA)[:10]}, policy.Ask, "new Claude credential"},
+		{"a key shows its last 4 characters", http.Header{"X-Api-Key": {longKey}}, allowed, policy.Ask, "(sha256 " + HashCredential(longKey)[:12] + "…, key ending …Wx_9)"},
+		{"odd last characters are not shown", http.Header{"X-Api-Key": {longKey[:40] + "a\x01bc"}}, allowed, policy.Ask, "(sha256 " + HashCredential(longKey[:40] + "a\x01bc")[:12] + "…)"},
 		{"both headers", http.Header{"X-Api-Key": {keyA}, "Authorization": {"Bearer " + keyB}}, allowed, policy.Deny, "two credentials (Authorization, x-api-key)"},
 		{"both headers, same key", http.Header{"X-Api-Key": {keyA}, "Authorization": {"Bearer " + keyA}}, allowed, policy.Deny, "two credentials"},
 		{"x-api-key twice", http.Header{"X-Api-Key": {keyA, keyA}}, allowed, policy.Deny, "two credentials (x-api-key, x-api-key)"},
@@ -52,9 +55,22 @@ func TestCheckCredentials(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := CheckCredentials(c.header, c.allowed)
-			if got.Verdict != c.verdict || got.Rule != RuleCredential {
-				t.Fatalf("got %s rule %q (%s), want %s", got.Verdict, got.Rule, got.Reason, c.verdict)
+			got := CheckCredentials(c.header, "agent-1", c.allowed)
+			wantRule := RuleCredential
+			if c.verdict == policy.Ask {
+				wantRule = RuleNewCredential
+			}
+			if got.Verdict != c.verdict || got.Rule != wantRule {
+				t.Fatalf("got %s rule %q (%s), want %s %s", got.Verdict, got.Rule, got.Reason, c.verdict, wantRule)
+			}
+			// Only an ASK names the credential it would bind, by its full hash.
+			if (got.New != nil) != (c.verdict == policy.Ask) {
+				t.Fatalf("New = %+v for a %s", got.New, got.Verdict)
+			}
+			if got.New != nil {
+				if !strings.Contains(got.Reason, got.New.Shown) || !strings.HasPrefix(got.New.Shown, "sha256 "+got.New.Hash[:12]) {
+					t.Fatalf("reason %q and Shown %q do not name the hash %s", got.Reason, got.New.Shown, got.New.Hash)
+				}
 			}
 			wantCode := policy.Code("")
 			if c.verdict == policy.Deny {
@@ -66,10 +82,23 @@ func TestCheckCredentials(t *testing.T) {
 			if !strings.Contains(got.Reason, c.fragment) {
 				t.Fatalf("reason %q: no %q", got.Reason, c.fragment)
 			}
-			if strings.Contains(got.Reason, "sk-ant") {
+			if strings.Contains(got.Reason, "sk-ant") || got.New != nil && strings.Contains(got.New.Shown, "sk-ant") {
 				t.Fatalf("reason %q shows a credential", got.Reason)
 			}
 		})
+	}
+}
+
+// The hash an approval binds is the one of the value sent, whatever header and scheme.
+func TestNewCredentialHash(t *testing.T) {
+	for _, h := range []http.Header{{"X-Api-Key": {" " + keyB + " "}}, {"Authorization": {"Bearer " + keyB}}} {
+		got := CheckCredentials(h, "c", nil)
+		if got.New == nil || got.New.Hash != HashCredential(keyB) {
+			t.Fatalf("%v: New %+v, want the hash of the key", h, got.New)
+		}
+	}
+	if got := CheckCredentials(http.Header{"Authorization": {"Basic " + keyB}}, "c", nil); got.New == nil || got.New.Hash != HashCredential("Basic "+keyB) {
+		t.Fatalf("another scheme: New %+v, want the hash of the whole value", got.New)
 	}
 }
 
@@ -81,10 +110,10 @@ func TestParseCredentials(t *testing.T) {
 	if got := strings.Join(c.Containers(), ","); got != "agent-1,agent.2,no-key" {
 		t.Fatalf("containers %s", got)
 	}
-	if got := CheckCredentials(http.Header{"X-Api-Key": {"abc"}}, c.Allowed("agent-1")); got.Verdict != policy.Free {
+	if got := CheckCredentials(http.Header{"X-Api-Key": {"abc"}}, "agent-1", c.Allowed("agent-1")); got.Verdict != policy.Free {
 		t.Fatalf("agent-1's key: %v", got)
 	}
-	if got := CheckCredentials(http.Header{"X-Api-Key": {"abc"}}, c.Allowed("agent.2")); got.Verdict != policy.Deny {
+	if got := CheckCredentials(http.Header{"X-Api-Key": {"abc"}}, "agent.2", c.Allowed("agent.2")); got.Verdict != policy.Ask {
 		t.Fatalf("agent-1's key from agent.2: %v", got)
 	}
 	if got := c.Allowed("no-key"); got == nil || len(got) != 0 {

@@ -51,6 +51,11 @@ type Served struct {
 	TOML     string    `json:"toml"`
 	LoadedAt time.Time `json:"loaded_at"`
 	Rules    int       `json:"rules"`
+	// Bound maps a container to the SHA-256 hex of each Claude credential a human bound to it
+	// (Console.Bind); the gate lets the container send them without asking.
+	Bound map[string][]string `json:"bound,omitempty"`
+	// Tag names what is served, policy and bindings: the ETag of GET /policy.
+	Tag string `json:"tag"`
 }
 
 // Status is GET /status.
@@ -234,8 +239,7 @@ func (c *Console) approve(p *policy.Policy, data []byte, by string) {
 	if err := c.saveState(); err != nil {
 		c.log.Error("console: writing the state file failed", "err", err)
 	}
-	s := &Served{Version: p.Version, Name: c.cfg.PolicyPath, TOML: string(data), LoadedAt: now, Rules: p.RuleCount()}
-	c.cur.Store(s)
+	c.publish(Served{Version: p.Version, Name: c.cfg.PolicyPath, TOML: string(data), LoadedAt: now, Rules: p.RuleCount()})
 	c.record(&audit.Record{Event: "policy", Verdict: "", Rule: "approved", Policy: p.Version, Approver: by,
 		Detail: fmt.Sprintf("approved %s; previous %s", c.cfg.PolicyPath, prev)})
 }
@@ -320,7 +324,7 @@ func (c *Console) servePolicy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no valid policy loaded", http.StatusServiceUnavailable)
 		return
 	}
-	etag := `"` + s.Version + `"`
+	etag := `"` + s.Tag + `"`
 	w.Header().Set("ETag", etag)
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)

@@ -36,6 +36,8 @@ type stateFile struct {
 	Version  int        `json:"version"`
 	Approved *Approved  `json:"approved"`
 	Rejected []Rejected `json:"rejected,omitempty"`
+	// Bound is the Claude credentials humans bound to containers by approving, oldest first.
+	Bound []Binding `json:"bound,omitempty"`
 }
 
 // maxRejected bounds the remembered rejections.
@@ -222,9 +224,14 @@ func (c *Console) loadState() error {
 			return fmt.Errorf("console state %s: the approved policy's text does not match its version; the file was edited by hand", c.cfg.StatePath)
 		}
 		c.approved = p
-		c.cur.Store(&Served{Version: p.Version, Name: st.Approved.Name, TOML: st.Approved.TOML, LoadedAt: c.now(), Rules: p.RuleCount()})
+	}
+	if err := checkBindings(st.Bound); err != nil {
+		return fmt.Errorf("console state %s: %w; the file was edited by hand", c.cfg.StatePath, err)
 	}
 	c.state = st
+	if c.approved != nil {
+		c.publish(Served{Version: c.approved.Version, Name: st.Approved.Name, TOML: st.Approved.TOML, LoadedAt: c.now(), Rules: c.approved.RuleCount()})
+	}
 	return nil
 }
 

@@ -3,12 +3,15 @@ package consoleclient
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/console"
@@ -33,7 +36,7 @@ func New(path string) *Client {
 // ErrNotModified is returned by Fetch when the console still serves the version the caller has.
 var ErrNotModified = errors.New("policy not modified")
 
-// Fetch gets the served policy; have is the version the caller already has ("" for none).
+// Fetch gets the served policy; have is the Tag the caller already has ("" for none).
 func (c *Client) Fetch(ctx context.Context, have string) (*console.Served, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console/policy", nil)
 	if err != nil {
@@ -59,16 +62,21 @@ func (c *Client) Fetch(ctx context.Context, have string) (*console.Served, error
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(&s); err != nil {
 		return nil, fmt.Errorf("console at %s: bad policy response: %w", c.socket, err)
 	}
+	if s.Tag == "" {
+		s.Tag = s.Version
+	}
 	return &s, nil
 }
 
 // Poll fetches the policy every interval until ctx ends and hands each new valid version to
 // apply. While the console cannot be reached the last good policy stays; a served policy that
 // does not compile or whose hash is wrong is refused and logged. report (when not nil) is told
-// after every attempt: nil when the console answered well, else the error.
-func Poll(ctx context.Context, c *Client, interval time.Duration, log *slog.Logger, apply func(*policy.Policy), report func(error)) {
+// after every attempt: nil when the console answered well, else the error. A channel received
+// from now makes Poll fetch at once; it is closed after that fetch (and apply).
+func Poll(ctx context.Context, c *Client, interval time.Duration, log *slog.Logger, apply func(*policy.Policy), report func(error), now <-chan chan struct{}) {
 	have := ""
 	lastErr := ""
+	var waiting []chan struct{}
 	for {
 		s, err := c.Fetch(ctx, have)
 		switch {
@@ -79,10 +87,14 @@ func Poll(ctx context.Context, c *Client, interval time.Duration, log *slog.Logg
 			p, err = compile(s)
 			if err == nil {
 				apply(p)
-				have = s.Version
-				log.Info("policy applied", "version", s.Version, "rules", p.RuleCount())
+				have = s.Tag
+				log.Info("policy applied", "version", s.Version, "tag", s.Tag, "rules", p.RuleCount())
 			}
 		}
+		for _, w := range waiting {
+			close(w)
+		}
+		waiting = waiting[:0]
 		if err != nil && err.Error() != lastErr {
 			log.Warn("policy fetch failed; keeping the last policy", "err", err, "have", have)
 		}
@@ -99,7 +111,27 @@ func Poll(ctx context.Context, c *Client, interval time.Duration, log *slog.Logg
 		select {
 		case <-ctx.Done():
 			return
+		case w := <-now:
+			waiting = append(waiting, w)
 		case <-time.After(interval):
+		}
+	}
+}
+
+// Refresher returns a channel for Poll's now and a function that makes Poll fetch at once and
+// waits for that fetch, or for ctx.
+func Refresher() (chan chan struct{}, func(ctx context.Context)) {
+	now := make(chan chan struct{})
+	return now, func(ctx context.Context) {
+		done := make(chan struct{})
+		select {
+		case now <- done:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
 		}
 	}
 }
@@ -109,5 +141,17 @@ func compile(s *console.Served) (*policy.Policy, error) {
 	if v := policy.Hash(data); v != s.Version {
 		return nil, fmt.Errorf("served policy's hash %s does not match its version %s", v, s.Version)
 	}
-	return policy.Load(s.Name, data)
+	p, err := policy.Load(s.Name, data)
+	if err != nil {
+		return nil, err
+	}
+	for container, hashes := range s.Bound {
+		for _, h := range hashes {
+			if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size || strings.ToLower(h) != h {
+				return nil, fmt.Errorf("served policy: a credential bound to %q is not a SHA-256 in lower-case hex", container)
+			}
+		}
+	}
+	p.ClaudeBound = s.Bound
+	return p, nil
 }

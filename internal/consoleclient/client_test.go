@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func TestPollAppliesKeepsAndRefuses(t *testing.T) {
 	go Poll(ctx, New(sock), 10*time.Millisecond, slog.New(slog.DiscardHandler), func(p *policy.Policy) {
 		applied.Add(1)
 		cur.Store(p)
-	}, func(err error) { lastErr.Store(&err) })
+	}, func(err error) { lastErr.Store(&err) }, nil)
 	testkit.WaitFor(t, 5*time.Second, "first policy applied", func() bool { return applied.Load() == 1 })
 	// The console goes away: the policy stays, the error is reported, nothing is applied.
 	fc.mu.Lock()
@@ -90,4 +91,72 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A binding the console makes is in the next policy Poll applies; a refresh makes Poll fetch at
+// once and returns after the apply, so that the gate holds the binding before it answers the
+// approved request.
+func TestPollTakesBindingsOnRefresh(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(pol, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(console.Config{PolicyPath: pol, StatePath: filepath.Join(dir, "state.json"), GateUIDs: []int{os.Geteuid()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "c.sock")
+	l, err := unixsock.Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext}
+	go srv.Serve(l)
+	defer srv.Close()
+	var cur atomic.Pointer[policy.Policy]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now, refresh := Refresher()
+	// A poll interval far longer than the test: only a refresh fetches again.
+	go Poll(ctx, New(sock), time.Hour, slog.New(slog.DiscardHandler), func(p *policy.Policy) { cur.Store(p) }, nil, now)
+	testkit.WaitFor(t, 5*time.Second, "first policy applied", func() bool { return cur.Load() != nil })
+	if cur.Load().ClaudeBound != nil {
+		t.Fatalf("bound before any binding: %v", cur.Load().ClaudeBound)
+	}
+	const hash = "0f393ff081f8c2d1e7b4a1c9d3e5f7a9b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1"
+	if err := c.Bind("local", hash, "cli:root", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	refresh(rctx)
+	rcancel()
+	if got := cur.Load().ClaudeBound["local"]; len(got) != 1 || got[0] != hash {
+		t.Fatalf("after the refresh: bound %v", cur.Load().ClaudeBound)
+	}
+}
+
+// A served binding that is not a SHA-256 hex is refused with the policy it came with.
+func TestPollRefusesABadBinding(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	l, err := unixsock.Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeConsole{served: console.Served{Version: policy.Hash([]byte(text)), Name: "p.toml", TOML: text, Bound: map[string][]string{"local": {"sk-ant-api03-xyz"}}}}
+	srv := &http.Server{Handler: fc}
+	go srv.Serve(l)
+	defer srv.Close()
+	var lastErr atomic.Pointer[error]
+	var applied atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Poll(ctx, New(sock), 10*time.Millisecond, slog.New(slog.DiscardHandler), func(*policy.Policy) { applied.Add(1) }, func(err error) { lastErr.Store(&err) }, nil)
+	testkit.WaitFor(t, 5*time.Second, "the bad binding reported", func() bool {
+		e := lastErr.Load()
+		return e != nil && *e != nil && contains((*e).Error(), "not a SHA-256")
+	})
+	if applied.Load() != 0 || contains((*lastErr.Load()).Error(), "sk-ant") {
+		t.Fatalf("applied %d; error %v", applied.Load(), *lastErr.Load())
+	}
 }

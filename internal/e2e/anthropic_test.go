@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -331,12 +332,27 @@ func TestAnthropicSDK(t *testing.T) {
 				t.Fatal("the upload reached the stand-in")
 			}
 		})
-		t.Run("another account's key is refused", func(t *testing.T) {
+		t.Run("another account's key asks", func(t *testing.T) {
 			before := e.api.count()
 			foreign := e.client(option.WithAPIKey(sdkForeignKey))
 			_, err := foreign.Messages.New(ctx, helloParams())
 			if err == nil {
 				t.Fatal("the call with another account's key succeeded")
+			}
+			status, code, rule := refusal(t, err)
+			if status != 403 || code != "E_PENDING" || rule != claudeapi.RuleNewCredential {
+				t.Fatalf("got %d %s %s; want 403 E_PENDING %s", status, code, rule, claudeapi.RuleNewCredential)
+			}
+			if e.api.count() != before {
+				t.Fatal("the held call reached the stand-in")
+			}
+		})
+		t.Run("two keys in one call are refused", func(t *testing.T) {
+			before := e.api.count()
+			two := e.client(option.WithAPIKey(sdkKey), option.WithHeader("x-api-key", sdkKey))
+			_, err := two.Messages.New(ctx, helloParams())
+			if err == nil {
+				t.Fatal("the call with two credentials succeeded")
 			}
 			status, code, rule := refusal(t, err)
 			if status != 403 || code != "E_SECRET_EGRESS" || rule != claudeapi.RuleCredential {
@@ -430,4 +446,102 @@ func TestAnthropicSDK(t *testing.T) {
 			(&secretsEnv{running: e.running}).noLeak(t, "the injected key", sdkInjectedKey)
 		})
 	}
+}
+
+// TestClaudeKeyBoundByApproval: an agent that holds its own key, with no credentials file. Its
+// first call asks (NeverAuto), the ticket names the key without showing it, and one approval
+// with lox approve binds the key to the container through the console: the call passes on its
+// retry and every later call with the key passes without asking, as lockhttp explain --state
+// also says. Another key asks again; two keys in one call stay refused; the key is never in the
+// clear in what the stack writes.
+func TestClaudeKeyBoundByApproval(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := startAnthropic(t, "", "", "")
+	ask := &askEnv{running: e.running}
+	c := e.client(option.WithAPIKey(sdkKey))
+
+	// The first call: held, then E_PENDING after the policy's hold; nothing reached Anthropic.
+	_, err := c.Messages.New(ctx, helloParams())
+	if err == nil {
+		t.Fatal("the first call with a new key passed without a human")
+	}
+	if status, code, rule := refusal(t, err); status != 403 || code != "E_PENDING" || rule != claudeapi.RuleNewCredential {
+		t.Fatalf("first call: %d %s %s; want 403 E_PENDING %s", status, code, rule, claudeapi.RuleNewCredential)
+	}
+	if n := e.api.count(); n != 0 {
+		t.Fatalf("the stand-in saw %d requests before the approval", n)
+	}
+	tk := ask.waitTicket(t, fmt.Sprintf("https://api.anthropic.com:%d/v1/messages", e.port))
+	hash := claudeapi.HashCredential(sdkKey)
+	if !tk.NeverAuto || tk.Rule != claudeapi.RuleNewCredential || tk.Bind == nil || tk.Bind.Container != "local" || tk.Bind.Hash != hash {
+		t.Fatalf("ticket %+v", tk)
+	}
+	for _, want := range []string{"container local sends a new Claude credential", "sha256 " + hash[:12] + "…", "key ending …" + sdkKey[len(sdkKey)-4:]} {
+		if !strings.Contains(tk.Reason, want) {
+			t.Fatalf("the ticket's reason %q does not say %q", tk.Reason, want)
+		}
+	}
+	if !strings.Contains(tk.Warning, "Approving binds this Claude credential to local") {
+		t.Fatalf("the ticket's warning %q", tk.Warning)
+	}
+	if out, err := ask.lox(t, "approve", tk.ID); err != nil {
+		t.Fatalf("lox approve: %v\n%s", err, out)
+	}
+
+	// The retry passes on the approval; the next calls pass on the binding.
+	if msg, err := c.Messages.New(ctx, helloParams()); err != nil || messageText(msg) != standInText {
+		t.Fatalf("the retry after the approval: %v", err)
+	}
+	other := helloParams()
+	other.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Something else"))}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Messages.New(ctx, other); err != nil {
+			t.Fatalf("call %d after the binding: %v", i, err)
+		}
+	}
+	if n := e.api.count(); n != 4 {
+		t.Fatalf("the stand-in saw %d requests, want 4", n)
+	}
+	if ts := ask.tickets(t); len(ts) != 0 {
+		t.Fatalf("tickets pending after the binding: %+v", ts)
+	}
+	// explain decides with the console's state, bindings included, as the gate does.
+	explain := exec.Command(filepath.Join(binDir, "lockhttp"), "explain", "--state", e.state, "-H", "x-api-key: "+sdkKey,
+		"GET", fmt.Sprintf("https://api.anthropic.com:%d/v1/models", e.port))
+	out, err := explain.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "FREE") {
+		t.Fatalf("explain of the bound key: %v\n%s", err, out)
+	}
+
+	// Another key asks again; two keys stay refused.
+	foreign := e.client(option.WithAPIKey(sdkForeignKey))
+	_, err = foreign.Messages.New(ctx, helloParams())
+	if status, code, rule := refusal(t, err); status != 403 || code != "E_PENDING" || rule != claudeapi.RuleNewCredential {
+		t.Fatalf("another key: %d %s %s; want E_PENDING %s", status, code, rule, claudeapi.RuleNewCredential)
+	}
+	two := e.client(option.WithAPIKey(sdkKey), option.WithHeader("x-api-key", sdkKey))
+	_, err = two.Messages.New(ctx, other)
+	if status, code, _ := refusal(t, err); status != 403 || code != "E_SECRET_EGRESS" {
+		t.Fatalf("two keys: %d %s; want E_SECRET_EGRESS", status, code)
+	}
+	if n := e.api.count(); n != 4 {
+		t.Fatalf("the stand-in saw %d requests, want still 4", n)
+	}
+
+	// The binding is on record with its approver, in the console's audit.
+	var bound bool
+	files, _ := filepath.Glob(filepath.Join(e.up.ConsoleAudit, "*.jsonl"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"rule":"credential-bound"`) && strings.Contains(line, `"ticket":"`+tk.ID+`"`) && strings.Contains(line, `"approver":"cli:`) {
+				bound = true
+			}
+		}
+	}
+	if !bound {
+		t.Fatal("no credential-bound record with the approver in the console's audit")
+	}
+	(&secretsEnv{running: e.running}).noLeak(t, "the agent's own keys", sdkKey, sdkForeignKey)
 }

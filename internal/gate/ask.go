@@ -28,6 +28,9 @@ type Hub interface {
 // bodyPreview is how much of a held body a ticket shows.
 const bodyPreview = 4 << 10
 
+// refreshWait bounds the wait for the policy after an approval that bound a credential.
+const refreshWait = 5 * time.Second
+
 // asked is what asking a human came to: go (the request goes out), or a refusal.
 type asked struct {
 	refusal *policy.Decision
@@ -68,6 +71,13 @@ func maskHeader(d *secrets.Detector, name, value string) (string, string) {
 // the ticket and, for a decision, the approver.
 func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
 	d := g.askHuman1(ctx, ex, res, pol, req)
+	if d == nil && res.Bind != nil && g.cfg.Refresh != nil {
+		// The approval bound the credential at the console: take the binding before this
+		// request's answer reaches the agent, whose next request then passes.
+		rctx, cancel := context.WithTimeout(ctx, refreshWait)
+		g.cfg.Refresh(rctx)
+		cancel()
+	}
 	// An ASK the heuristics made, refused (denied, or no one to ask): E_EXFIL_SUSPECT.
 	if d != nil && res.Rule == judge.RuleHeuristics && (d.Code == policy.CodeDenied || d.Code == policy.CodeNoConsole) {
 		d.Code = policy.CodeExfilSuspect
@@ -165,6 +175,10 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 	req := hub.AskRequest{Kind: hub.KindRequest, Method: v.Method, URL: ex.rec.URL, Headers: ticketHeaders(v.Header, in),
 		BodyPreview: preview, BodySize: int64(len(v.Body)), Fingerprint: fp, Red: res.Red}
 	var warn []string
+	if b := res.Bind; b != nil {
+		req.Bind = &hub.Bind{Container: b.Container, Hash: b.Hash}
+		warn = append(warn, fmt.Sprintf("Approving binds this Claude credential to %s: its later requests with it pass without asking. Approve only a key you gave this container.", b.Container))
+	}
 	switch {
 	case res.Rule == judge.RuleHeuristics:
 		warn = append(warn, "Looks like data leaving: "+res.Reason)

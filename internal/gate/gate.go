@@ -60,6 +60,10 @@ type Config struct {
 	// SecretsFile is the gate's secrets file (the values it injects). Empty: none; an inject
 	// rule then refuses with E_INJECT.
 	SecretsFile string
+	// Refresh fetches the policy from the console at once and returns when it is applied (or
+	// ctx ends): after an approval that bound a credential, so that the container's next
+	// request finds the binding. Nil: the next poll brings it.
+	Refresh func(ctx context.Context)
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and

@@ -58,6 +58,10 @@ type Config struct {
 	// AuthWindow is how long an approval nobody was holding for stays good for one retry of the
 	// identical request, and how long a denial answers retries at once. Zero: 10m.
 	AuthWindow time.Duration
+	// Bind keeps the binding an approval of a ticket with Bind makes (the console hosting the
+	// hub: console.(*Console).Bind), naming who approved and the ticket. An approval whose
+	// binding fails is not recorded. Nil: such tickets cannot be approved.
+	Bind func(b Bind, by, ticket string) error
 }
 
 // Hub holds the tickets.
@@ -131,6 +135,19 @@ func grantKey(container, host string, port int) string {
 	return container + "|" + host + "|" + strconv.Itoa(port)
 }
 
+// sha256Hex reports whether s is 64 lower-case hex digits.
+func sha256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Ask is the gate's question for a request the policy asks about. See the Outcome constants.
 func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	if req.Fingerprint == "" || req.Container == "" {
@@ -138,6 +155,9 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	}
 	if req.Kind != KindRequest && req.Kind != KindConnect {
 		return AskAnswer{}, fmt.Errorf("hub: unknown ticket kind %q", req.Kind)
+	}
+	if b := req.Bind; b != nil && (req.Kind != KindRequest || b.Container != req.Container || !sha256Hex(b.Hash)) {
+		return AskAnswer{}, errors.New("hub: a binding is for a request ticket, names the ticket's container and a sha256 hex hash")
 	}
 	now := h.now()
 	h.mu.Lock()
@@ -176,7 +196,7 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 		URL: req.URL, Headers: req.Headers, BodyPreview: req.BodyPreview, BodySize: req.BodySize,
 		Rule: req.Rule, Reason: req.Reason, Fingerprint: req.Fingerprint, Created: now, Expires: now.Add(h.ttl()),
 		NeverAuto: true, Warning: req.Warning, Red: req.Red, Host: req.Host, Port: req.Port, Grant: req.Grant,
-		Status: Pending, Holders: 1,
+		Bind: req.Bind, Status: Pending, Holders: 1,
 	}
 	h.tickets[t.ID] = t
 	h.byFP[t.Fingerprint] = t.ID
@@ -263,6 +283,17 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 	if !now.Before(t.Expires) {
 		h.expireLocked(t)
 		return Ticket{}, ErrDecided
+	}
+	if approve && t.Bind != nil {
+		// The binding first: an approval whose binding is not kept would let this request out
+		// and ask again about the next one, and the human would not know why.
+		if h.cfg.Bind == nil {
+			return Ticket{}, errors.New("this hub cannot bind a Claude credential (it runs without the console): deny the ticket, or list the credential in the policy's [claude] credentials file")
+		}
+		if err := h.cfg.Bind(*t.Bind, by, t.ID); err != nil {
+			h.log.Error("hub: binding the credential failed; the ticket stays pending", "id", t.ID, "err", err)
+			return Ticket{}, fmt.Errorf("not approved: the credential could not be bound (%v); the ticket stays pending", err)
+		}
 	}
 	t.Status = Denied
 	if approve {
@@ -417,6 +448,10 @@ func (h *Hub) load() error {
 func copyTicket(t *Ticket) *Ticket {
 	c := *t
 	c.Headers = append([]Header(nil), t.Headers...)
+	if t.Bind != nil {
+		b := *t.Bind
+		c.Bind = &b
+	}
 	if t.Decision != nil {
 		d := *t.Decision
 		c.Decision = &d

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +220,76 @@ func TestSlowSubscriberDropped(t *testing.T) {
 	}
 	if n != 1024 {
 		t.Fatalf("got %d events before the close, want 1024", n)
+	}
+}
+
+// An approval of a ticket with a binding keeps the binding first: when it fails, or the hub has
+// nowhere to keep it, the ticket stays pending and nothing is released. A denial binds nothing.
+func TestApprovalBindsTheCredential(t *testing.T) {
+	const hash = "0f393ff081f8c2d1e7b4a1c9d3e5f7a9b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1"
+	h, _ := newHub(t, filepath.Join(t.TempDir(), "hub.json"))
+	req := ask("fp1:k")
+	req.Bind = &Bind{Container: "agent", Hash: hash}
+	a, err := h.Ask(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Decide(a.Ticket.ID, "fp1:k", true, "cli:root", ""); err == nil || !strings.Contains(err.Error(), "cannot bind") {
+		t.Fatalf("approve with no Bind hook: %v", err)
+	}
+	var got []string
+	fail := errors.New("state file: disk full")
+	h.cfg.Bind = func(b Bind, by, ticket string) error {
+		got = append(got, b.Container+" "+b.Hash+" "+by+" "+ticket)
+		return fail
+	}
+	if _, err := h.Decide(a.Ticket.ID, "fp1:k", true, "cli:root", ""); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("approve with a failing binding: %v", err)
+	}
+	if tk, _ := h.Get(a.Ticket.ID); tk.Status != Pending {
+		t.Fatalf("after a failed binding the ticket is %s", tk.Status)
+	}
+	if _, err := h.Claim(a.Ticket.ID, "fp1:k"); !errors.Is(err, ErrDecided) {
+		t.Fatalf("claim after a failed binding: %v", err)
+	}
+	fail = nil
+	if _, err := h.Decide(a.Ticket.ID, "fp1:k", true, "cli:root", ""); err != nil {
+		t.Fatal(err)
+	}
+	if want := "agent " + hash + " cli:root " + a.Ticket.ID; len(got) != 2 || got[1] != want {
+		t.Fatalf("bindings %q, want the last %q", got, want)
+	}
+	// A denial binds nothing.
+	req.Fingerprint = "fp1:k2"
+	b, _ := h.Ask(req)
+	if _, err := h.Decide(b.Ticket.ID, "fp1:k2", false, "cli:root", "not mine"); err != nil || len(got) != 2 {
+		t.Fatalf("deny: %v, bindings %d", err, len(got))
+	}
+	// The binding survives a restart in the ticket (what was approved, for the recent list).
+	h.Flush()
+	h2, err := New(Config{Key: h.cfg.Key, StatePath: h.cfg.StatePath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk, _ := h2.Get(a.Ticket.ID); tk.Bind == nil || tk.Bind.Hash != hash {
+		t.Fatalf("after a restart: %+v", tk.Bind)
+	}
+}
+
+// A gate's binding must be for its own request ticket: another container's, a CONNECT's or a
+// hash that is not one is refused.
+func TestAskRefusesABadBinding(t *testing.T) {
+	h, _ := newHub(t, "")
+	good := "0f393ff081f8c2d1e7b4a1c9d3e5f7a9b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1"
+	for _, b := range []*Bind{{Container: "other", Hash: good}, {Container: "agent", Hash: good[:60]}, {Container: "agent", Hash: "sk-ant-api03-" + good[:51]}, {Container: "agent", Hash: strings.ToUpper(good)}} {
+		req := ask("fp1:x")
+		req.Bind = b
+		if _, err := h.Ask(req); err == nil {
+			t.Fatalf("binding %+v accepted", b)
+		}
+	}
+	req := AskRequest{Kind: KindConnect, Container: "agent", Method: "CONNECT", URL: "h:443", Fingerprint: "fp1:c", Bind: &Bind{Container: "agent", Hash: good}}
+	if _, err := h.Ask(req); err == nil {
+		t.Fatal("a CONNECT ticket with a binding accepted")
 	}
 }

@@ -59,6 +59,8 @@ type Ticket struct {
 	Host  string        `json:"host,omitempty"`
 	Port  int           `json:"port,omitempty"`
 	Grant time.Duration `json:"grant,omitempty"`
+	// Bind is the Claude credential an approval binds to the container, or nil.
+	Bind *Bind `json:"bind,omitempty"`
 
 	Status   Status    `json:"status"`
 	Decision *Decision `json:"decision,omitempty"`
@@ -144,6 +146,15 @@ type AskRequest struct {
 	Host        string        `json:"host,omitempty"`
 	Port        int           `json:"port,omitempty"`
 	Grant       time.Duration `json:"grant,omitempty"`
+	Bind        *Bind         `json:"bind,omitempty"`
+}
+
+// Bind is what approving a ticket binds: a Claude credential, by its SHA-256 hex (never the
+// credential), to the container that sent it. The console keeps the binding
+// (console.(*Console).Bind); the gate then lets the container send it without asking.
+type Bind struct {
+	Container string `json:"container"`
+	Hash      string `json:"hash"`
 }
 
 // Outcomes of Ask.

@@ -55,6 +55,13 @@ func NewChecks(p *policy.Policy, injected map[string]string, secretsErr error, c
 	return in, nil
 }
 
+// Bind is what approving a request binds: a Claude credential, by its SHA-256 hex, to the
+// container that sent it.
+type Bind struct {
+	Container string
+	Hash      string
+}
+
 // Inject is a credential the gate adds to a request that goes out.
 type Inject struct {
 	Rule   string
@@ -93,11 +100,13 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		}
 	}
 	covered, known := claudeapi.Governs(host)
+	var newCred claudeapi.CredentialCheck
 	if known {
 		var allowed []string
 		if in.Claude != nil {
 			allowed = in.Claude.Allowed(res.Container)
 		}
+		allowed = append(allowed[:len(allowed):len(allowed)], p.ClaudeBound[res.Container]...)
 		// The header an [[inject]] rule of the host sets is replaced on the way out: what the
 		// agent put there (a placeholder) never leaves, so it is not the agent's credential.
 		h := r.Header
@@ -105,11 +114,23 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 			h = h.Clone()
 			h.Del(inj.Header)
 		}
-		if cd := claudeapi.CheckCredentials(h, allowed); cd.Verdict == policy.Deny {
-			if in.ClaudeErr != nil {
-				cd.Reason += " (the Claude credentials file named in the policy did not load; the gate's log says why)"
-			}
-			return cd
+		cd := claudeapi.CheckCredentials(h, res.Container, allowed)
+		switch {
+		case cd.New != nil && in.ClaudeErr != nil:
+			// The file that may list it did not load: refuse rather than ask about a credential
+			// the operator may have listed.
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
+				Reason: "the " + cd.New.Header + " header carries a Claude credential this container is not bound to, and the Claude credentials file named in the policy did not load (the gate's log says why)"}
+		case cd.New != nil && p.InjectionFor(host) != nil:
+			// The gate adds the container's credential for this host: one the agent sends in
+			// another header would go out beside it.
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
+				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, p.InjectionFor(host).Name, cd.New.Header)}
+		case cd.New != nil:
+			newCred = cd
+			res.Bind = &Bind{Container: res.Container, Hash: cd.New.Hash}
+		case cd.Verdict == policy.Deny:
+			return cd.Decision
 		}
 	}
 	// 5. Credential injection.
@@ -154,6 +175,15 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 	// 8. The rules' verdict stands; a body the gate could not read asks a human.
 	if cannotRead != "" && d.Verdict == policy.Free {
 		d = policy.Decision{Verdict: policy.Ask, Rule: "content-coding", Reason: cannotRead + ", so the gate cannot inspect it: a human must look"}
+	}
+	// A credential the container is not bound to asks, never automatically: the approval binds
+	// it. An ASK for another reason is named after it, so that the human reads both.
+	if newCred.New != nil {
+		res.NeverAuto = true
+		if d.Verdict == policy.Ask {
+			newCred.Reason += "; also " + d.Rule + ": " + d.Reason
+		}
+		d = newCred.Decision
 	}
 	return d
 }

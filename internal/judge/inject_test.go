@@ -41,6 +41,7 @@ agent = ["10.0.0.0/24"]
 		{"a placeholder in the injected header", http.Header{"Authorization": {"Bearer " + placeholder}, "Content-Type": {"application/json"}}, policy.Free, "claude-api:messages"},
 		{"no credential at all", http.Header{"Content-Type": {"application/json"}}, policy.Free, "claude-api:messages"},
 		{"a key of its own in another header", http.Header{"Authorization": {"Bearer " + placeholder}, "X-Api-Key": {otherAntKey}, "Content-Type": {"application/json"}}, policy.Deny, "claude-api:credential"},
+		{"a key of its own beside no placeholder", http.Header{"X-Api-Key": {otherAntKey}, "Content-Type": {"application/json"}}, policy.Deny, "claude-api:credential"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(t, p, in, tcase{method: "POST", url: "https://api.anthropic.com/v1/messages", header: c.header, body: body})

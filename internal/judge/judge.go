@@ -93,6 +93,9 @@ type Result struct {
 	Self bool
 	// Inject is the credential to add when the request goes out, or nil.
 	Inject *Inject
+	// Bind is set on an ASK about a Claude credential the container is not bound to: approving
+	// the request binds it (through the hub and the console).
+	Bind *Bind
 	// NeverAuto, Red and Findings come from the Claude API checks and the heuristics: how a
 	// ticket shows the request.
 	NeverAuto bool

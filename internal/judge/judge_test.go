@@ -137,8 +137,10 @@ func TestDecideInspections(t *testing.T) {
 		// Claude API.
 		{name: "messages, plain", method: "POST", url: "https://api.anthropic.com/v1/messages?beta=true", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {antKey}}, body: `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, verdict: policy.Free, rule: claudeapi.RuleMessages},
 		{name: "messages with mcp_servers", method: "POST", url: "https://api.anthropic.com/v1/messages", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {antKey}}, body: `{"model":"claude","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp.example"}]}`, verdict: policy.Ask, rule: claudeapi.RuleMessages, reason: "mcp_servers"},
-		{name: "a credential that is not this container's", container: "other", method: "POST", url: "https://api.anthropic.com/v1/messages", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {antKey}}, body: `{"messages":[]}`, verdict: policy.Deny, code: policy.CodeSecretEgress, rule: claudeapi.RuleCredential},
-		{name: "another key", method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {otherAntKey}}, verdict: policy.Deny, code: policy.CodeSecretEgress, rule: claudeapi.RuleCredential},
+		{name: "a credential that is not this container's asks", container: "other", method: "POST", url: "https://api.anthropic.com/v1/messages", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {antKey}}, body: `{"model":"claude","max_tokens":10,"messages":[]}`, verdict: policy.Ask, rule: claudeapi.RuleNewCredential, reason: "container other sends a new Claude credential"},
+		{name: "another key asks", method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {otherAntKey}}, verdict: policy.Ask, rule: claudeapi.RuleNewCredential, reason: "approving binds it to agent"},
+		{name: "a new key with mcp_servers names both", method: "POST", url: "https://api.anthropic.com/v1/messages", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {otherAntKey}}, body: `{"model":"claude","messages":[],"mcp_servers":[{"type":"url","url":"https://mcp.example"}]}`, verdict: policy.Ask, rule: claudeapi.RuleNewCredential, reason: "also claude-api:messages: "},
+		{name: "a new key does not lift a size refusal", method: "POST", url: "https://api.anthropic.com/v1/messages", header: http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {otherAntKey}}, body: strings.Repeat("a", 65*1024), verdict: policy.Deny, code: policy.CodeBodyTooLarge},
 		{name: "two credentials", method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {antKey}, "Authorization": {"Bearer " + antKey}}, verdict: policy.Deny, code: policy.CodeSecretEgress, rule: claudeapi.RuleCredential, reason: "two"},
 		{name: "files ask", method: "GET", url: "https://api.anthropic.com/v1/files", header: http.Header{"X-Api-Key": {antKey}}, verdict: policy.Ask, rule: claudeapi.RuleFiles},
 		{name: "reads are free", method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {antKey}}, verdict: policy.Free, rule: claudeapi.RuleRead},
@@ -161,6 +163,44 @@ func TestDecideInspections(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A credential a human bound to the container (served by the console beside the policy) passes
+// for that container only; the ASK about a new one carries what its approval binds, and never
+// passes without a human.
+func TestBoundCredential(t *testing.T) {
+	p, in := setup(t)
+	models := tcase{method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {otherAntKey}}}
+	res := run(t, p, in, models)
+	if res.Verdict != policy.Ask || res.Bind == nil || !res.NeverAuto {
+		t.Fatalf("a new credential: %v %s bind %+v never-auto %v", res.Verdict, res.Rule, res.Bind, res.NeverAuto)
+	}
+	if res.Bind.Container != "agent" || res.Bind.Hash != claudeapi.HashCredential(otherAntKey) {
+		t.Fatalf("bind %+v, want agent and the key's hash", res.Bind)
+	}
+	bound := *p
+	bound.ClaudeBound = map[string][]string{"agent": {claudeapi.HashCredential(otherAntKey)}}
+	if res := run(t, &bound, in, models); res.Verdict != policy.Free || res.Bind != nil {
+		t.Fatalf("a bound credential: %v %s (%s) bind %+v", res.Verdict, res.Rule, res.Reason, res.Bind)
+	}
+	// The file's credential still passes beside the bound one.
+	if res := run(t, &bound, in, tcase{method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {antKey}}}); res.Verdict != policy.Free {
+		t.Fatalf("the file's credential: %v %s", res.Verdict, res.Rule)
+	}
+	other := models
+	other.container = "other"
+	if res := run(t, &bound, in, other); res.Verdict != policy.Ask || res.Bind == nil || res.Bind.Container != "other" {
+		t.Fatalf("agent's bound credential from other: %v %s bind %+v", res.Verdict, res.Rule, res.Bind)
+	}
+	two := tcase{method: "GET", url: "https://api.anthropic.com/v1/models", header: http.Header{"X-Api-Key": {otherAntKey}, "Authorization": {"Bearer " + otherAntKey}}}
+	if res := run(t, &bound, in, two); res.Verdict != policy.Deny || res.Code != policy.CodeSecretEgress {
+		t.Fatalf("two credentials: %v %s", res.Verdict, res.Rule)
+	}
+	// A credentials file that did not load: refused, not asked.
+	broken, _ := NewChecks(p, map[string]string{"example": injectedVal}, nil, nil, fmt.Errorf("creds.toml: mode 0644"))
+	if res := run(t, p, broken, models); res.Verdict != policy.Deny || res.Code != policy.CodeSecretEgress || res.Bind != nil || !strings.Contains(res.Reason, "did not load") {
+		t.Fatalf("file did not load: %v %s (%s)", res.Verdict, res.Rule, res.Reason)
 	}
 }
 

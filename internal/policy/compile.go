@@ -73,6 +73,10 @@ type Policy struct {
 	injectBy    map[string]int // exact host → index in injections
 	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
 	ClaudeCredentials string
+	// ClaudeBound maps a container to the SHA-256 hex of each Claude credential a human bound to
+	// it by approving the ASK about it. It is not in the file: the console serves it beside the
+	// approved policy (console.Served.Bound), and it is not part of Version.
+	ClaudeBound map[string][]string
 
 	file *File // the file as written, for Compare
 }

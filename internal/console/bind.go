@@ -1,0 +1,144 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+)
+
+// Binding is a Claude credential bound to a container by a human's approval of the ASK about it:
+// the gate lets the container send it without asking. The credential itself is never kept.
+type Binding struct {
+	Container string    `json:"container"`
+	Hash      string    `json:"hash"` // the SHA-256 of the credential, lower-case hex
+	By        string    `json:"by"`   // who approved, as the hub names them ("cli:root")
+	Ticket    string    `json:"ticket"`
+	At        time.Time `json:"at"`
+}
+
+// maxBindings bounds the bindings the console keeps (all containers).
+const maxBindings = 1024
+
+// Bind binds the Claude credential whose SHA-256 hex is hash to container, for the human by who
+// approved ticket: the binding is written to the state file and audited before the console
+// serves it, and a binding that cannot be written is an error (the approval then does not
+// stand). Binding a credential already bound changes nothing.
+func (c *Console) Bind(container, hash, by, ticket string) error {
+	if !sha256Hex(hash) {
+		return errors.New("a binding names the credential by its SHA-256 in lower-case hex")
+	}
+	if strings.TrimSpace(by) == "" {
+		return errors.New("a binding names who approved it")
+	}
+	c.mu.Lock()
+	if c.approved == nil || !c.approved.HasContainer(container) {
+		c.mu.Unlock()
+		return fmt.Errorf("the approved policy has no container %q in [sources]", container)
+	}
+	for _, b := range c.state.Bound {
+		if b.Container == container && b.Hash == hash {
+			c.mu.Unlock()
+			return nil
+		}
+	}
+	if len(c.state.Bound) >= maxBindings {
+		c.mu.Unlock()
+		return fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
+	}
+	prev := c.state.Bound
+	c.state.Bound = append(prev[:len(prev):len(prev)], Binding{Container: container, Hash: hash, By: by, Ticket: ticket, At: c.now()})
+	version := c.state.Approved.Version
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		c.mu.Lock()
+		c.state.Bound = prev
+		c.mu.Unlock()
+		return fmt.Errorf("writing the console's state file: %w", err)
+	}
+	c.record(&audit.Record{Event: "policy", Rule: "credential-bound", Policy: version, Container: container, Approver: by, Ticket: ticket,
+		Detail: fmt.Sprintf("Claude credential sha256:%s bound to container %s: its requests with it pass without asking", hash, container)})
+	if s := c.cur.Load(); s != nil {
+		c.publish(*s)
+	}
+	c.say("container %s may now send the Claude credential sha256 %s… (approved by %s, ticket %s)", container, hash[:12], by, ticket)
+	return nil
+}
+
+// Bindings lists the bound credentials, oldest first.
+func (c *Console) Bindings() []Binding {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Binding(nil), c.state.Bound...)
+}
+
+// publish serves s with the bindings of the state: Bound, and a Tag that changes with them.
+func (c *Console) publish(s Served) {
+	c.mu.Lock()
+	s.Bound, s.Tag = bound(c.state.Bound), s.Version
+	if len(c.state.Bound) > 0 {
+		h := sha256.New()
+		for _, b := range c.state.Bound {
+			fmt.Fprintf(h, "%s %s\n", b.Container, b.Hash)
+		}
+		s.Tag += "+" + hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	c.mu.Unlock()
+	c.cur.Store(&s)
+}
+
+// BoundByContainer is the bindings as the gate reads them (Served.Bound, policy.ClaudeBound):
+// container → hashes, sorted; nil for none. It checks them as the console does when it reads
+// its state file.
+func BoundByContainer(bs []Binding) (map[string][]string, error) {
+	if err := checkBindings(bs); err != nil {
+		return nil, err
+	}
+	return bound(bs), nil
+}
+
+// bound is the bindings as the gate reads them: container → hashes, sorted.
+func bound(bs []Binding) map[string][]string {
+	if len(bs) == 0 {
+		return nil
+	}
+	m := make(map[string][]string)
+	for _, b := range bs {
+		m[b.Container] = append(m[b.Container], b.Hash)
+	}
+	for _, hs := range m {
+		sort.Strings(hs)
+	}
+	return m
+}
+
+// checkBindings checks the bindings of a state file as read.
+func checkBindings(bs []Binding) error {
+	if len(bs) > maxBindings {
+		return fmt.Errorf("%d bound credentials, more than the %d the console keeps", len(bs), maxBindings)
+	}
+	for i, b := range bs {
+		if !sha256Hex(b.Hash) || b.Container == "" {
+			return fmt.Errorf("bound[%d]: not a container and a SHA-256 hex hash", i)
+		}
+	}
+	return nil
+}
+
+// sha256Hex reports whether s is 64 lower-case hex digits.
+func sha256Hex(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

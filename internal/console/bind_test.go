@@ -1,0 +1,94 @@
+package console
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const hashA = "0f393ff081f8c2d1e7b4a1c9d3e5f7a9b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1"
+const hashB = "1111111111111111111111111111111111111111111111111111111111111111"
+
+// A binding is written to the state file and audited before it is served; it survives a
+// restart, changes the served tag (the gate's ETag), and a binding that cannot be written is an
+// error that leaves nothing served.
+func TestBindServesPersistsAndAudits(t *testing.T) {
+	a := &memAudit{}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state", "console-state.json")
+	os.Mkdir(filepath.Dir(state), 0o700)
+	pol := writePolicy(t, good)
+	c, err := New(Config{PolicyPath: pol, StatePath: state, Audit: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Current()
+	if before.Tag != before.Version || before.Bound != nil {
+		t.Fatalf("before any binding: tag %q bound %v", before.Tag, before.Bound)
+	}
+	for _, bad := range []struct{ container, hash, by string }{
+		{"nobody", hashA, "cli:root"},                 // not in [sources]
+		{"local", strings.ToUpper(hashA), "cli:root"}, // not lower-case hex
+		{"local", hashA[:40], "cli:root"},
+		{"local", hashA, " "},
+	} {
+		if err := c.Bind(bad.container, bad.hash, bad.by, "t1"); err == nil {
+			t.Fatalf("Bind(%q, %q, %q) accepted", bad.container, bad.hash, bad.by)
+		}
+	}
+	if err := c.Bind("local", hashA, "cli:root", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	after := c.Current()
+	if got := after.Bound["local"]; len(got) != 1 || got[0] != hashA || after.Tag == before.Tag || after.Version != before.Version {
+		t.Fatalf("after binding: %+v", after)
+	}
+	if err := c.Bind("local", hashA, "cli:root", "t2"); err != nil || len(c.Bindings()) != 1 || c.Current().Tag != after.Tag {
+		t.Fatalf("binding again: %v, %d bindings", err, len(c.Bindings()))
+	}
+	var rec bool
+	for _, r := range a.recs {
+		if r.Rule == "credential-bound" && r.Approver == "cli:root" && r.Ticket == "t1" && r.Container == "local" && strings.Contains(r.Detail, hashA) {
+			rec = true
+		}
+	}
+	if !rec {
+		t.Fatalf("no audit record of the binding: %+v", a.recs)
+	}
+	// A restart serves the binding from the state file.
+	c2, err := New(Config{PolicyPath: pol, StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c2.Current(); s.Tag != after.Tag || len(s.Bound["local"]) != 1 {
+		t.Fatalf("after a restart: %+v", s)
+	}
+	// The state file cannot be written: the binding is refused and nothing new is served.
+	os.RemoveAll(filepath.Dir(state))
+	if err := c2.Bind("local", hashB, "cli:root", "t3"); err == nil || !strings.Contains(err.Error(), "state file") {
+		t.Fatalf("Bind with no state directory: %v", err)
+	}
+	if s := c2.Current(); len(s.Bound["local"]) != 1 || len(c2.Bindings()) != 1 {
+		t.Fatalf("a failed binding is served: %+v", s)
+	}
+}
+
+// A state file whose bindings were edited into something else is refused at start.
+func TestStateWithBadBindingRefused(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "console-state.json")
+	pol := writePolicy(t, good)
+	c, err := New(Config{PolicyPath: pol, StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Bind("local", hashA, "cli:root", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(state)
+	os.WriteFile(state, []byte(strings.Replace(string(data), hashA, "sk-ant-api03-notahash", 1)), 0o600)
+	if _, err := New(Config{PolicyPath: pol, StatePath: state}); err == nil || !strings.Contains(err.Error(), "bound[0]") {
+		t.Fatalf("a bad binding in the state: %v", err)
+	}
+}
