@@ -52,6 +52,11 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a client connection idle between requests. Zero: 2m.
 	IdleTimeout time.Duration
+	// BodyStall refuses a request body that sends nothing for this long (E_BODY_TIMEOUT).
+	// Zero: 10s.
+	BodyStall time.Duration
+	// BodyGrace is how long a body may take before the policy's body_min_rate applies. Zero: 5s.
+	BodyGrace time.Duration
 	// Certs issues certificates for decrypted tunnels. Nil: no decryption; every CONNECT is
 	// decided at the domain.
 	Certs Certs
@@ -85,6 +90,7 @@ type Gate struct {
 	idSeq     atomic.Uint64
 
 	exfil *exfil.Scorer // the exfiltration heuristics' memory of hosts, subdomains and bytes
+	held  heldBytes     // the body bytes held for decisions
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
@@ -153,6 +159,9 @@ type connInfo struct {
 	fc     *framing.Conn
 	source netip.Addr
 	tunnel *judge.Binding // the decrypted tunnel the connection is inside, or nil
+	// hold is the body bytes the request now on the connection holds (one at a time), given
+	// back when the proxy is done with it.
+	hold bodyHold
 }
 
 type connInfoKey struct{}
@@ -251,5 +260,5 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveNonProxy(w, r)
 		return
 	}
-	g.proxy.ServeHTTP(w, r)
+	g.serveProxy(w, r)
 }

@@ -1,13 +1,13 @@
 package gate
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"log"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/elazarl/goproxy"
 
@@ -90,10 +90,16 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	pctx.UserData = ex
 	pol := g.pol.Load()
 	a := g.arrival(r)
-	if pol != nil {
-		// The body is read (up to buffer_limit) before the decision: it is inspected, and held
-		// if a human must see it.
-		body, size, err := readBody(r, pol.Settings.BufferLimit)
+	if container := sourceContainer(pol, a.Source); container != "" {
+		// The body is read (up to buffer_limit, bounded in time and in the bytes held) before
+		// the decision: it is inspected, and held if a human must see it. (From an unknown
+		// source it is not read: the decision refuses the source.)
+		body, size, err := g.bodyReader(r, pol, container).read(r)
+		if d, ok := bodyRefusal(err); ok {
+			ex.decided(judge.Result{Decision: d, Container: container}, pol)
+			ex.closeAfter = true
+			return r, g.refuse(r.Context(), r, ex, d)
+		}
 		if err != nil {
 			ex.finish(http.StatusBadRequest, 0, "reading the request body: "+err.Error())
 			return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read in full.")
@@ -219,24 +225,27 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// readBody reads a request body up to limit+1 bytes and puts what it read back as the body;
-// size is the number of bytes read (limit+1: too large).
-func readBody(r *http.Request, limit int64) ([]byte, int64, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, 0, nil
+// sourceContainer is the container [sources] names for a source address, or "" (no policy, or
+// no container).
+func sourceContainer(pol *policy.Policy, source netip.Addr) string {
+	if pol == nil {
+		return ""
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, 0, err
+	return pol.Container(source)
+}
+
+// bodyReader is how a body is read for the decision on the connection r arrived on. Its clock
+// is the wall clock, whatever the gate's: it sets the connection's read deadlines.
+func (g *Gate) bodyReader(r *http.Request, pol *policy.Policy, container string) *bodyReader {
+	br := &bodyReader{s: &pol.Settings, held: &g.held, container: container, now: time.Now,
+		grace: orDefault(g.cfg.BodyGrace, bodyGrace), stall: orDefault(g.cfg.BodyStall, bodyStall)}
+	if ci := infoFrom(r.Context()); ci != nil {
+		br.hold = &ci.hold
+		if ci.fc != nil {
+			br.conn = ci.fc
+		}
 	}
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	r.ContentLength = int64(len(data))
-	r.TransferEncoding = nil
-	if len(data) == 0 {
-		r.Body = http.NoBody
-	}
-	return data, int64(len(data)), nil
+	return br
 }
 
 // applyInject adds the credential the policy injects: a header replacing whatever the agent

@@ -32,8 +32,13 @@ func refusalStatus(d policy.Decision) int {
 	case "framing:too-large":
 		return http.StatusRequestHeaderFieldsTooLarge
 	}
-	if d.Code == policy.CodeNoAudit || d.Code == policy.CodeNoSigner {
+	switch d.Code {
+	case policy.CodeNoAudit, policy.CodeNoSigner, policy.CodeBusy:
 		return http.StatusServiceUnavailable
+	case policy.CodeBodyTimeout:
+		return http.StatusRequestTimeout
+	case policy.CodeAskLimit:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusForbidden
 }
@@ -44,13 +49,16 @@ func refusalStatus(d policy.Decision) int {
 const (
 	retryPending     = 5
 	retryUnavailable = 10
+	retryAskLimit    = 30
 )
 
 // retryAfter is the Retry-After of a refusal with code c in seconds, or 0 for none.
 func retryAfter(c policy.Code) int {
 	switch c {
-	case policy.CodePending:
+	case policy.CodePending, policy.CodeBusy:
 		return retryPending
+	case policy.CodeAskLimit:
+		return retryAskLimit
 	case policy.CodeNoAudit, policy.CodeNoSigner:
 		return retryUnavailable
 	}

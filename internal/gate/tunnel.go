@@ -251,7 +251,7 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), sentTargetKey{}, &sent))
 	r.URL.Scheme = "https"
 	r.URL.Host = ci.tunnel.Authority()
-	g.proxy.ServeHTTP(w, r)
+	g.serveProxy(w, r)
 }
 
 // writeRawRefusal writes a refusal straight to a connection (plain text in a tunnel that should

@@ -291,6 +291,25 @@ func heuristics(env *Env, r *Request, res *Result) {
 	res.Findings = append(res.Findings, sc.Reasons...)
 }
 
+// Rule names of the refusals of bodies the gate could not read for a decision.
+const (
+	RuleBodyTimeout      = "body:timeout"
+	RuleHeldLimit        = "held_limit"
+	RuleHeldPerContainer = "held_per_container"
+)
+
+// BodyTimeout is the decision for a request whose body stalled, trickled or took longer than
+// body_timeout: the gate stopped reading it (why says which).
+func BodyTimeout(why string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTimeout, Rule: RuleBodyTimeout, Reason: why}
+}
+
+// Busy is the decision for a request whose body would pass held_limit or held_per_container
+// (rule): the gate refuses it rather than hold more.
+func Busy(rule, why string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeBusy, Rule: rule, Reason: why}
+}
+
 // Framing is the decision for a request whose framing the gate refused before parsing it.
 func Framing(e *framing.Error) policy.Decision {
 	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "framing:" + string(e.Kind), Reason: e.Reason}

@@ -5,7 +5,9 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Comparison says how a new policy differs from the approved one. Loosenings lists, in words,
@@ -384,6 +386,27 @@ func (c *Comparison) settings(o, n Settings) {
 	} else if n.ConnectGrant < o.ConnectGrant {
 		c.tight("settings.connect_grant: %s → %s", o.ConnectGrant, n.ConnectGrant)
 	}
+	// The bounds on what a container may hold: raising one lets it hold more; lowering the
+	// minimum body rate lets a slower body through.
+	for _, b := range []struct {
+		key    string
+		o, n   int64
+		looser bool // the new value is the looser one
+	}{
+		{"body_timeout", int64(o.BodyTimeout), int64(n.BodyTimeout), n.BodyTimeout > o.BodyTimeout},
+		{"held_limit", o.HeldLimit, n.HeldLimit, n.HeldLimit > o.HeldLimit},
+		{"held_per_container", o.HeldPerContainer, n.HeldPerContainer, n.HeldPerContainer > o.HeldPerContainer},
+		{"max_pending", int64(o.MaxPending), int64(n.MaxPending), n.MaxPending > o.MaxPending},
+		{"body_min_rate", o.BodyMinRate, n.BodyMinRate, n.BodyMinRate < o.BodyMinRate},
+	} {
+		switch {
+		case b.o == b.n:
+		case b.looser:
+			c.loose("settings.%s: %s → %s", b.key, showBound(b.key, b.o), showBound(b.key, b.n))
+		default:
+			c.tight("settings.%s: %s → %s", b.key, showBound(b.key, b.o), showBound(b.key, b.n))
+		}
+	}
 	if n.BufferLimit > o.BufferLimit {
 		c.loose("settings.buffer_limit: %d → %d bytes", o.BufferLimit, n.BufferLimit)
 	} else if n.BufferLimit < o.BufferLimit {
@@ -456,4 +479,17 @@ func (c *Comparison) injections(old, new []FileInject) {
 			c.tight("inject: - %q", i.Name)
 		}
 	}
+}
+
+// showBound is a bound of [settings] as a review shows it.
+func showBound(key string, v int64) string {
+	switch key {
+	case "body_timeout":
+		return time.Duration(v).String()
+	case "max_pending":
+		return strconv.FormatInt(v, 10)
+	case "body_min_rate":
+		return strconv.FormatInt(v, 10) + " bytes/s"
+	}
+	return strconv.FormatInt(v, 10) + " bytes"
 }

@@ -21,6 +21,12 @@ const (
 	DefaultConnectGrant = 10 * time.Minute
 	DefaultBufferLimit  = 8 << 20
 	DefaultHeuristics   = "shadow"
+	// The bounds of the bodies the gate holds and of the tickets a container may open.
+	DefaultBodyTimeout      = 60 * time.Second
+	DefaultBodyMinRate      = 1 << 10
+	DefaultHeldLimit        = 256 << 20
+	DefaultHeldPerContainer = 64 << 20
+	DefaultMaxPending       = 50
 )
 
 // DefaultPorts are the destination ports allowed when [floor] allow_ports is empty.
@@ -31,6 +37,9 @@ const (
 	maxHold         = 30 * time.Minute
 	maxConnectGrant = 24 * time.Hour
 	maxBufferLimit  = 256 << 20
+	maxBodyTimeout  = 30 * time.Minute
+	maxHeldLimit    = 16 << 30
+	maxPending      = 10000
 )
 
 // Methods the policy knows; a request with another method never matches a rule that lists methods.
@@ -122,6 +131,14 @@ type Settings struct {
 	ConnectGrant time.Duration
 	BufferLimit  int64
 	Heuristics   string
+	// BodyTimeout and BodyMinRate bound how long a body may take to arrive (see FileSettings).
+	BodyTimeout time.Duration
+	BodyMinRate int64
+	// HeldLimit and HeldPerContainer bound the body bytes held for decisions.
+	HeldLimit        int64
+	HeldPerContainer int64
+	// MaxPending is how many tickets one container may have waiting for a human.
+	MaxPending int
 }
 
 // Floor is [floor] compiled.
@@ -696,6 +713,38 @@ func (c *compiler) settings(p *Policy, fs *FileSettings) {
 			c.errorf([]string{"settings", "buffer_limit"}, "settings.buffer_limit", "%d bytes is out of range; use 1KiB to 256MiB", s.BufferLimit)
 		}
 	}
+	s.BodyTimeout = durationOr(fs.BodyTimeout, DefaultBodyTimeout)
+	if fs.BodyTimeout.Set && (fs.BodyTimeout.Duration < time.Second || fs.BodyTimeout.Duration > maxBodyTimeout) {
+		c.errorf([]string{"settings", "body_timeout"}, "settings.body_timeout", "%s is out of range; use 1s to %s", fs.BodyTimeout.Duration, maxBodyTimeout)
+	}
+	s.BodyMinRate = sizeOr(fs.BodyMinRate, DefaultBodyMinRate)
+	if fs.BodyMinRate.Set && (s.BodyMinRate < 1 || s.BodyMinRate > maxBufferLimit) {
+		c.errorf([]string{"settings", "body_min_rate"}, "settings.body_min_rate", "%d bytes per second is out of range; use 1 to 256MiB (a body slower than this after its first 5 seconds is refused)", s.BodyMinRate)
+	}
+	s.HeldLimit = sizeOr(fs.HeldLimit, DefaultHeldLimit)
+	if fs.HeldLimit.Set && (s.HeldLimit < s.BufferLimit || s.HeldLimit > maxHeldLimit) {
+		c.errorf([]string{"settings", "held_limit"}, "settings.held_limit", "%d bytes is out of range; use buffer_limit (%d bytes) to 16GiB", s.HeldLimit, s.BufferLimit)
+	}
+	s.HeldPerContainer = sizeOr(fs.HeldPerContainer, DefaultHeldPerContainer)
+	if fs.HeldPerContainer.Set && (s.HeldPerContainer < s.BufferLimit || s.HeldPerContainer > s.HeldLimit) {
+		c.errorf([]string{"settings", "held_per_container"}, "settings.held_per_container", "%d bytes is out of range; use buffer_limit (%d bytes) to held_limit (%d bytes)", s.HeldPerContainer, s.BufferLimit, s.HeldLimit)
+	}
+	if !fs.HeldPerContainer.Set && s.HeldPerContainer > s.HeldLimit {
+		s.HeldPerContainer = s.HeldLimit
+	}
+	if !fs.HeldPerContainer.Set && s.HeldPerContainer < s.BufferLimit {
+		s.HeldPerContainer = min(s.BufferLimit, s.HeldLimit)
+	}
+	if !fs.HeldLimit.Set && s.HeldLimit < s.BufferLimit {
+		s.HeldLimit = s.BufferLimit
+	}
+	s.MaxPending = DefaultMaxPending
+	if fs.MaxPending != 0 {
+		s.MaxPending = fs.MaxPending
+		if fs.MaxPending < 1 || fs.MaxPending > maxPending {
+			c.errorf([]string{"settings", "max_pending"}, "settings.max_pending", "%d is out of range; use 1 to %d", fs.MaxPending, maxPending)
+		}
+	}
 	switch fs.Heuristics {
 	case "":
 		s.Heuristics = DefaultHeuristics
@@ -704,6 +753,13 @@ func (c *compiler) settings(p *Policy, fs *FileSettings) {
 	default:
 		c.errorf([]string{"settings", "heuristics"}, "settings.heuristics", "%q is unknown; use \"shadow\" (log the score) or \"enforce\" (ask above the threshold)", fs.Heuristics)
 	}
+}
+
+func sizeOr(s Size, def int64) int64 {
+	if s.Set {
+		return s.Bytes
+	}
+	return def
 }
 
 func durationOr(d Duration, def time.Duration) time.Duration {

@@ -51,6 +51,14 @@ const (
 	CodeNoSigner Code = "E_NO_SIGNER"
 	// CodeNoAudit: the gate cannot write its audit, so nothing goes out.
 	CodeNoAudit Code = "E_NO_AUDIT"
+	// CodeBodyTimeout: the request body stalled, or arrived slower than body_min_rate, or not
+	// within body_timeout.
+	CodeBodyTimeout Code = "E_BODY_TIMEOUT"
+	// CodeBusy: the gate holds as many body bytes for decisions as held_limit or
+	// held_per_container allow.
+	CodeBusy Code = "E_BUSY"
+	// CodeAskLimit: the container has max_pending tickets waiting for a human.
+	CodeAskLimit Code = "E_ASK_LIMIT"
 )
 
 // Advice is what a refusal with this code tells the agent to do next.
@@ -82,6 +90,12 @@ func (c Code) Advice() string {
 		return "The client rejected the gate's certificate."
 	case CodeNoAudit:
 		return "The gate cannot write its audit, so nothing goes out until it can. Ask the user to check the gate (disk space, the audit directory); retry after the Retry-After seconds, and once it is fixed the request passes."
+	case CodeBodyTimeout:
+		return "The request body stalled or arrived too slowly, so the gate stopped reading it. Send the whole body at once, at a steady rate, and retry."
+	case CodeBusy:
+		return "The gate holds as many request bodies for decisions as it may (for all containers, or for this one). Retry after the Retry-After seconds, with fewer large requests at once."
+	case CodeAskLimit:
+		return "This container already has as many requests waiting for a human as it may. Wait for the human to answer those (retry the same requests: they wait on their tickets) before you send new ones that need approval."
 	case CodeNoSigner:
 		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); retry after the Retry-After seconds, and once it runs the request passes."
 	}

@@ -112,6 +112,18 @@ type FileSettings struct {
 	// Heuristics is "shadow" (log the exfiltration score) or "enforce" (ask above the
 	// threshold). Empty: "shadow".
 	Heuristics string `toml:"heuristics"`
+	// BodyTimeout is how long a request body may take to arrive in full. Zero: 60s.
+	BodyTimeout Duration `toml:"body_timeout"`
+	// BodyMinRate is the least average rate, in bytes per second, of a request body after its
+	// first 5 seconds. Zero: 1KiB; "0" is refused (the 10-second stall limit stays either way).
+	BodyMinRate Size `toml:"body_min_rate"`
+	// HeldLimit is how many request-body bytes the gate holds for decisions across all
+	// connections. Zero: 256MiB.
+	HeldLimit Size `toml:"held_limit"`
+	// HeldPerContainer is how many of them one container may hold. Zero: 64MiB.
+	HeldPerContainer Size `toml:"held_per_container"`
+	// MaxPending is how many tickets one container may have waiting for a human. Zero: 50.
+	MaxPending int `toml:"max_pending"`
 }
 
 // Duration is a TOML string such as "60s" or "10m".

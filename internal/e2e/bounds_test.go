@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const boundsPolicy = `version = 1
+trusted = ["origin.test"]
+
+[[rule]]
+name = "uploads"
+hosts = ["origin.test"]
+methods = ["POST"]
+verdict = "free"
+
+[floor]
+allow_cidrs = ["127.0.0.1/32"]
+allow_ports = [%d]
+
+[floor.hosts]
+"origin.test" = "127.0.0.1"
+
+[sources]
+local = ["127.0.0.1/32"]
+other = ["127.0.0.2/32"]
+`
+
+// rssMiB is the resident set of process pid, in MiB.
+func rssMiB(t *testing.T, pid int) float64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	t.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+// TestBodyAttackBounded: one container opens 40 connections that each send 8 MiB less one byte
+// of a POST body and then stall; its neighbour trickles a body at a byte a second and sends
+// normal requests. With the shipped bounds (held_per_container 64 MiB, a stall refused after
+// 10 s, body_min_rate 1 KiB/s after 5 s) the gate's resident memory stays under 200 MiB, every
+// stalled body is refused (E_BODY_TIMEOUT or, past the bound, E_BUSY at once), the trickle is
+// refused within seconds (E_BODY_TIMEOUT), nothing refused reaches the origin, and the
+// neighbour's normal requests pass throughout.
+func TestBodyAttackBounded(t *testing.T) {
+	var reached sync.Map
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Store(r.URL.Path, true)
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(origin.Close)
+	port := origin.Listener.Addr().(*net.TCPAddr).Port
+	e := startStack(t, fmt.Sprintf(boundsPolicy, port))
+	gatePID := e.up.PIDs["gate"]
+	if gatePID == 0 {
+		t.Fatalf("up.json has no gate pid: %+v", e.up.PIDs)
+	}
+	addr := strings.TrimPrefix(e.up.Gate, "http://")
+	before := rssMiB(t, gatePID)
+
+	const conns, size = 40, 8<<20 - 1
+	codes := make(chan string, conns)
+	// post sends a POST head declaring length bytes from the address from, then the body as
+	// send says, and returns the code of the gate's answer.
+	post := func(from, path string, length int, send func(c net.Conn)) string {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			return "dial: " + err.Error()
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST http://origin.test:%d%s HTTP/1.1\r\nHost: origin.test:%d\r\nContent-Length: %d\r\n\r\n", port, path, port, length)
+		go send(c)
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "read: " + err.Error()
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Lockhttp-Code")
+	}
+	start := time.Now()
+	chunk := make([]byte, 256<<10)
+	for i := 0; i < conns; i++ {
+		go func(i int) {
+			codes <- post("127.0.0.1", fmt.Sprintf("/stall/%d", i), size+1, func(c net.Conn) {
+				c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+				for sent := 0; sent < size; {
+					n, err := c.Write(chunk[:min(len(chunk), size-sent)])
+					if err != nil {
+						return
+					}
+					sent += n
+				}
+				// and stall, holding the connection open
+			})
+		}(i)
+	}
+	type trickle struct {
+		code string
+		took time.Duration
+	}
+	trickled := make(chan trickle, 1)
+	go func() {
+		t0 := time.Now()
+		code := post("127.0.0.2", "/trickle", 1000, func(c net.Conn) {
+			for i := 0; i < 1000; i++ {
+				if _, err := c.Write([]byte{'t'}); err != nil {
+					return
+				}
+				time.Sleep(time.Second) // the attack: a byte a second, never a stall
+			}
+		})
+		trickled <- trickle{code, time.Since(t0)}
+	}()
+	// The neighbour's own requests, while the attack runs.
+	u, _ := url.Parse(e.up.Gate)
+	neighbour := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u),
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	neighbourDone := make(chan error, 1)
+	go func() {
+		for i := 0; i < 10; i++ {
+			resp, err := neighbour.Post(fmt.Sprintf("http://origin.test:%d/neighbour/%d", port, i), "text/plain", strings.NewReader("hello"))
+			if err != nil {
+				neighbourDone <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				neighbourDone <- fmt.Errorf("neighbour request %d: %d %s", i, resp.StatusCode, resp.Header.Get("X-Lockhttp-Code"))
+				return
+			}
+			time.Sleep(500 * time.Millisecond) // an agent's ordinary pace
+		}
+		neighbourDone <- nil
+	}()
+
+	peak := before
+	got := map[string]int{}
+	deadline := time.After(60 * time.Second)
+	for n := 0; n < conns; {
+		select {
+		case code := <-codes:
+			got[code]++
+			n++
+		case <-time.After(100 * time.Millisecond):
+			peak = max(peak, rssMiB(t, gatePID))
+		case <-deadline:
+			t.Fatalf("after 60s only %d answers: %v", n, got)
+		}
+	}
+	took := time.Since(start)
+	tr := <-trickled
+	t.Logf("gate RSS %.1f MiB before, %.1f MiB at peak; answers %v in %s; trickle %s after %s", before, peak, got, took.Round(time.Millisecond), tr.code, tr.took.Round(time.Millisecond))
+	if peak > 200 {
+		t.Errorf("the gate's RSS reached %.1f MiB under the attack, over 200 MiB", peak)
+	}
+	if got["E_BODY_TIMEOUT"]+got["E_BUSY"] != conns || got["E_BODY_TIMEOUT"] == 0 || got["E_BUSY"] == 0 {
+		t.Errorf("answers %v: want every body refused, E_BUSY past the bound", got)
+	}
+	if tr.code != "E_BODY_TIMEOUT" || tr.took > 15*time.Second {
+		t.Errorf("the trickle: %s after %s, want E_BODY_TIMEOUT within 15s", tr.code, tr.took)
+	}
+	if err := <-neighbourDone; err != nil {
+		t.Errorf("the neighbour's requests during the attack: %v", err)
+	}
+	if took > 40*time.Second {
+		t.Errorf("the bodies were held %s", took)
+	}
+	reached.Range(func(k, _ any) bool {
+		if !strings.HasPrefix(k.(string), "/neighbour/") {
+			t.Errorf("%v reached the origin", k)
+		}
+		return true
+	})
+	// The gate is itself again for the container that attacked.
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}, Timeout: 10 * time.Second}
+	resp, err := c.Post(fmt.Sprintf("http://origin.test:%d/after", port), "text/plain", strings.NewReader("fine"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the attack: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}

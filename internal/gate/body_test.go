@@ -1,0 +1,168 @@
+package gate
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/testkit"
+)
+
+// withSettings gives the test gate its policy with [settings] lines added.
+func (tg *testGate) withSettings(t *testing.T, settings string) {
+	t.Helper()
+	p, err := policy.Load("gate.toml", []byte(fmt.Sprintf(gatePolicy, tg.port)+"[settings]\n"+settings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.g.SetPolicy(p)
+}
+
+// slowPost opens a connection, sends a POST head declaring length bytes, then the body as
+// send says, and returns the gate's answer (or the error reading it).
+func (tg *testGate) slowPost(t *testing.T, length int, send func(c net.Conn)) (*http.Response, error) {
+	resp, _, err := tg.slowPostConn(t, length, send)
+	return resp, err
+}
+
+// slowPostConn is slowPost, with the connection and its reader, to see what follows the answer.
+func (tg *testGate) slowPostConn(t *testing.T, length int, send func(c net.Conn)) (*http.Response, *bufio.Reader, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", tg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: origin.test:%d\r\nContent-Length: %d\r\n\r\n", tg.url("/upload"), tg.port, length)
+	go send(c)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	return resp, br, err
+}
+
+func wantRefusal(t *testing.T, resp *http.Response, err error, status int, code policy.Code, rule, reason string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status || resp.Header.Get(HeaderCode) != string(code) || resp.Header.Get(HeaderRule) != rule || !strings.Contains(string(body), reason) {
+		t.Fatalf("got %d %s %s\n%s\nwant %d %s %s %q", resp.StatusCode, resp.Header.Get(HeaderCode), resp.Header.Get(HeaderRule), body, status, code, rule, reason)
+	}
+}
+
+// A body that stalls, trickles or takes longer than body_timeout is refused with
+// E_BODY_TIMEOUT, audited, and never reaches the origin; the bytes it held are given back.
+func TestSlowBodiesRefused(t *testing.T) {
+	tg := startGateWith(t, nil, func(c *Config) { c.BodyStall = 300 * time.Millisecond; c.BodyGrace = 200 * time.Millisecond })
+	t.Run("stalled", func(t *testing.T) {
+		tg.withSettings(t, "body_min_rate = 1\n")
+		start := time.Now()
+		resp, conn, err := tg.slowPostConn(t, 100, func(c net.Conn) { io.WriteString(c, "0123456789") })
+		wantRefusal(t, resp, err, http.StatusRequestTimeout, policy.CodeBodyTimeout, "body:timeout", "the body stalled")
+		if !resp.Close {
+			t.Error("the answer does not close the connection")
+		}
+		// The gate closes it at once; it does not wait for the rest of the body.
+		if _, err := conn.ReadByte(); err != io.EOF {
+			t.Errorf("after the answer: %v, want the gate to close the connection", err)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Errorf("refused after %s", time.Since(start))
+		}
+	})
+	t.Run("trickling", func(t *testing.T) {
+		tg.withSettings(t, "body_min_rate = \"1KiB\"\n")
+		resp, err := tg.slowPost(t, 100, func(c net.Conn) {
+			for i := 0; i < 100; i++ {
+				if _, err := c.Write([]byte{'a'}); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond) // the attack: one byte at a time, under the stall limit
+			}
+		})
+		wantRefusal(t, resp, err, http.StatusRequestTimeout, policy.CodeBodyTimeout, "body:timeout", "slower than body_min_rate (1024 bytes per second")
+	})
+	t.Run("over body_timeout", func(t *testing.T) {
+		tg.withSettings(t, "body_timeout = \"1s\"\nbody_min_rate = 1\n")
+		resp, err := tg.slowPost(t, 1000, func(c net.Conn) {
+			for i := 0; i < 100; i++ {
+				if _, err := c.Write([]byte("0123456789")); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond) // steady, over the rate, but 10s in all
+			}
+		})
+		wantRefusal(t, resp, err, http.StatusRequestTimeout, policy.CodeBodyTimeout, "body:timeout", "within body_timeout (1s")
+	})
+	if tg.origin.count() != 0 {
+		t.Fatal("a refused body reached the origin")
+	}
+	testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
+	var refused int
+	for _, r := range tg.records(t) {
+		if r["code"] == "E_BODY_TIMEOUT" && r["container"] == "local" {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Fatalf("%d audit records with E_BODY_TIMEOUT, want 3", refused)
+	}
+	// A body that arrives in time still goes out.
+	tg.withSettings(t, "")
+	resp, err := tg.client().Post(tg.url("/upload"), "text/plain", strings.NewReader("fine"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a normal POST: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// Bodies held for decisions are bounded per container and in all: past either bound a request
+// is refused at once with E_BUSY (503, Retry-After), before its body is read, and once the held
+// bodies are done the bytes are free again.
+func TestHeldBytesBounded(t *testing.T) {
+	for _, c := range []struct {
+		name, settings, rule string
+	}{
+		{"per container", "buffer_limit = \"64KiB\"\nheld_per_container = \"128KiB\"\nheld_limit = \"1MiB\"\n", "held_per_container"},
+		{"in all", "buffer_limit = \"64KiB\"\nheld_per_container = \"128KiB\"\nheld_limit = \"128KiB\"\n", "held_limit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := startGateWith(t, nil, func(c *Config) { c.BodyStall = 2 * time.Second })
+			tg.withSettings(t, c.settings)
+			// Two bodies of 64 KiB that stall hold 128 KiB between them.
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, err := tg.slowPost(t, 64<<10, func(c net.Conn) { io.WriteString(c, "x") })
+					if err == nil {
+						resp.Body.Close()
+					}
+				}()
+			}
+			testkit.WaitFor(t, 5*time.Second, "two bodies held", func() bool { return tg.g.HeldBytes() == 128<<10 })
+			resp, err := tg.slowPost(t, 1000, func(c net.Conn) { io.WriteString(c, strings.Repeat("y", 1000)) })
+			wantRefusal(t, resp, err, http.StatusServiceUnavailable, policy.CodeBusy, c.rule, c.rule+" allows")
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("E_BUSY without Retry-After")
+			}
+			wg.Wait()
+			testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
+			r, err := tg.client().Post(tg.url("/upload"), "text/plain", strings.NewReader(strings.Repeat("z", 1000)))
+			if err != nil || r.StatusCode != 200 {
+				t.Fatalf("after the held bodies: %v %v", r, err)
+			}
+			r.Body.Close()
+		})
+	}
+}
