@@ -247,5 +247,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveNonProxy(w, r)
 		return
 	}
-	g.proxy.ServeHTTP(w, r)
+	g.serveProxy(w, r)
+}
+
+// serveProxy hands r to goproxy, which decides it in onRequest, through a refusalWriter that
+// writes a refusal with its reason phrase.
+func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
+	rw, r := withRefusalWriter(w, r)
+	g.proxy.ServeHTTP(rw, r)
 }
