@@ -27,7 +27,8 @@ import (
 )
 
 // clientsPolicy is the client matrix's policy: every origin is trusted (GET is free, and
-// decrypted when it is HTTPS), git's fetch is free and a push asks. %[1]s is the origins' ports.
+// decrypted when it is HTTPS), git's fetch is free and a push asks; the package lockdeny (its
+// wheel, its npm document and tarball) is denied. %[1]s is the origins' ports.
 const clientsPolicy = `version = 1
 trusted = ["plain.test", "origin.test", "git.test", "pypi.test", "npm.test"]
 
@@ -44,6 +45,12 @@ hosts = ["git.test"]
 methods = ["POST"]
 paths = ["/**/git-receive-pack"]
 verdict = "ask"
+
+[[rule]]
+name = "no-lockdeny"
+hosts = ["pypi.test", "npm.test"]
+paths = ["/files/lockdeny-*", "/registry/lockdeny", "/lockdeny-*"]
+verdict = "deny"
 
 [floor]
 allow_cidrs = ["127.0.0.1/32"]
@@ -321,7 +328,9 @@ for u in sys.argv[1:]:
     print(r.text)
 `)},
 		{"pip install", clientPip},
+		{"pip install refused", clientPipRefused},
 		{"npm install", clientNpm},
+		{"npm install refused", clientNpmRefused},
 		{"node https", clientNodeHTTPS},
 		{"node fetch", clientNodeFetch},
 		{"go net/http", clientGo},
@@ -430,15 +439,25 @@ func clientPython(slug string, modules []string, script string) func(*testing.T,
 	}
 }
 
-// clientPip installs a wheel from the local index with PIP_CERT.
-func clientPip(t *testing.T, e *clientsEnv) {
+// pip returns a python3 with pip and the environment pip runs in: PIP_CERT, and
+// PIP_CONFIG_FILE=/dev/null so that this machine's pip.conf (and its cert) stays out of the test.
+func (e *clientsEnv) pip(t *testing.T) (string, []string) {
 	py := python(t, "pip")
 	t.Logf("%s", firstLine(run(t, nil, "", py, "-m", "pip", "--version")))
+	return py, e.clientEnv(t, "PIP_CERT="+e.bundle, "PIP_CONFIG_FILE="+os.DevNull, "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+}
+
+// pipInstall is the pip install of project from the local index into target.
+func (e *clientsEnv) pipInstall(target, project string) []string {
 	index := fmt.Sprintf("https://pypi.test:%d/simple/", e.pypiPort)
+	return []string{"-m", "pip", "install", "--index-url", index, "--no-deps", "--no-cache-dir", "--target", target, project}
+}
+
+// clientPip installs a wheel from the local index with PIP_CERT.
+func clientPip(t *testing.T, e *clientsEnv) {
+	py, env := e.pip(t)
 	target := t.TempDir()
-	// PIP_CONFIG_FILE=/dev/null: this machine's pip.conf (and its cert) stays out of the test.
-	env := e.clientEnv(t, "PIP_CERT="+e.bundle, "PIP_CONFIG_FILE="+os.DevNull, "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
-	run(t, env, "", py, "-m", "pip", "install", "--index-url", index, "--no-deps", "--no-cache-dir", "--target", target, "lockdemo")
+	run(t, env, "", py, e.pipInstall(target, "lockdemo")...)
 	if out := run(t, append(env, "PYTHONPATH="+target), "", py, "-c", "import lockdemo; print(lockdemo.VALUE)"); !strings.Contains(out, "lockdemo 0.1.0") {
 		t.Fatalf("the installed package says %q", out)
 	}
@@ -454,29 +473,40 @@ func clientPip(t *testing.T, e *clientsEnv) {
 	}
 }
 
-// clientNpm installs a tarball URL; the registry is a stand-in on the same origin, so that npm
-// contacts nothing else.
-func clientNpm(t *testing.T, e *clientsEnv) {
+// npmInstall returns a function that runs npm install of spec in a new project directory,
+// with NODE_EXTRA_CA_CERTS, the registry stand-in and extra settings, and returns the directory,
+// npm's combined output and its error. The user and global npmrc are empty files: this
+// machine's (a cafile in the global npmrc) stays out of the test.
+func (e *clientsEnv) npmInstall(t *testing.T) func(t *testing.T, spec string, extra ...string) (string, string, error) {
 	npm := requireTool(t, "npm")
 	requireTool(t, "node")
 	userrc, globalrc := filepath.Join(t.TempDir(), "npmrc"), filepath.Join(t.TempDir(), "npmrc")
 	os.WriteFile(userrc, nil, 0o644)
 	os.WriteFile(globalrc, nil, 0o644)
-	host := fmt.Sprintf("npm.test:%d", e.npmPort)
-	// The user and global npmrc are empty files: this machine's (a cafile in the global npmrc)
-	// stays out of the test.
-	base := []string{"NODE_EXTRA_CA_CERTS=" + e.up.CACert, "npm_config_registry=https://" + host + "/registry/",
+	base := []string{"NODE_EXTRA_CA_CERTS=" + e.up.CACert, "npm_config_registry=" + e.npmURL("/registry/"),
 		"npm_config_userconfig=" + userrc, "npm_config_globalconfig=" + globalrc,
 		"npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false", "npm_config_fetch_retries=0"}
 	t.Logf("npm %s, node %s", firstLine(run(t, nil, "", npm, "--version")), firstLine(run(t, nil, "", "node", "--version")))
-	install := func(t *testing.T, extra ...string) (string, string, error) {
+	return func(t *testing.T, spec string, extra ...string) (string, string, error) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"matrix","version":"1.0.0","private":true}`), 0o644)
 		env := e.clientEnv(t, append(append(base, "npm_config_cache="+t.TempDir()), extra...)...)
-		out, err := runErr(t, env, dir, npm, "install", "--no-save", "https://"+host+"/lockdemo-1.0.0.tgz")
+		out, err := runErr(t, env, dir, npm, "install", "--no-save", spec)
 		return dir, out, err
 	}
-	dir, out, err := install(t)
+}
+
+func (e *clientsEnv) npmURL(path string) string {
+	return fmt.Sprintf("https://npm.test:%d%s", e.npmPort, path)
+}
+
+// clientNpm installs a tarball URL; the registry is a stand-in on the same origin, so that npm
+// contacts nothing else.
+func clientNpm(t *testing.T, e *clientsEnv) {
+	install := e.npmInstall(t)
+	host := hostOf(e.npmURL("/"))
+	tarball := e.npmURL("/lockdemo-1.0.0.tgz")
+	dir, out, err := install(t, tarball)
 	if err != nil {
 		t.Fatalf("npm install: %v\n%s", err, out)
 	}
@@ -486,7 +516,7 @@ func clientNpm(t *testing.T, e *clientsEnv) {
 	if !e.npm.saw("GET", host, "/lockdemo-1.0.0.tgz") {
 		t.Errorf("the registry did not see the tarball's GET; it saw %v", e.npm.all())
 	}
-	rec := e.audited(t, "tunnel-request", "GET", "https://"+host+"/lockdemo-1.0.0.tgz")
+	rec := e.audited(t, "tunnel-request", "GET", tarball)
 	if rec["verdict"] != "FREE" || rec["status"] != float64(200) {
 		t.Errorf("audit record of the tarball: %v", rec)
 	}
@@ -495,11 +525,75 @@ func clientNpm(t *testing.T, e *clientsEnv) {
 	// roots, NODE_EXTRA_CA_CERTS included: npm then needs its cafile pointed at the bundle.
 	withCafile := filepath.Join(t.TempDir(), "npmrc")
 	os.WriteFile(withCafile, []byte("cafile="+systemRoots(t)+"\n"), 0o644)
-	if _, out, err := install(t, "npm_config_globalconfig="+withCafile); err == nil || !strings.Contains(out, "SELF_SIGNED_CERT_IN_CHAIN") {
+	if _, out, err := install(t, tarball, "npm_config_globalconfig="+withCafile); err == nil || !strings.Contains(out, "SELF_SIGNED_CERT_IN_CHAIN") {
 		t.Errorf("npm install with a cafile of the system roots only: %v, want SELF_SIGNED_CERT_IN_CHAIN\n%s", err, out)
 	}
-	if _, out, err := install(t, "npm_config_globalconfig="+withCafile, "npm_config_cafile="+e.bundle); err != nil {
+	if _, out, err := install(t, tarball, "npm_config_globalconfig="+withCafile, "npm_config_cafile="+e.bundle); err != nil {
 		t.Errorf("npm install with npm_config_cafile: %v\n%s", err, out)
+	}
+}
+
+// refusedCode and refusedAdvice are what a refused install must show in the tool's own output:
+// the code of the matrix policy's deny rule and a phrase of that code's advice.
+const (
+	refusedCode   = "E_RULE"
+	refusedAdvice = "ask the user to change the rule"
+)
+
+// shownRefusal checks that a client's output names the refusal's code and its advice, and that
+// the gate refused url inside its tunnel with the rule no-lockdeny while the origin w never saw
+// it.
+func (e *clientsEnv) shownRefusal(t *testing.T, out string, w *witness, url string) {
+	t.Helper()
+	if !strings.Contains(out, refusedCode) || !strings.Contains(out, refusedAdvice) {
+		t.Errorf("the client's output does not show the refusal (%s, %q):\n%s", refusedCode, refusedAdvice, out)
+	}
+	u, _ := neturl.Parse(url)
+	if w.saw("GET", u.Host, u.RequestURI()) {
+		t.Errorf("the origin saw the refused GET %s", url)
+	}
+	rec := e.audited(t, "tunnel-request", "GET", url)
+	if rec["verdict"] != "DENY" || rec["rule"] != "no-lockdeny" || rec["code"] != refusedCode || rec["status"] != float64(403) {
+		t.Errorf("audit record of %s: %v", url, rec)
+	}
+}
+
+// clientPipRefused installs lockdeny, whose wheel the policy denies: pip shows the gate's reason
+// phrase in its "HTTP error 403" line.
+func clientPipRefused(t *testing.T, e *clientsEnv) {
+	py, env := e.pip(t)
+	target := t.TempDir()
+	out, err := runErr(t, env, "", py, e.pipInstall(target, "lockdeny")...)
+	t.Logf("pip install lockdeny:\n%s", out)
+	if err == nil {
+		t.Fatalf("pip install of a denied wheel succeeded:\n%s", out)
+	}
+	e.shownRefusal(t, out, e.pypi, fmt.Sprintf("https://pypi.test:%d/files/%s", e.pypiPort, deniedWheel))
+}
+
+// clientNpmRefused installs lockdeny from the registry, whose document the policy denies (npm
+// asks for JSON: the JSON body's error shows too), and from a tarball URL, which the policy
+// denies too (npm asks for anything: the reason phrase shows).
+func clientNpmRefused(t *testing.T, e *clientsEnv) {
+	install := e.npmInstall(t)
+	for _, c := range []struct {
+		spec, url string
+		json      bool // npm asks for JSON and prints the body's "error"
+	}{
+		{"lockdeny", e.npmURL("/registry/lockdeny"), true},
+		{e.npmURL("/lockdeny-1.0.0.tgz"), e.npmURL("/lockdeny-1.0.0.tgz"), false},
+	} {
+		_, out, err := install(t, c.spec)
+		t.Logf("npm install %s:\n%s", c.spec, out)
+		if err == nil {
+			t.Errorf("npm install %s succeeded:\n%s", c.spec, out)
+			continue
+		}
+		e.shownRefusal(t, out, e.npm, c.url)
+		// The JSON body's error holds the reason too, which the status line never does.
+		if why := `rule "no-lockdeny" (deny)`; c.json && !strings.Contains(out, "lockhttp refused this request ("+refusedCode+", rule no-lockdeny): "+why) {
+			t.Errorf("npm install %s does not show the JSON refusal's error (with %s):\n%s", c.spec, why, out)
+		}
 	}
 }
 
@@ -696,7 +790,11 @@ func systemRoots(t *testing.T) string {
 }
 
 // wheelName is the one package of the local index: a pure-Python wheel built in memory.
-const wheelName = "lockdemo-0.1.0-py3-none-any.whl"
+// deniedWheel is the wheel of lockdeny, which the index lists and the policy denies.
+const (
+	wheelName   = "lockdemo-0.1.0-py3-none-any.whl"
+	deniedWheel = "lockdeny-0.1.0-py3-none-any.whl"
+)
 
 // pypiIndex serves a PEP 503 "simple" index with one project, lockdemo, and its wheel.
 func pypiIndex(t *testing.T) http.Handler {
@@ -709,6 +807,10 @@ func pypiIndex(t *testing.T) http.Handler {
 	})
 	mux.HandleFunc("GET /simple/lockdemo/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%s">%s</a></body></html>`, wheelName, hex.EncodeToString(sum[:]), wheelName)
+	})
+	// lockdeny's page is free; its wheel, which the policy denies, is never served.
+	mux.HandleFunc("GET /simple/lockdeny/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s">%s</a></body></html>`, deniedWheel, deniedWheel)
 	})
 	mux.HandleFunc("GET /files/"+wheelName, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")

@@ -102,15 +102,6 @@ func (b *bodyHold) release() {
 	b.n = 0
 }
 
-// serveProxy hands a request to the proxy, which decides and forwards it, and then gives back
-// the body bytes it held.
-func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
-	if ci := infoFrom(r.Context()); ci != nil {
-		defer ci.hold.release()
-	}
-	g.proxy.ServeHTTP(w, r)
-}
-
 // errBodyTimeout: the body did not arrive in time; why says which bound it passed.
 type errBodyTimeout struct{ why string }
 

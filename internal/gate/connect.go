@@ -32,7 +32,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 			g.refuseInTunnel(w, r, ex, res, pol)
 			return
 		}
-		g.refuseWriter(w, r, ex, res.Decision, true)
+		g.refuseWriter(w, r, ex, res.Decision)
 		return
 	}
 	if res.Intercept {
@@ -43,7 +43,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if res.Verdict == policy.Ask {
 		if d := g.askConnect(r, ex, res, pol); d != nil {
 			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
-			g.refuseWriter(w, r, ex, *d, true)
+			g.refuseWriter(w, r, ex, *d)
 			return
 		}
 	}
@@ -53,7 +53,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &refused) {
 			d := judge.Address(refused.Refusal)
 			ex.refused(d, pol)
-			g.refuseWriter(w, r, ex, d, true)
+			g.refuseWriter(w, r, ex, d)
 			return
 		}
 		ex.finish(http.StatusBadGateway, 0, err.Error())

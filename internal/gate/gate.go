@@ -262,3 +262,13 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.serveProxy(w, r)
 }
+
+// serveProxy hands r to goproxy, which decides it in onRequest, through a refusalWriter that
+// writes a refusal with its reason phrase; then it gives back the body bytes r held.
+func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
+	if ci := infoFrom(r.Context()); ci != nil {
+		defer ci.hold.release()
+	}
+	rw, r := withRefusalWriter(w, r)
+	g.proxy.ServeHTTP(rw, r)
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 )
 
@@ -12,7 +11,8 @@ import (
 // git prints the body of an error answer for no POST. So a refused push that asked for a side
 // band is answered the way git-receive-pack answers one it refuses itself: 200 with its result
 // media type, the refusal's lines on the progress band (git shows them as "remote: ...") and
-// a fatal message on the error band. The audit records the refusal as it is.
+// a fatal message on the error band (formOf picks this form, newRefusal makes it). The audit
+// records the refusal as it is.
 
 const (
 	gitReceivePack   = "/git-receive-pack"
@@ -64,12 +64,4 @@ func pkt(b *bytes.Buffer, band byte, s string) {
 	fmt.Fprintf(b, "%04x", len(s)+5)
 	b.WriteByte(band)
 	b.WriteString(s)
-}
-
-// gitAnswer is the answer of a refused git push that asked for a side band.
-func gitAnswer(r *http.Request, h http.Header, body []byte, code string) *http.Response {
-	out := gitRefusal(body, code)
-	h.Set("Content-Type", gitResultType)
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	return answer(r, http.StatusOK, h, out)
 }

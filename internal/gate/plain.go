@@ -212,7 +212,7 @@ func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 		res.Decision = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form", Reason: "the request names no host"}
 	}
 	g.decided(ex, v, res, pol)
-	g.refuseWriter(w, r, ex, res.Decision, a.Framing != nil)
+	g.refuseWriter(w, r, ex, res.Decision)
 }
 
 // slogWriter lets goproxy's printf logger write to the gate's structured log.

@@ -65,6 +65,43 @@ func retryAfter(c policy.Code) int {
 	return 0
 }
 
+// refusal is the answer to one refused request, in the form its client reads (formOf): the
+// status line's status and reason phrase, the headers and the body.
+type refusal struct {
+	status int
+	phrase string
+	header http.Header
+	body   []byte
+	head   bool // the request was a HEAD: the body is not sent
+	// noDrain: the rest of the request's body is not read before the answer (a body refused
+	// because it stalled or trickled: reading on would wait on it).
+	noDrain bool
+}
+
+// newRefusal is the answer refusing r with d. r is nil for what the gate could not read as a
+// request (plain text where TLS was expected): it gets the plain-text form.
+func newRefusal(r *http.Request, ex *exchange, d policy.Decision) *refusal {
+	rf := &refusal{status: refusalStatus(d), head: r != nil && r.Method == http.MethodHead, noDrain: d.Code == policy.CodeBodyTimeout}
+	text := refusalBody(ex, d)
+	switch formOf(r, ex.held) {
+	case formGit:
+		rf.status, rf.body = http.StatusOK, gitRefusal(text, string(d.Code))
+		rf.header = refusalHeader(ex, d, gitResultType, len(rf.body))
+	case formJSON:
+		rf.body = refusalJSON(ex, d)
+		rf.header = refusalHeader(ex, d, "application/json; charset=utf-8", len(rf.body))
+	default:
+		rf.body = text
+		rf.header = refusalHeader(ex, d, "text/plain; charset=utf-8", len(rf.body))
+	}
+	rf.phrase = http.StatusText(rf.status)
+	if rf.status != http.StatusOK {
+		rf.phrase = reasonPhrase(rf.status, d)
+	}
+	rf.header.Set("Connection", "close")
+	return rf
+}
+
 // refusalBody is the plain-text body that tells the agent what was refused, why and what to do.
 // Every part that came from the request goes through display.Escape.
 func refusalBody(ex *exchange, d policy.Decision) []byte {
@@ -83,9 +120,9 @@ func refusalBody(ex *exchange, d policy.Decision) []byte {
 	return b.Bytes()
 }
 
-func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
-	h := make(http.Header, 7)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
+func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) http.Header {
+	h := make(http.Header, 8)
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(n))
 	h.Set("Cache-Control", "no-store")
 	h.Set(HeaderCode, string(d.Code))
@@ -103,18 +140,17 @@ func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
 }
 
 // refuse audits a refusal (on disk before the answer) and returns it as a response for goproxy.
+// goproxy writes only the status code, so the refusal is also handed to the request's
+// refusalWriter, which writes it with its reason phrase.
 func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d policy.Decision) *http.Response {
-	status := refusalStatus(d)
-	body := refusalBody(ex, d)
-	ex.finishSync(ctx, status, "")
-	h := refusalHeader(ex, d, len(body))
-	if ex.closeAfter {
-		h.Set("Connection", "close")
+	rf := newRefusal(r, ex, d)
+	ex.finishSync(ctx, refusalStatus(d), "")
+	if w := refusalWriterFrom(r.Context()); w != nil {
+		w.refusal = rf
 	}
-	if gitSideBand(r, ex.held) {
-		return gitAnswer(r, h, body, string(d.Code))
-	}
-	return answer(r, status, h, body)
+	resp := answer(r, rf.status, rf.header, rf.body)
+	resp.Status = strconv.Itoa(rf.status) + " " + rf.phrase
+	return resp
 }
 
 // answer is a response the gate makes itself, for goproxy to write.
@@ -126,21 +162,11 @@ func answer(r *http.Request, status int, h http.Header, body []byte) *http.Respo
 	}
 }
 
-// refuseWriter audits a refusal and writes it to w. closeConn ends the client connection after
-// the answer (after a CONNECT, whose stream the framing check no longer follows).
-func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange, d policy.Decision, closeConn bool) {
-	status := refusalStatus(d)
-	body := refusalBody(ex, d)
-	ex.finishSync(r.Context(), status, "")
-	h := w.Header()
-	for k, v := range refusalHeader(ex, d, len(body)) {
-		h[k] = v
-	}
-	if closeConn || ex.closeAfter {
-		h.Set("Connection", "close")
-	}
-	w.WriteHeader(status)
-	w.Write(body)
+// refuseWriter audits a refusal and writes it to w; the client connection ends after it.
+func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange, d policy.Decision) {
+	rf := newRefusal(r, ex, d)
+	ex.finishSync(r.Context(), refusalStatus(d), "")
+	writeRefusal(w, r, rf)
 }
 
 // failure answers a request the gate could not carry out (an unreachable target, a broken

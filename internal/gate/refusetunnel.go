@@ -1,23 +1,13 @@
 package gate
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"sync/atomic"
-	"time"
 
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
-)
-
-// drainLimit and drainTimeout bound what of the refused request's body the gate reads and throws
-// away before it answers and closes, so that closing with the body unread does not reset the
-// connection under the answer (net/http's server drains as much for the same reason).
-const (
-	drainLimit   = 256 << 10
-	drainTimeout = 5 * time.Second
 )
 
 // refuseInTunnel delivers the refusal of a CONNECT the gate would decrypt (res.Intercept: the
@@ -36,14 +26,14 @@ const (
 func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy) {
 	d := res.Decision
 	if g.certs == nil {
-		g.refuseWriter(w, r, ex, d, true)
+		g.refuseWriter(w, r, ex, d)
 		return
 	}
 	cert, err := g.certs.Certificate(r.Context(), res.Host)
 	if err != nil {
 		g.log.Info("no certificate to answer a refusal inside the tunnel: refused on the CONNECT", logID, ex.rec.ID, "host", res.Host, "err", err)
 		ex.rec.Detail = "refused on the CONNECT, without a certificate to answer inside the tunnel: " + err.Error()
-		g.refuseWriter(w, r, ex, d, true)
+		g.refuseWriter(w, r, ex, d)
 		return
 	}
 	status := refusalStatus(d)
@@ -85,9 +75,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		in.rec.Detail = "refused with its CONNECT " + ex.rec.ID + ", which the policy refuses as a whole"
 		in.decided(judge.Result{Decision: d, Container: ex.rec.Container}, pol)
 		answered.CompareAndSwap(nil, &in.rec.ID)
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainTimeout))
-		io.Copy(io.Discard, io.LimitReader(req.Body, drainLimit))
-		g.refuseWriter(w, req, in, d, true)
+		g.refuseWriter(w, req, in, d)
 	}))
 	ex.bytesIn.Store(t.cc.in.Load())
 	detail := "the tunnel was opened to answer with this refusal; the client sent no request"

@@ -145,6 +145,10 @@ func TestRefusedHostAnsweredInsideTheTunnel(t *testing.T) {
 					t.Errorf("the body lacks %q:\n%s", want, body)
 				}
 			}
+			// Clients that show only the status line (requests, urllib, pip) show this.
+			if want := "403 Forbidden (lockhttp E_RULE, rule " + c.rule + ": " + policy.CodeRule.Advice() + ")"; resp.Status != want {
+				t.Errorf("status %q, want %q", resp.Status, want)
+			}
 			if resp.Header.Get("Retry-After") != "" {
 				t.Error("E_RULE carries Retry-After")
 			}

@@ -56,7 +56,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		g.log.Warn("signer: no certificate", logID, ex.rec.ID, "host", res.Host, "err", err)
 		ex.rec.Detail = err.Error()
 		ex.refused(d, pol)
-		g.refuseWriter(w, r, ex, d, true)
+		g.refuseWriter(w, r, ex, d)
 		return
 	}
 	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert)
@@ -257,17 +257,9 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 // writeRawRefusal writes a refusal straight to a connection (plain text in a tunnel that should
 // have carried TLS), after its audit record.
 func (g *Gate) writeRawRefusal(c net.Conn, ex *exchange, d policy.Decision) {
-	status := refusalStatus(d)
-	body := refusalBody(ex, d)
-	ex.finishSync(context.Background(), status, "")
-	bw := bufio.NewWriter(c)
-	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
-	h := refusalHeader(ex, d, len(body))
-	h.Set("Connection", "close")
-	h.Write(bw)
-	bw.WriteString("\r\n")
-	bw.Write(body)
-	bw.Flush()
+	rf := newRefusal(nil, ex, d)
+	ex.finishSync(context.Background(), refusalStatus(d), "")
+	writeRaw(bufio.NewWriter(c), rf)
 }
 
 // countConn counts the bytes of a hijacked connection, reading what the server had buffered

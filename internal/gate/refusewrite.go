@@ -1,0 +1,117 @@
+package gate
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// net/http writes the standard reason phrase and has no way to write another, so the gate
+// writes a refusal's status line itself: it takes the client connection over (every connection
+// the gate serves, the main listener and a decrypted tunnel, speaks HTTP/1.1), writes the whole
+// answer and closes the connection, as the refusal's Connection: close says.
+
+// drainLimit and drainTimeout bound what of the refused request's body the gate reads and throws
+// away before it answers and closes (net/http's server drains as much, for the reason writeRefusal
+// gives).
+const (
+	drainLimit   = 256 << 10
+	drainTimeout = 5 * time.Second
+)
+
+// writeRefusal writes rf to the client of r and closes its connection. It reads (and throws
+// away) what it can of the request's body first, so that closing with the body unread does not
+// reset the connection under the answer. Where the connection cannot be taken over, net/http
+// writes rf with the standard phrase.
+func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal) {
+	rc := http.NewResponseController(w)
+	if r.Body != nil && !rf.noDrain {
+		rc.SetReadDeadline(time.Now().Add(drainTimeout))
+		io.Copy(io.Discard, io.LimitReader(r.Body, drainLimit))
+	}
+	c, brw, err := rc.Hijack()
+	if err != nil {
+		h := w.Header()
+		for k, v := range rf.header {
+			h[k] = v
+		}
+		w.WriteHeader(rf.status)
+		w.Write(rf.body)
+		return
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(drainTimeout))
+	writeRaw(brw.Writer, rf)
+}
+
+// writeRaw writes rf, status line, headers and body (none for a HEAD), to bw and flushes it.
+func writeRaw(bw *bufio.Writer, rf *refusal) {
+	bw.WriteString("HTTP/1.1 " + strconv.Itoa(rf.status) + " " + rf.phrase + "\r\n")
+	rf.header.Write(bw)
+	bw.WriteString("\r\n")
+	if !rf.head {
+		bw.Write(rf.body)
+	}
+	bw.Flush()
+}
+
+// refusalWriter is the ResponseWriter goproxy writes to. When the request is refused (refuse
+// sets refusal before goproxy writes the answer) it writes the refusal itself, with its reason
+// phrase, and drops goproxy's copy; anything else passes through.
+type refusalWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	refusal *refusal // set by refuse before goproxy calls WriteHeader
+	written bool     // the refusal was written: goproxy's writes are dropped
+}
+
+type refusalWriterKey struct{}
+
+// withRefusalWriter wraps w for goproxy and returns r with the wrapper in its context, where
+// refuse finds it.
+func withRefusalWriter(w http.ResponseWriter, r *http.Request) (*refusalWriter, *http.Request) {
+	rw := &refusalWriter{ResponseWriter: w, r: r}
+	return rw, r.WithContext(context.WithValue(r.Context(), refusalWriterKey{}, rw))
+}
+
+func refusalWriterFrom(ctx context.Context) *refusalWriter {
+	rw, _ := ctx.Value(refusalWriterKey{}).(*refusalWriter)
+	return rw
+}
+
+func (w *refusalWriter) WriteHeader(code int) {
+	if w.refusal == nil {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !w.written {
+		w.written = true
+		writeRefusal(w.ResponseWriter, w.r, w.refusal)
+	}
+}
+
+func (w *refusalWriter) Write(b []byte) (int, error) {
+	if w.refusal == nil {
+		return w.ResponseWriter.Write(b)
+	}
+	w.WriteHeader(w.refusal.status)
+	return len(b), nil
+}
+
+// Flush and Hijack are goproxy's (it flushes event streams and takes over WebSocket
+// connections); Unwrap is http.ResponseController's.
+func (w *refusalWriter) Flush() {
+	if w.refusal == nil {
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
