@@ -200,3 +200,62 @@ func TestBodyAttackBounded(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestPendingTicketsBounded: a container with max_pending tickets waiting gets E_ASK_LIMIT (429,
+// Retry-After) at once for a request that would open another, without a ticket; its neighbour
+// still asks, and once a human answers one the container may ask again.
+func TestPendingTicketsBounded(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(origin.Close)
+	port := origin.Listener.Addr().(*net.TCPAddr).Port
+	pol := strings.Replace(fmt.Sprintf(boundsPolicy, port), `verdict = "free"`, `verdict = "ask"`, 1) +
+		"\n[settings]\nhold = \"1s\"\nmax_pending = 2\n"
+	e := startStack(t, pol)
+	ask := &askEnv{running: e}
+	u, _ := url.Parse(e.up.Gate)
+	client := func(from string) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u),
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}}
+	}
+	send := func(from string, i int) *http.Response {
+		t.Helper()
+		resp, err := client(from).Post(fmt.Sprintf("http://origin.test:%d/w/%d", port, i), "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for i := 0; i < 2; i++ {
+		if r := send("127.0.0.1", i); r.Header.Get("X-Lockhttp-Code") != "E_PENDING" {
+			t.Fatalf("ask %d: %d %s", i, r.StatusCode, r.Header.Get("X-Lockhttp-Code"))
+		}
+	}
+	start := time.Now()
+	r := send("127.0.0.1", 2)
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("X-Lockhttp-Code") != "E_ASK_LIMIT" || r.Header.Get("Retry-After") == "" || r.Header.Get("X-Lockhttp-Ticket") != "" {
+		t.Fatalf("a third ask: %d %s Retry-After %q ticket %q", r.StatusCode, r.Header.Get("X-Lockhttp-Code"), r.Header.Get("Retry-After"), r.Header.Get("X-Lockhttp-Ticket"))
+	}
+	if time.Since(start) > 900*time.Millisecond {
+		t.Errorf("E_ASK_LIMIT came after %s: it was held", time.Since(start))
+	}
+	if r := send("127.0.0.2", 0); r.Header.Get("X-Lockhttp-Code") != "E_PENDING" {
+		t.Fatalf("the neighbour's ask: %d %s", r.StatusCode, r.Header.Get("X-Lockhttp-Code"))
+	}
+	ts := ask.tickets(t)
+	if len(ts) != 3 {
+		t.Fatalf("%d pending tickets, want 3: %+v", len(ts), ts)
+	}
+	var id string
+	for _, tk := range ts {
+		if tk.Container == "local" {
+			id = tk.ID
+		}
+	}
+	if out, err := ask.lox(t, "deny", id, "--reason", "not now"); err != nil {
+		t.Fatalf("lox deny: %v\n%s", err, out)
+	}
+	if r := send("127.0.0.1", 3); r.Header.Get("X-Lockhttp-Code") != "E_PENDING" {
+		t.Fatalf("after a decision: %d %s", r.StatusCode, r.Header.Get("X-Lockhttp-Code"))
+	}
+}

@@ -91,6 +91,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		return &d
 	}
 	req.Container, req.Agent, req.Rule, req.Reason = res.Container, ex.rec.Agent, res.Rule, res.Reason
+	req.MaxPending = pol.Settings.MaxPending
 	ans, err := g.hub.Ask(ctx, req)
 	if err != nil {
 		g.log.Warn("hub: ask failed", logID, ex.rec.ID, "err", err)
@@ -108,6 +109,10 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		return g.denied(ex, res, ans.Signed)
 	case hub.OutcomeExpired:
 		return timedOut(res, id)
+	case hub.OutcomeLimit:
+		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeAskLimit, Rule: res.Rule,
+			Reason: fmt.Sprintf("%s; and %s already has %d requests waiting for a human (max_pending), so no new ticket is opened", res.Reason, res.Container, pol.Settings.MaxPending)}
+		return &d
 	}
 	hctx, cancel := context.WithTimeout(ctx, pol.Settings.Hold)
 	defer cancel()

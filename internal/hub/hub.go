@@ -28,6 +28,12 @@ const (
 	// keepDecided is how long decided and expired tickets stay in the state for the recent list.
 	keepDecided = 24 * time.Hour
 	maxRecent   = 200
+	// maxDecided bounds the decided and expired tickets kept (the oldest go first), and
+	// maxPendingAll the pending ones of all containers: the state file stays bounded.
+	maxDecided    = 1000
+	maxPendingAll = 5000
+	// limitEvery is how often a container's "limit" event is published, at most.
+	limitEvery = 10 * time.Second
 )
 
 // Errors of Decide that facades branch on.
@@ -77,6 +83,7 @@ type Hub struct {
 	gate    GateState               // guarded by mu
 	subs    map[chan Event]struct{} // guarded by mu
 	dirty   bool                    // guarded by mu: the state file is behind
+	limited map[string]time.Time    // guarded by mu: when each container's last "limit" event went out
 }
 
 // state is the state file.
@@ -93,7 +100,7 @@ func New(cfg Config) (*Hub, error) {
 		return nil, errors.New("hub: no signing key")
 	}
 	h := &Hub{cfg: cfg, now: cfg.Now, log: cfg.Log, tickets: map[string]*Ticket{}, byFP: map[string]string{},
-		grants: map[string]time.Time{}, subs: map[chan Event]struct{}{}}
+		grants: map[string]time.Time{}, subs: map[chan Event]struct{}{}, limited: map[string]time.Time{}}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -191,6 +198,14 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 			return AskAnswer{Outcome: OutcomeExpired, Ticket: *t}, nil
 		}
 	}
+	if n, all := h.pendingOf(req.Container); req.MaxPending > 0 && n >= req.MaxPending || all >= maxPendingAll {
+		if last, ok := h.limited[req.Container]; !ok || now.Sub(last) >= limitEvery {
+			h.limited[req.Container] = now
+			h.publish(Event{Type: "limit", Limit: &Limit{Container: req.Container, Pending: n}})
+			h.log.Warn("hub: a container has as many pending tickets as it may; its new asks are refused", "container", req.Container, "pending", n, "max_pending", req.MaxPending)
+		}
+		return AskAnswer{Outcome: OutcomeLimit}, nil
+	}
 	t := &Ticket{
 		ID: newTicketID(), Kind: req.Kind, Container: req.Container, Agent: req.Agent, Method: req.Method,
 		URL: req.URL, Headers: req.Headers, BodyPreview: req.BodyPreview, BodySize: req.BodySize,
@@ -204,6 +219,19 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
 	h.log.Info("hub: new ticket", "id", t.ID, "container", t.Container, "method", t.Method, "url", t.URL, "rule", t.Rule)
 	return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
+}
+
+// pendingOf counts the pending tickets of container, and of all containers; the caller holds mu.
+func (h *Hub) pendingOf(container string) (n, all int) {
+	for _, t := range h.tickets {
+		if t.Status == Pending {
+			all++
+			if t.Container == container {
+				n++
+			}
+		}
+	}
+	return n, all
 }
 
 // Claim takes the decision of a ticket the caller was holding a request on: for an approval it
@@ -330,6 +358,23 @@ func (h *Hub) Expire() {
 			}
 			h.changed()
 		}
+	}
+	// Keep at most maxDecided decided and expired tickets, the latest.
+	var done []*Ticket
+	for _, t := range h.tickets {
+		if t.Status != Pending {
+			done = append(done, t)
+		}
+	}
+	if len(done) > maxDecided {
+		sort.Slice(done, func(i, j int) bool { return done[i].Created.After(done[j].Created) })
+		for _, t := range done[maxDecided:] {
+			delete(h.tickets, t.ID)
+			if h.byFP[t.Fingerprint] == t.ID {
+				delete(h.byFP, t.Fingerprint)
+			}
+		}
+		h.changed()
 	}
 	for k, until := range h.grants {
 		if now.After(until) {

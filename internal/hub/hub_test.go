@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -291,5 +292,85 @@ func TestAskRefusesABadBinding(t *testing.T) {
 	req := AskRequest{Kind: KindConnect, Container: "agent", Method: "CONNECT", URL: "h:443", Fingerprint: "fp1:c", Bind: &Bind{Container: "agent", Hash: good}}
 	if _, err := h.Ask(req); err == nil {
 		t.Fatal("a CONNECT ticket with a binding accepted")
+	}
+}
+
+// A container with max_pending pending tickets gets OutcomeLimit for a new one (and one
+// "limit" event), while its retries still join their tickets and other containers still ask;
+// once a human answers one, it may ask again.
+func TestPendingTicketsBoundedPerContainer(t *testing.T) {
+	h, _ := newHub(t, "")
+	events, stop := h.Subscribe()
+	defer stop()
+	req := func(container, fp string) AskRequest {
+		r := ask(fp)
+		r.Container, r.MaxPending = container, 3
+		return r
+	}
+	var first AskAnswer
+	for i := 0; i < 3; i++ {
+		a, err := h.Ask(req("agent", fmt.Sprintf("fp1:%d", i)))
+		if err != nil || a.Outcome != OutcomePending {
+			t.Fatalf("ask %d: %v %v", i, a.Outcome, err)
+		}
+		if i == 0 {
+			first = a
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if a, _ := h.Ask(req("agent", fmt.Sprintf("fp1:new%d", i))); a.Outcome != OutcomeLimit {
+			t.Fatalf("a 4th ticket: %s", a.Outcome)
+		}
+	}
+	if a, _ := h.Ask(req("agent", "fp1:0")); a.Outcome != OutcomePending || a.Ticket.ID != first.Ticket.ID {
+		t.Fatalf("a retry past the bound: %s %s", a.Outcome, a.Ticket.ID)
+	}
+	if a, _ := h.Ask(req("neighbour", "fp1:n")); a.Outcome != OutcomePending {
+		t.Fatalf("another container: %s", a.Outcome)
+	}
+	limits := 0
+	for len(events) > 0 {
+		if ev := <-events; ev.Type == "limit" {
+			limits++
+			if ev.Limit.Container != "agent" || ev.Limit.Pending != 3 {
+				t.Fatalf("limit event %+v", ev.Limit)
+			}
+		}
+	}
+	if limits != 1 {
+		t.Fatalf("%d limit events for 5 refused asks, want 1", limits)
+	}
+	if _, err := h.Decide(first.Ticket.ID, "fp1:0", false, "cli:root", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.Ask(req("agent", "fp1:new0")); a.Outcome != OutcomePending {
+		t.Fatalf("after a decision: %s", a.Outcome)
+	}
+}
+
+// The decided and expired tickets kept are bounded, the latest kept.
+func TestDecidedTicketsBounded(t *testing.T) {
+	h, c := newHub(t, "")
+	var ids []string
+	for i := 0; i < maxDecided+50; i++ {
+		a, _ := h.Ask(ask(fmt.Sprintf("fp1:%d", i)))
+		ids = append(ids, a.Ticket.ID)
+		if _, err := h.Decide(a.Ticket.ID, fmt.Sprintf("fp1:%d", i), false, "cli:root", "no"); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Millisecond)
+	}
+	h.Expire()
+	if n := len(h.Recent(0)); n != maxDecided {
+		t.Fatalf("%d decided tickets kept, want %d", n, maxDecided)
+	}
+	if _, ok := h.Get(ids[len(ids)-1]); !ok {
+		t.Fatal("the latest was dropped")
+	}
+	if _, ok := h.Get(ids[49]); ok {
+		t.Fatal("the 50 oldest were kept")
+	}
+	if _, ok := h.Get(ids[50]); !ok {
+		t.Fatal("more than the 50 oldest were dropped")
 	}
 }

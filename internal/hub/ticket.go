@@ -82,9 +82,18 @@ type Decision struct {
 
 // Event tells subscribers what changed.
 type Event struct {
-	Type   string     `json:"type"` // "ticket" (new or joined), "decided", "expired", "gate"
+	Type   string     `json:"type"` // "ticket" (new or joined), "decided", "expired", "gate", "limit"
 	Ticket *Ticket    `json:"ticket,omitempty"`
 	Gate   *GateState `json:"gate,omitempty"`
+	// Limit is set on a "limit" event: a container has as many pending tickets as it may, and
+	// its new asks are refused (E_ASK_LIMIT) until a human answers some.
+	Limit *Limit `json:"limit,omitempty"`
+}
+
+// Limit says that a container reached its pending-ticket bound.
+type Limit struct {
+	Container string `json:"container"`
+	Pending   int    `json:"pending"`
 }
 
 // GateState is what the gate reports about itself, for the facades' at-a-glance view.
@@ -147,6 +156,10 @@ type AskRequest struct {
 	Port        int           `json:"port,omitempty"`
 	Grant       time.Duration `json:"grant,omitempty"`
 	Bind        *Bind         `json:"bind,omitempty"`
+	// MaxPending is how many pending tickets the container may have (the policy's
+	// max_pending); past it a request that would open a new ticket is OutcomeLimit. Zero: no
+	// bound from the gate (the hub's own, maxPendingAll, still holds).
+	MaxPending int `json:"max_pending,omitempty"`
 }
 
 // Bind is what approving a ticket binds: a Claude credential, by its SHA-256 hex (never the
@@ -163,6 +176,7 @@ const (
 	OutcomeApproved = "approved" // go: an approval (or a CONNECT grant) covers it, and one use was taken
 	OutcomeDenied   = "denied"   // refuse with the human's reason
 	OutcomeExpired  = "expired"  // the ticket expired unanswered: E_TIMEOUT, once
+	OutcomeLimit    = "limit"    // no new ticket: the container has MaxPending pending (E_ASK_LIMIT)
 )
 
 // AskAnswer is the hub's answer to Ask.
