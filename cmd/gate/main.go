@@ -43,22 +43,23 @@ func main() {
 }
 
 type options struct {
-	listen    string
-	console   string
-	auditDir  string
-	admin     string
-	upstream  string
-	roots     string
-	signer    string
-	hubURL    string
-	hubToken  string
-	hubKey    string
-	secrets   string
-	poll      time.Duration
-	logLevel  string
-	allowRoot bool
-	adminUIDs unixsock.UIDs
-	pprof     bool
+	maxConns, maxConnsPerSource int
+	listen                      string
+	console                     string
+	auditDir                    string
+	admin                       string
+	upstream                    string
+	roots                       string
+	signer                      string
+	hubURL                      string
+	hubToken                    string
+	hubKey                      string
+	secrets                     string
+	poll                        time.Duration
+	logLevel                    string
+	allowRoot                   bool
+	adminUIDs                   unixsock.UIDs
+	pprof                       bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -79,6 +80,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&o.maxConns, "max-conns", 4096, "the most client connections held at once (at it, a new one takes the place of the oldest)")
+	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	if err := fs.Parse(args); err != nil {
@@ -163,7 +166,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	dialer := &egress.Dialer{Upstream: upstream, Own: own}
-	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets}
+	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets,
+		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource}
 	if o.signer != "" {
 		sc, err := signerclient.New(signerclient.Options{Socket: o.signer, Logger: log})
 		if err != nil {

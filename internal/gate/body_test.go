@@ -166,3 +166,41 @@ func TestHeldBytesBounded(t *testing.T) {
 		})
 	}
 }
+
+// Idle connections are bounded per source: past MaxConnsPerSource the source's oldest is
+// closed, and another source's connections are not touched.
+func TestConnectionsBoundedPerSource(t *testing.T) {
+	tg := startGateWith(t, nil, func(c *Config) { c.MaxConnsPerSource = 3 })
+	dial := func(from string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", tg.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	other := dial("127.0.0.2")
+	var conns []net.Conn
+	for i := 0; i < 4; i++ {
+		conns = append(conns, dial("127.0.0.1"))
+	}
+	closed := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	testkit.WaitFor(t, 5*time.Second, "the oldest connection closed", func() bool { return closed(conns[0]) })
+	for i, c := range append(conns[1:], other) {
+		if closed(c) {
+			t.Fatalf("connection %d was closed", i+1)
+		}
+	}
+	// The survivors still carry requests.
+	fmt.Fprintf(other, "GET %s HTTP/1.1\r\nHost: origin.test:%d\r\n\r\n", tg.url("/ok"), tg.port)
+	other.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(other), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the other source's request: %v %v", resp, err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/framing"
@@ -57,6 +58,12 @@ type Config struct {
 	BodyStall time.Duration
 	// BodyGrace is how long a body may take before the policy's body_min_rate applies. Zero: 5s.
 	BodyGrace time.Duration
+	// MaxConns bounds the client connections the gate holds; at it, a new one takes the place
+	// of the oldest. Zero: 4096.
+	MaxConns int
+	// MaxConnsPerSource bounds them per source address (an IPv6 /64); past it, that source's
+	// oldest connection is closed. Zero: 256.
+	MaxConnsPerSource int
 	// Certs issues certificates for decrypted tunnels. Nil: no decryption; every CONNECT is
 	// decided at the domain.
 	Certs Certs
@@ -191,8 +198,10 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 			return context.WithValue(ctx, connInfoKey{}, ci)
 		},
 	}
+	cl := connlimit.New(l, connlimit.Config{Max: orInt(g.cfg.MaxConns, defaultMaxConns), PerPeer: orInt(g.cfg.MaxConnsPerSource, defaultMaxConnsPerSource),
+		Key: sourceKey, Log: g.log, Name: "gate"})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&framingListener{Listener: l}) }()
+	go func() { errc <- srv.Serve(&framingListener{Listener: cl}) }()
 	select {
 	case err := <-errc:
 		return err
@@ -207,6 +216,35 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	}
 	<-errc
 	return nil
+}
+
+// The bounds on client connections (Config's MaxConns and MaxConnsPerSource): idle and
+// half-open connections from one source cannot take the gate's memory or its file descriptors.
+const (
+	defaultMaxConns          = 4096
+	defaultMaxConnsPerSource = 256
+)
+
+// sourceKey is what the connection bounds count a client connection under: its address, as
+// [sources] names containers (an IPv6 address by its /64).
+func sourceKey(c net.Conn) string {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+func orInt(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
 }
 
 func orDefault(d, def time.Duration) time.Duration {
