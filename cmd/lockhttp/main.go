@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/layout"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
@@ -31,6 +32,7 @@ commands:
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
               [--from-file F] (the value from F or stdin, never shown)
   volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
+  version     print lockhttp's version (module version, revision, build); also --version
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -55,6 +57,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return runCAInit(args[2:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Line("lockhttp"))
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -28,6 +29,7 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
+  version   print lox's version (module version, revision, build); also --version
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDecide(false, args[1:], stdout, stderr)
 	case "pair":
 		return runPair(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Line("lox"))
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

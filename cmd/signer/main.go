@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -32,6 +33,8 @@ const usage = `usage:
       Serve leaf certificates to the gate (the allowed uids) over a unix socket.
   signer --ca DIR --socket PATH --allow-uid UID ...
       The same as serve.
+  signer --version
+      Print the signer's version (module version, revision, build) and exit.
 
 Run "signer init -h" or "signer serve -h" for the flags of each.
 `
@@ -61,6 +64,9 @@ func run(ctx context.Context, args []string, e env) int {
 		return runInit(args[1:], e)
 	case args[0] == "serve":
 		return runServe(ctx, args[1:], e)
+	case args[0] == "--version" || args[0] == "-version" || args[0] == "version":
+		fmt.Fprintln(e.stdout, buildinfo.Line("signer"))
+		return 0
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "--h" || args[0] == "help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

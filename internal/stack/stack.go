@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
@@ -86,6 +87,9 @@ type Up struct {
 	Logs          string         `json:"logs"`
 	PIDs          map[string]int `json:"pids"`
 	Started       time.Time      `json:"started"`
+	// Version is the build of the lox that started the stack (buildinfo.Info.String), which
+	// starts the signer, console and gate found next to it.
+	Version string `json:"version"`
 }
 
 // UpFile is the name of up.json in the state directory.
@@ -161,6 +165,7 @@ func Run(ctx context.Context, o Options) error {
 		StateDir:      state,
 		Logs:          filepath.Join(state, "logs"),
 		PIDs:          map[string]int{"lox": os.Getpid()},
+		Version:       buildinfo.Read().String(),
 	}
 	var children []*child
 	stopAll := func() {
@@ -555,8 +560,9 @@ func banner(w io.Writer, up *Up, version string) {
   audit:   %s
   logs:    %s
   state:   %s
+  build:   %s
 Try: curl --cacert %s -x %s https://github.com/
-`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.CACert, up.Gate)
+`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Version, up.CACert, up.Gate)
 }
 
 func shortVersion(v string) string {
