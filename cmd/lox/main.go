@@ -77,7 +77,7 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	o := stack.Options{Stdout: stdout, Stderr: stderr}
 	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal UI, for scripts")
 	fs.BoolVar(&o.Follow, "follow", false, "with --headless: print a line for every decision")
-	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, audit, logs")
+	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, the CA, audit, logs; one stack at a time holds it (STATE/lock)")
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
 	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")

@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +39,111 @@ func runBin(t *testing.T, name string, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// loxRun runs lox run --headless on state with loopback addresses the system picks, and returns
+// when it exits (a stack that comes up is a failure of these tests: it is stopped at opsTimeout).
+func loxRun(t *testing.T, state string, flags ...string) (string, int) {
+	t.Helper()
+	args := append([]string{"run", "--headless", "--state", state, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0"}, flags...)
+	return runBin(t, "lox", args...)
+}
+
+// treeState is what a directory holds: each path with its kind, mode, owner, inode and, for
+// regular files, a hash of the content. Of the logs, the audit and the console's and hub's
+// state, which a running stack writes (replacing some), only the kind, mode and owner count.
+func treeState(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		desc := fmt.Sprintf("%s %04o %d:%d", fi.Mode().Type(), fi.Mode().Perm(), st.Uid, st.Gid)
+		dir := strings.SplitN(rel, string(filepath.Separator), 2)[0]
+		volatile := dir == "logs" || dir == "audit" || dir == "console-audit" || rel == "hub.json" || rel == "console-state.json"
+		if volatile {
+			out[rel] = desc
+			return nil
+		}
+		desc += fmt.Sprintf(" ino=%d", st.Ino)
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			desc += fmt.Sprintf(" size=%d sha256=%x", len(data), sha256.Sum256(data))
+		}
+		out[rel] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diffTrees(before, after map[string]string) []string {
+	var d []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			d = append(d, "removed "+k)
+		} else if w != v {
+			d = append(d, fmt.Sprintf("changed %s: %s -> %s", k, v, w))
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			d = append(d, "added "+k)
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// TestOpsSecondRunChangesNothing: a second lox run on a running stack's state directory exits
+// at once with the first one's pid and proxy, and leaves the directory as it was: up.json, the
+// sockets (the same inodes: nothing took them over), the CA, the tokens. The first stack still
+// answers its commands, and its up.json goes away only when it stops.
+func TestOpsSecondRunChangesNothing(t *testing.T) {
+	r := startStack(t, minimalPolicy)
+	before := treeState(t, r.state)
+	upBefore, _ := os.ReadFile(filepath.Join(r.state, stack.UpFile))
+
+	out, code := loxRun(t, r.state, "--policy", r.policy)
+	want := fmt.Sprintf("a stack is already running here (pid %d, proxy %s); stop it or use --state DIR", r.cmd.Process.Pid, r.up.Gate)
+	if code == 0 || !strings.Contains(out, want) || !strings.Contains(out, r.state) {
+		t.Fatalf("second lox run: exit %d, want non-zero with %q:\n%s", code, want, out)
+	}
+	if d := diffTrees(before, treeState(t, r.state)); len(d) > 0 {
+		t.Errorf("the second lox run changed the state directory:\n%s", strings.Join(d, "\n"))
+	}
+	if upAfter, _ := os.ReadFile(filepath.Join(r.state, stack.UpFile)); !bytes.Equal(upBefore, upAfter) {
+		t.Errorf("up.json changed:\n%s\n->\n%s", upBefore, upAfter)
+	}
+	if out, code := runBin(t, "lox", "tickets", "--state", r.state); code != 0 {
+		t.Errorf("lox tickets on the first stack after the refused second run: exit %d\n%s", code, out)
+	}
+	for name, pid := range r.up.PIDs {
+		if !alive(pid) {
+			t.Errorf("the first stack's %s (pid %d) is gone", name, pid)
+		}
+	}
+
+	// Once the first stack stopped, the directory is free again.
+	r.stop()
+	if _, err := os.Stat(filepath.Join(r.state, stack.UpFile)); !os.IsNotExist(err) {
+		t.Fatalf("up.json after the first stack stopped: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.state, stack.LockFile)); err != nil {
+		t.Fatalf("the lock file is gone: %v", err)
+	}
 }
 
 // TestOpsVersion: every binary prints its build on one line with --version, what the toolchain

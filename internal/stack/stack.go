@@ -121,7 +121,18 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	lock, err := lockState(state)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// Holding the lock, this process is the directory's one stack: an up.json there was left by
+	// a stack that ended without removing it (killed), and names sockets nobody serves.
+	os.Remove(filepath.Join(state, UpFile))
+	for _, d := range []string{filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("state directory: %w", err)
 		}
@@ -144,7 +155,6 @@ func Run(ctx context.Context, o Options) error {
 		go ag.watch(o.Agent.Signals, cancel, quit)
 		defer ag.cleanup()
 	}
-	os.Remove(filepath.Join(state, UpFile))
 	polPath, err := policyFile(state, o.PolicyPath)
 	if err != nil {
 		return err
@@ -172,7 +182,7 @@ func Run(ctx context.Context, o Options) error {
 		for i := len(children) - 1; i >= 0; i-- {
 			stop(children[i])
 		}
-		os.Remove(filepath.Join(state, UpFile))
+		removeOwnUp(state)
 	}
 	caDir := filepath.Join(state, "ca")
 	if _, err := os.Stat(filepath.Join(caDir, "ca-key.pem")); errors.Is(err, os.ErrNotExist) {
