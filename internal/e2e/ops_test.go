@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -144,6 +147,92 @@ func TestOpsSecondRunChangesNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.state, stack.LockFile)); err != nil {
 		t.Fatalf("the lock file is gone: %v", err)
 	}
+}
+
+// halfCA makes a CA in state/ca, then takes it apart as remove says ("key", "cert", or
+// "mismatch": the key of another CA).
+func halfCA(t *testing.T, state, remove string) {
+	t.Helper()
+	dir := filepath.Join(state, "ca")
+	if _, err := signer.InitCA(dir, time.Now(), rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	switch remove {
+	case "key":
+		os.Remove(filepath.Join(dir, signer.KeyFile))
+	case "cert":
+		os.Remove(filepath.Join(dir, signer.CertFile))
+	case "mismatch":
+		other := filepath.Join(t.TempDir(), "other")
+		if _, err := signer.InitCA(other, time.Now(), rand.Reader); err != nil {
+			t.Fatal(err)
+		}
+		key, _ := os.ReadFile(filepath.Join(other, signer.KeyFile))
+		if err := os.WriteFile(filepath.Join(dir, signer.KeyFile), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOpsStartErrorsShowTheCause: when a child does not come up, lox run prints its last lines
+// and the fix, and without a terminal it says to use --headless before it starts anything.
+func TestOpsStartErrorsShowTheCause(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	cases := []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{"the gate's address is taken", []string{"--listen", addr},
+			[]string{"the gate did not come up", "gate.log:", "bind: address already in use", "fix: another process listens on " + addr, "another address with --listen"}},
+		{"the hub's address is taken", []string{"--hub-listen", addr},
+			[]string{"the console did not come up", "console.log:", "bind: address already in use", "fix: another process listens on " + addr, "another address with --hub-listen"}},
+		{"no --roots file", []string{"--roots", "/nonexistent/roots.pem"},
+			[]string{"the gate did not come up", "no such file or directory", "fix: --roots /nonexistent/roots.pem does not exist"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			out, code := loxRun(t, state, tc.flags...)
+			if code == 0 {
+				t.Fatalf("lox run succeeded:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(state, stack.UpFile)); !os.IsNotExist(err) {
+				t.Errorf("up.json: %v", err)
+			}
+		})
+	}
+	t.Run("the signer refuses its CA", func(t *testing.T) {
+		state := t.TempDir()
+		halfCA(t, state, "mismatch")
+		out, _ := loxRun(t, state)
+		for _, w := range []string{"the signer did not come up", "signer.log:", "does not match the certificate"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+	})
+	t.Run("no terminal", func(t *testing.T) {
+		state := filepath.Join(t.TempDir(), "state")
+		// No --headless; stdin is /dev/null and the output a pipe.
+		out, code := runBin(t, "lox", "run", "--state", state, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0")
+		if code == 0 || !strings.Contains(out, "lox: no terminal: use --headless") || strings.Contains(out, "epoll") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("the state directory was made: %v", err)
+		}
+	})
 }
 
 // TestOpsVersion: every binary prints its build on one line with --version, what the toolchain

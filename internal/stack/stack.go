@@ -96,11 +96,16 @@ type Up struct {
 const UpFile = "up.json"
 
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	name    string
+	cmd     *exec.Cmd
+	log     string // the log file its stderr goes to
+	logFrom int64  // the log's size when it started: this run's lines follow
+	done    chan struct{}
+	err     error
 }
+
+// defaultHubListen is the hub's address when Options.HubListen is empty.
+const defaultHubListen = "127.0.0.1:3131"
 
 // Run starts the stack, writes up.json when the gate is deciding with the console's policy, and
 // runs until ctx ends or a process of the stack exits; then it stops the others and removes
@@ -120,6 +125,12 @@ func Run(ctx context.Context, o Options) error {
 	state, err := filepath.Abs(o.StateDir)
 	if err != nil {
 		return err
+	}
+	if !o.Headless {
+		// The console's terminal UI takes this process's terminal.
+		if err := checkTerminal(os.Stdin, os.Stdout); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -208,11 +219,11 @@ func Run(ctx context.Context, o Options) error {
 	children = append(children, signer)
 	if err := waitFor(ctx, signer, 15*time.Second, func() bool { return get(up.SignerSocket, "/health") == nil }); err != nil {
 		stopAll()
-		return fmt.Errorf("signer did not come up: %w (see %s)", err, filepath.Join(up.Logs, "signer.log"))
+		return startError(signer, "the signer", err, o)
 	}
 	hubListen := o.HubListen
 	if hubListen == "" {
-		hubListen = "127.0.0.1:3131"
+		hubListen = defaultHubListen
 	}
 	hubKey := filepath.Join(state, "hub-key.pem")
 	hubGateToken := filepath.Join(state, "hub-gate.token")
@@ -239,7 +250,7 @@ func Run(ctx context.Context, o Options) error {
 		return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
 	}); err != nil {
 		stopAll()
-		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
+		return startError(console, "the console", err, o)
 	}
 	up.Hub = "http://" + cst.Hub
 	gargs, err := gateArgs(o, up, hubGateToken, hubKey)
@@ -261,7 +272,7 @@ func Run(ctx context.Context, o Options) error {
 		return getJSON(up.GateSocket, "/status", &st) == nil && st.PolicyVersion != ""
 	}); err != nil {
 		stopAll()
-		return fmt.Errorf("gate did not come up with a policy: %w (see %s)", err, filepath.Join(up.Logs, "gate.log"))
+		return startError(g, "the gate", err, o)
 	}
 	up.Listen = st.Listen
 	up.Gate = "http://" + st.Listen
@@ -459,7 +470,7 @@ func findBinaries(dir string, names ...string) (map[string]string, error) {
 }
 
 func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, from, err := openLog(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +486,7 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()
@@ -487,7 +498,7 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 // startInteractive starts a child on this process's terminal (stdin and stdout), in this
 // process's group, so that it can read the terminal.
 func startInteractive(name, bin, logPath string, args ...string) (*child, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, from, err := openLog(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -498,13 +509,27 @@ func startInteractive(name, bin, logPath string, args ...string) (*child, error)
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// openLog opens a child's log for appending, and returns its size: where this run's lines start.
+func openLog(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 func stop(c *child) {
