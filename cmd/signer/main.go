@@ -140,7 +140,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := serveOptions{}
 	flags.StringVar(&o.caDir, "ca", "", "the CA `DIR` made by signer init (required)")
-	flags.BoolVar(&o.init, "init", false, "create the CA in --ca first when it has none (a container's first start); an existing CA is never replaced")
+	flags.BoolVar(&o.init, "init", false, "create the CA in --ca first when it holds neither ca.pem nor ca-key.pem (a container's first start); an existing CA, or half of one, is never replaced")
 	flags.StringVar(&o.exportCA, "export-ca", "", "copy ca.pem (the certificate only) into `DIR`, for the agents to trust")
 	flags.StringVar(&o.socket, "socket", "", "unix socket `PATH` to serve on (required)")
 	flags.StringVar(&o.socketMode, "socket-mode", "0660", "file `MODE` of the socket, octal")
@@ -185,7 +185,9 @@ func runServe(ctx context.Context, args []string, e env) int {
 	}
 
 	if o.init {
-		if _, err := os.Stat(filepath.Join(o.caDir, signer.KeyFile)); errors.Is(err, os.ErrNotExist) {
+		// Only an empty CA directory is a first start: half a CA (a ca.pem without its key) is
+		// refused by LoadCA below with the fix, never made whole with a new key.
+		if err := signer.CheckFiles(o.caDir); errors.Is(err, signer.ErrNoCA) {
 			ca, err := signer.InitCA(o.caDir, e.now(), rand.Reader)
 			if err != nil {
 				return fail(1, "%v", err)

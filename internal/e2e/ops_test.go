@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/stack"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // opsTimeout bounds each command of these tests: a refusal comes at once, a hang fails the test.
@@ -172,6 +174,171 @@ func halfCA(t *testing.T, state, remove string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestOpsCANeverReplaced: half a CA, or a key that does not match its certificate, is refused
+// with the files and the fix by lox run, lockhttp ca init and the compose signer's first-start
+// command; none of them writes a CA file. lockhttp ca init --replace replaces it on purpose,
+// keeping the old pair, and lox run then starts with the new one.
+func TestOpsCANeverReplaced(t *testing.T) {
+	fix := []string{"from your backup", "lockhttp ca init --replace --dir"}
+	cases := []struct {
+		name   string
+		remove string
+		want   []string // besides fix and the CA directory
+	}{
+		{"ca.pem without its key", "key", []string{"ca.pem is there but", "ca-key.pem is not: the CA's key is lost"}},
+		{"a key without its ca.pem", "cert", []string{"ca-key.pem is there but", "ca.pem is not: the certificate agents trust is lost"}},
+		{"a key of another CA", "mismatch", []string{"does not match the certificate in", "restore the pair"}},
+	}
+	for _, tc := range cases {
+		t.Run("lox run: "+tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			halfCA(t, state, tc.remove)
+			caBefore := treeState(t, filepath.Join(state, "ca"))
+			out, code := loxRun(t, state)
+			if code == 0 {
+				t.Fatalf("lox run started:\n%s", out)
+			}
+			for _, w := range append(append(tc.want, fix...), filepath.Join(state, "ca")) {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "created the lockhttp CA") {
+				t.Errorf("lox run made a CA:\n%s", out)
+			}
+			if d := diffTrees(caBefore, treeState(t, filepath.Join(state, "ca"))); len(d) > 0 {
+				t.Errorf("the CA directory changed:\n%s", strings.Join(d, "\n"))
+			}
+			if _, err := os.Stat(filepath.Join(state, stack.UpFile)); !os.IsNotExist(err) {
+				t.Errorf("up.json: %v", err)
+			}
+		})
+		t.Run("signer serve --init: "+tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			halfCA(t, state, tc.remove)
+			dir := filepath.Join(state, "ca")
+			caBefore := treeState(t, dir)
+			sock := filepath.Join(shortTemp(t), "s.sock")
+			// The compose signer's command (compose/compose.yaml), on this directory.
+			out, code := runBin(t, "signer", "serve", "--init", "--ca", dir, "--export-ca", t.TempDir(),
+				"--socket", sock, "--allow-uid", strconv.Itoa(os.Geteuid()), "--dev")
+			if code == 0 {
+				t.Fatalf("the signer served:\n%s", out)
+			}
+			for _, w := range append(append(tc.want, fix...), dir) {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if d := diffTrees(caBefore, treeState(t, dir)); len(d) > 0 {
+				t.Errorf("the CA directory changed:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+	t.Run("lockhttp volumes with only ca.pem", func(t *testing.T) {
+		// The compose setup's first service (compose/compose.yaml): it runs as root.
+		if os.Geteuid() != 0 {
+			t.Skip("lockhttp volumes chowns: it runs as root")
+		}
+		root := t.TempDir()
+		halfCA(t, root, "key")
+		before := treeState(t, root)
+		out, code := runBin(t, "lockhttp", "volumes", "--root", root)
+		if code == 0 || !strings.Contains(out, "the CA's key is lost") || !strings.Contains(out, "volumes ca init --replace --dir "+filepath.Join(root, "ca")) {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if d := diffTrees(before, treeState(t, root)); len(d) > 0 {
+			t.Errorf("the volumes changed:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("lockhttp ca init with only ca.pem", func(t *testing.T) {
+		state := t.TempDir()
+		halfCA(t, state, "key")
+		dir := filepath.Join(state, "ca")
+		caBefore := treeState(t, dir)
+		out, code := runBin(t, "lockhttp", "ca", "init", "--dir", dir)
+		if code == 0 || !strings.Contains(out, "the CA's key is lost") || !strings.Contains(out, "lockhttp ca init --replace --dir "+dir) {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if d := diffTrees(caBefore, treeState(t, dir)); len(d) > 0 {
+			t.Errorf("the CA directory changed:\n%s", strings.Join(d, "\n"))
+		}
+	})
+	t.Run("lockhttp ca init --replace", func(t *testing.T) {
+		state := t.TempDir()
+		halfCA(t, state, "mismatch")
+		dir := filepath.Join(state, "ca")
+		oldCert, _ := os.ReadFile(filepath.Join(dir, signer.CertFile))
+		oldKey, _ := os.ReadFile(filepath.Join(dir, signer.KeyFile))
+		out, code := runBin(t, "lockhttp", "ca", "init", "--replace", "--dir", dir)
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		aside, _ := filepath.Glob(filepath.Join(dir, "replaced-*"))
+		if len(aside) != 1 {
+			t.Fatalf("old pair moved to %q:\n%s", aside, out)
+		}
+		for f, data := range map[string][]byte{signer.CertFile: oldCert, signer.KeyFile: oldKey} {
+			if got, err := os.ReadFile(filepath.Join(aside[0], f)); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("the old %s is not kept in %s: %v", f, aside[0], err)
+			}
+		}
+		for _, w := range []string{"nothing was deleted", aside[0], "every agent must now trust the new " + filepath.Join(dir, signer.CertFile)} {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+		r := startStackIn(t, state, minimalPolicy)
+		newCert, _ := os.ReadFile(r.up.CACert)
+		if bytes.Equal(newCert, oldCert) || strings.Contains(r.out.String(), "created the lockhttp CA") {
+			t.Fatalf("the stack does not serve the replacing CA:\n%s", r.out)
+		}
+	})
+}
+
+// shortTemp is a directory with a path short enough for a unix socket.
+func shortTemp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// startStackIn is startStack on a state directory the test prepared.
+func startStackIn(t *testing.T, state, policyText string) *running {
+	t.Helper()
+	polPath := filepath.Join(state, "test-policy.toml")
+	if err := os.WriteFile(polPath, []byte(policyText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{t: t, state: state, policy: polPath, out: &testkit.Buffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command(filepath.Join(binDir, "lox"), "run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0")
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(r.stop)
+	exited := false
+	testkit.WaitFor(t, 30*time.Second, "up.json", func() bool {
+		select {
+		case <-r.done:
+			exited = true
+			return true
+		default:
+		}
+		data, err := os.ReadFile(filepath.Join(state, stack.UpFile))
+		return err == nil && json.Unmarshal(data, &r.up) == nil
+	})
+	if exited {
+		t.Fatalf("lox exited before up.json was written:\n%s", r.out)
+	}
+	return r
 }
 
 // TestOpsStartErrorsShowTheCause: when a child does not come up, lox run prints its last lines

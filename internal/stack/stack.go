@@ -143,6 +143,13 @@ func Run(ctx context.Context, o Options) error {
 	// Holding the lock, this process is the directory's one stack: an up.json there was left by
 	// a stack that ended without removing it (killed), and names sockets nobody serves.
 	os.Remove(filepath.Join(state, UpFile))
+	// The CA is made on the first start only: half a CA is refused before anything else is
+	// touched, with the fix (restore from the backup, or replace it on purpose).
+	caDir := filepath.Join(state, "ca")
+	createCA, err := checkCA(caDir)
+	if err != nil {
+		return err
+	}
 	for _, d := range []string{filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("state directory: %w", err)
@@ -195,8 +202,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		removeOwnUp(state)
 	}
-	caDir := filepath.Join(state, "ca")
-	if _, err := os.Stat(filepath.Join(caDir, "ca-key.pem")); errors.Is(err, os.ErrNotExist) {
+	if createCA {
 		msg, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, msg)
