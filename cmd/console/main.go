@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
@@ -43,6 +44,7 @@ type options struct {
 	hubTTL       time.Duration
 	phoneURL     string
 	tui          bool
+	version      bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -64,8 +66,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.hubTTL, "ticket-ttl", hub.DefaultTicketTTL, "how long a ticket waits for a human before it expires")
 	fs.StringVar(&o.phoneURL, "phone-url", "", "serve the phone page at /phone on the hub's address; the URL a phone reaches the hub at (http(s)://host[:port]), or \"auto\" for http:// and the address the hub listens on; empty: no phone page")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
+	fs.BoolVar(&o.version, "version", false, "print the console's version (module version, revision, build) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q; the console takes flags only (see console -h)", fs.Arg(0))
@@ -95,6 +101,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, buildinfo.Line("console"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {

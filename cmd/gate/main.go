@@ -27,6 +27,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
 	"github.com/lockhttp/lockhttp/internal/egress"
@@ -39,7 +40,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type options struct {
@@ -60,6 +61,7 @@ type options struct {
 	allowRoot                   bool
 	adminUIDs                   unixsock.UIDs
 	pprof                       bool
+	version                     bool
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -84,8 +86,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
+	fs.BoolVar(&o.version, "version", false, "print the gate's version (module version, revision, build) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q; the gate takes flags only (see gate -h)", fs.Arg(0))
@@ -102,7 +108,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +116,10 @@ func run(args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "gate:", err)
 		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, buildinfo.Line("gate"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {

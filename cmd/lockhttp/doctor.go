@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/doctor"
 )
 
@@ -64,6 +65,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	} else {
 		f = doctor.GatherLocal(ctx, *state)
 	}
+	f.Version = buildinfo.Read().String()
 	r := doctor.Assess(f)
 	if *asJSON {
 		r.WriteJSON(stdout)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/layout"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
@@ -27,10 +28,12 @@ commands:
   doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
   explain     what the gate would decide for a request (METHOD URL or a raw request), and why
   verify-log  check the audit files' chains
-  ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
+  ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust); never over
+              an existing one, or half of one: --replace moves the old pair aside, on purpose
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
               [--from-file F] (the value from F or stdin, never shown)
   volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
+  version     print lockhttp's version (module version, revision, build); also --version
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -51,10 +54,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runVolumes(args[1:], stdout, stderr)
 	case "ca":
 		if len(args) < 2 || args[1] != "init" {
-			fmt.Fprintln(stderr, "usage: lockhttp ca init --dir DIR")
+			fmt.Fprintln(stderr, "usage: lockhttp ca init [--replace] --dir DIR")
 			return 2
 		}
 		return runCAInit(args[2:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Line("lockhttp"))
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -111,6 +117,7 @@ func runCAInit(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp ca init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "the `DIR` to create the CA in (required; made with mode 0700 if missing)")
+	replace := fs.Bool("replace", false, "replace the CA in DIR on purpose: move its ca.pem and ca-key.pem into DIR/replaced-TIME-N (nothing is deleted) and make a new one, which every agent must then trust")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -118,8 +125,17 @@ func runCAInit(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *dir == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lockhttp ca init --dir DIR")
+		fmt.Fprintln(stderr, "usage: lockhttp ca init [--replace] --dir DIR")
 		return 2
+	}
+	if *replace {
+		ca, r, err := signer.ReplaceCA(*dir, time.Now(), rand.Reader)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp ca init:", err)
+			return 1
+		}
+		signer.WriteReplaceSummary(stdout, ca, *dir, r, os.Geteuid() == 0)
+		return 0
 	}
 	ca, err := signer.InitCA(*dir, time.Now(), rand.Reader)
 	if err != nil {

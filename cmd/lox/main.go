@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -28,6 +29,7 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
+  version   print lox's version (module version, revision, build); also --version
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDecide(false, args[1:], stdout, stderr)
 	case "pair":
 		return runPair(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Line("lox"))
+		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -72,7 +77,7 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	o := stack.Options{Stdout: stdout, Stderr: stderr}
 	fs.BoolVar(&o.Headless, "headless", false, "run without the terminal UI, for scripts")
 	fs.BoolVar(&o.Follow, "follow", false, "with --headless: print a line for every decision")
-	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, audit, logs")
+	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, the CA, audit, logs; one stack at a time holds it (STATE/lock)")
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
 	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")

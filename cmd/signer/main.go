@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -32,6 +33,8 @@ const usage = `usage:
       Serve leaf certificates to the gate (the allowed uids) over a unix socket.
   signer --ca DIR --socket PATH --allow-uid UID ...
       The same as serve.
+  signer --version
+      Print the signer's version (module version, revision, build) and exit.
 
 Run "signer init -h" or "signer serve -h" for the flags of each.
 `
@@ -61,6 +64,9 @@ func run(ctx context.Context, args []string, e env) int {
 		return runInit(args[1:], e)
 	case args[0] == "serve":
 		return runServe(ctx, args[1:], e)
+	case args[0] == "--version" || args[0] == "-version" || args[0] == "version":
+		fmt.Fprintln(e.stdout, buildinfo.Line("signer"))
+		return 0
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "--h" || args[0] == "help":
 		fmt.Fprint(e.stdout, usage)
 		return 0
@@ -134,7 +140,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := serveOptions{}
 	flags.StringVar(&o.caDir, "ca", "", "the CA `DIR` made by signer init (required)")
-	flags.BoolVar(&o.init, "init", false, "create the CA in --ca first when it has none (a container's first start); an existing CA is never replaced")
+	flags.BoolVar(&o.init, "init", false, "create the CA in --ca first when it holds neither ca.pem nor ca-key.pem (a container's first start); an existing CA, or half of one, is never replaced")
 	flags.StringVar(&o.exportCA, "export-ca", "", "copy ca.pem (the certificate only) into `DIR`, for the agents to trust")
 	flags.StringVar(&o.socket, "socket", "", "unix socket `PATH` to serve on (required)")
 	flags.StringVar(&o.socketMode, "socket-mode", "0660", "file `MODE` of the socket, octal")
@@ -179,7 +185,9 @@ func runServe(ctx context.Context, args []string, e env) int {
 	}
 
 	if o.init {
-		if _, err := os.Stat(filepath.Join(o.caDir, signer.KeyFile)); errors.Is(err, os.ErrNotExist) {
+		// Only an empty CA directory is a first start: half a CA (a ca.pem without its key) is
+		// refused by LoadCA below with the fix, never made whole with a new key.
+		if err := signer.CheckFiles(o.caDir); errors.Is(err, signer.ErrNoCA) {
 			ca, err := signer.InitCA(o.caDir, e.now(), rand.Reader)
 			if err != nil {
 				return fail(1, "%v", err)

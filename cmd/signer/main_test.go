@@ -94,7 +94,7 @@ func TestUsage(t *testing.T) {
 		{"extra argument", with("now"), notRoot, 2, "", `unexpected argument "now"`},
 		{"root", serve, 0, 1, "", "refusing to run as root"},
 		{"root names --dev", serve, 0, 1, "", "--dev allows root for local development"},
-		{"no CA", []string{"serve", "--ca", filepath.Join(ca, "none"), "--socket", sock, "--allow-uid", "10003"}, notRoot, 1, "", "ca-key.pem: no such file"},
+		{"no CA", []string{"serve", "--ca", filepath.Join(ca, "none"), "--socket", sock, "--allow-uid", "10003"}, notRoot, 1, "", "no CA in " + filepath.Join(ca, "none") + " (neither ca.pem nor ca-key.pem is there); create it once with `signer init --dir"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,3 +275,64 @@ func TestSignalStops(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestServeInitNeverReplacesACA runs serve --init, the compose signer's first-start command, on
+// half a CA and on a pair that does not match: it refuses with the fix, and the files stay as
+// they were, no key made.
+func TestServeInitNeverReplacesACA(t *testing.T) {
+	other := initCA(t)
+	otherKey, _ := os.ReadFile(filepath.Join(other, signer.KeyFile))
+	cases := []struct {
+		name  string
+		setup func(dir string)
+		want  []string
+	}{
+		{"only ca.pem", func(dir string) { os.Remove(filepath.Join(dir, signer.KeyFile)) },
+			[]string{"ca-key.pem is not: the CA's key is lost", "restore", "lockhttp ca init --replace --dir"}},
+		{"only ca-key.pem", func(dir string) { os.Remove(filepath.Join(dir, signer.CertFile)) },
+			[]string{"ca.pem is not: the certificate agents trust is lost", "lockhttp ca init --replace --dir"}},
+		{"a key of another CA", func(dir string) { os.WriteFile(filepath.Join(dir, signer.KeyFile), otherKey, 0o600) },
+			[]string{"does not match the certificate", "restore the pair from your backup", "lockhttp ca init --replace --dir"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := initCA(t)
+			tc.setup(dir)
+			before := snapshot(t, dir)
+			sock := filepath.Join(shortDir(t), "s.sock")
+			e, _, errs := testEnv(notRoot)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a serve that got this far would stop at once
+			code := run(ctx, []string{"serve", "--init", "--ca", dir, "--export-ca", t.TempDir(), "--socket", sock, "--allow-uid", "10003"}, e)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1: %s", code, errs)
+			}
+			for _, w := range append(tc.want, dir) {
+				if !strings.Contains(errs.String(), w) {
+					t.Errorf("stderr %q does not say %q", errs, w)
+				}
+			}
+			if after := snapshot(t, dir); after != before {
+				t.Errorf("the CA directory changed:\nbefore %s\nafter  %s", before, after)
+			}
+			if _, err := os.Lstat(sock); err == nil {
+				t.Error("a refused serve left a socket")
+			}
+		})
+	}
+}
+
+// snapshot is the names and contents of dir's files, as one string.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, en := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, en.Name()))
+		b.WriteString(en.Name() + "=" + strconv.Quote(string(data)) + ";")
+	}
+	return b.String()
+}

@@ -17,6 +17,7 @@ func Assess(f *Facts) *Report {
 	if f.Stack != "" {
 		r.add(Error, "stack", "%s", f.Stack)
 	}
+	assessVersion(r, f)
 	assessContainers(r, f)
 	assessCA(r, f)
 	assessSigner(r, f)
@@ -28,6 +29,24 @@ func Assess(f *Facts) *Report {
 	assessAudit(r, f)
 	assessAgent(r, f)
 	return r
+}
+
+// assessVersion says which build the doctor is and, for a local stack, which build runs it: a
+// stack started before an upgrade keeps running the old binaries until it is restarted.
+func assessVersion(r *Report, f *Facts) {
+	if f.Version == "" {
+		return
+	}
+	switch {
+	case f.Mode != "local" || f.Stack != "":
+		r.add(OK, "version", "lockhttp %s", f.Version)
+	case f.StackVersion == "":
+		r.add(OK, "version", "lockhttp %s; the stack's up.json names no build (a lox older than --version)", f.Version)
+	case f.StackVersion != f.Version:
+		r.add(Warn, "version", "the stack runs lox %s, this lockhttp is %s; fix: after an upgrade, stop lox run and start it again so that the stack runs the new binaries (docs/deploy.md, \"The local stack\")", f.StackVersion, f.Version)
+	default:
+		r.add(OK, "version", "lockhttp %s, the stack runs the same build", f.Version)
+	}
 }
 
 func short(h string) string {

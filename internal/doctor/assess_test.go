@@ -18,7 +18,7 @@ var yes, no = true, false
 // healthy are the facts of a sound compose setup.
 func healthy() *Facts {
 	return &Facts{
-		Mode: "compose", Now: now,
+		Mode: "compose", Now: now, Version: "version v1.2.0, revision abc, go1.26.8",
 		CA: &CAFacts{CertPath: "/vol/ca-public/ca.pem", Subject: "CN=lockhttp CA", NotAfter: now.Add(400 * 24 * time.Hour), SHA256: "aa11", IsCA: true,
 			KeyPath: "/vol/ca/ca-key.pem", KeyStat: true, KeyMode: 0o600, KeyUID: 10004, SignerUID: 10004},
 		Signer: &SignerFacts{Socket: "/run/lockhttp/signer.sock", Health: &signer.Health{CASHA256: "aa11"},
@@ -124,6 +124,9 @@ func TestEachBreakage(t *testing.T) {
 		{"agent without CA", func(f *Facts) { f.Containers[3].CAVars = nil }, Warn, "compose", "does not point its clients at the lockhttp CA"},
 		{"no signer container", func(f *Facts) { f.Containers = f.Containers[1:] }, Error, "compose", "no signer container"},
 		{"no stack", func(f *Facts) { f.Stack = "no stack is running" }, Error, "stack", "no stack is running"},
+		{"a local stack of another build", func(f *Facts) {
+			f.Mode, f.Containers, f.Agent, f.StackVersion = "local", nil, nil, "version v1.1.0, revision 123, go1.26.8"
+		}, Warn, "version", "the stack runs lox version v1.1.0, revision 123, go1.26.8, this lockhttp is version v1.2.0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +146,31 @@ func TestEachBreakage(t *testing.T) {
 			}
 			if tc.level == Error && r.Worst() != Error || tc.level == Warn && r.Worst() != Warn {
 				t.Fatalf("worst is %s, want %s:\n%s", r.Worst(), tc.level, b.String())
+			}
+		})
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	cases := []struct {
+		name  string
+		set   func(f *Facts)
+		level Level
+		want  string
+	}{
+		{"compose", func(f *Facts) {}, OK, "lockhttp version v1.2.0, revision abc, go1.26.8"},
+		{"a local stack of this build", func(f *Facts) { f.Mode, f.StackVersion = "local", f.Version }, OK, "the stack runs the same build"},
+		{"a local stack without a version", func(f *Facts) { f.Mode = "local" }, OK, "names no build"},
+		{"a local stack of another build", func(f *Facts) { f.Mode, f.StackVersion = "local", "version v1.1.0" }, Warn, "stop lox run and start it again"},
+		{"no local stack", func(f *Facts) { f.Mode, f.Stack, f.StackVersion = "local", "no stack", "" }, OK, "lockhttp version v1.2.0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			tc.set(f)
+			lines := Assess(f).Find("version")
+			if len(lines) != 1 || lines[0].Level != tc.level || !strings.Contains(lines[0].Text, tc.want) {
+				t.Fatalf("version lines %+v, want one %s line with %q", lines, tc.level, tc.want)
 			}
 		})
 	}

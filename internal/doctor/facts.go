@@ -14,6 +14,10 @@ type Facts struct {
 	Mode  string    `json:"mode"` // "local" (lox run) or "compose"
 	Now   time.Time `json:"now"`
 	Stack string    `json:"stack,omitempty"` // why the stack could not be found, if it could not
+	// Version is the doctor's own build (buildinfo.Info.String); StackVersion the build of the
+	// lox that started the local stack, from its up.json ("" in compose, or an older up.json).
+	Version      string `json:"version,omitempty"`
+	StackVersion string `json:"stack_version,omitempty"`
 
 	CA      *CAFacts      `json:"ca,omitempty"`
 	Signer  *SignerFacts  `json:"signer,omitempty"`

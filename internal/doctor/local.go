@@ -36,6 +36,7 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 		f.CA = gatherCA(s)
 		return f
 	}
+	f.StackVersion = up.Version
 	if up.CACert != "" {
 		s.CACert = up.CACert
 		s.CAKey = filepath.Join(filepath.Dir(up.CACert), "ca-key.pem")

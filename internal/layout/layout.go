@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
 // The compose setup's numeric users and the group the lockhttp services share.
@@ -42,8 +44,15 @@ type dir struct {
 //
 // It runs as root once, before the services start; it never reads or changes a file's contents
 // but the token and the secrets file (valid and empty: nothing to inject yet) it creates when
-// missing.
+// missing. The CA's files, when there (a restore copies them in as root), become the signer's:
+// ca-key.pem 0600, ca.pem 0644. Half a CA (a ca.pem without its key, or the reverse) is refused
+// before anything is changed: the signer would make a new CA in its place only in an empty
+// directory, and refuses it too, but the stack does not start at all this way.
 func Prepare(root string) ([]string, error) {
+	if err := signer.CheckFiles(filepath.Join(root, "ca")); err != nil && !errors.Is(err, signer.ErrNoCA) {
+		return nil, fmt.Errorf("%w; in compose, replace it with: docker-compose run --rm --user %d:%d volumes ca init --replace --dir %s (docs/deploy.md, \"Replacing the CA\"); nothing was changed",
+			err, SignerUID, Group, filepath.Join(root, "ca"))
+	}
 	dirs := []dir{
 		{"ca", SignerUID, SignerUID, 0o700, "the CA key: the signer's alone"},
 		{"ca-public", SignerUID, Group, 0o755, "ca.pem for the agents"},
@@ -66,6 +75,29 @@ func Prepare(root string) ([]string, error) {
 			return done, fmt.Errorf("%s: chmod: %w", p, err)
 		}
 		done = append(done, fmt.Sprintf("%s %d:%d %s (%s)", p, d.uid, d.gid, d.mode, d.why))
+	}
+	for _, f := range []struct {
+		name string
+		mode os.FileMode
+	}{{signer.KeyFile, 0o600}, {signer.CertFile, 0o644}} {
+		p := filepath.Join(root, "ca", f.name)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		if !fi.Mode().IsRegular() {
+			return done, fmt.Errorf("%s is not a regular file: put the CA's file itself there (a restore copies the file, not a link)", p)
+		}
+		if err := os.Chown(p, SignerUID, Group); err != nil {
+			return done, fmt.Errorf("%s: chown %d:%d: %w (run this as root)", p, SignerUID, Group, err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			return done, fmt.Errorf("%s: chmod: %w", p, err)
+		}
+		done = append(done, fmt.Sprintf("%s %d:%d %04o (the CA's %s, the signer's)", p, SignerUID, Group, f.mode, f.name))
 	}
 	// The gate's token for the hub: readable by the console (which checks it) and the gate.
 	tok := filepath.Join(root, "hub", "gate.token")

@@ -1,11 +1,16 @@
 package layout
 
 import (
+	"crypto/rand"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
+	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
 // The secrets file Prepare creates loads, with nothing in it: the gate starts with injection
@@ -18,5 +23,58 @@ func TestEmptySecretsLoads(t *testing.T) {
 	got, err := gatefiles.Secrets(p)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Secrets(%q) = %v, %v; want no secret and no error", EmptySecrets, got, err)
+	}
+}
+
+// Prepare gives a restored CA's files to the signer, and refuses half a CA before it changes
+// anything.
+func TestPrepareCA(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Prepare chowns: it runs as root")
+	}
+	t.Run("a restored CA", func(t *testing.T) {
+		root := t.TempDir()
+		if _, err := signer.InitCA(filepath.Join(root, "ca"), time.Now(), rand.Reader); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(root, "ca", signer.CertFile), 0o600) // as a careless copy leaves it
+		if _, err := Prepare(root); err != nil {
+			t.Fatal(err)
+		}
+		for name, mode := range map[string]os.FileMode{signer.KeyFile: 0o600, signer.CertFile: 0o644} {
+			fi, err := os.Stat(filepath.Join(root, "ca", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			if st.Uid != SignerUID || st.Gid != Group || fi.Mode().Perm() != mode {
+				t.Errorf("%s: %d:%d %04o, want %d:%d %04o", name, st.Uid, st.Gid, fi.Mode().Perm(), SignerUID, Group, mode)
+			}
+		}
+	})
+	for _, missing := range []string{signer.KeyFile, signer.CertFile} {
+		t.Run("without "+missing, func(t *testing.T) {
+			root := t.TempDir()
+			ca := filepath.Join(root, "ca")
+			if _, err := signer.InitCA(ca, time.Now(), rand.Reader); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(ca, missing))
+			_, err := Prepare(root)
+			if err == nil {
+				t.Fatal("Prepare accepted half a CA")
+			}
+			for _, want := range []string{filepath.Join(ca, missing), "is not", "docker-compose run --rm --user 10004:10000 volumes ca init --replace --dir " + ca, "nothing was changed"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if entries, _ := os.ReadDir(root); len(entries) != 1 {
+				t.Errorf("Prepare made %d entries in the root, want only ca", len(entries))
+			}
+			if fi, _ := os.Stat(ca); fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+				t.Errorf("the ca directory was changed: %v", fi.Mode())
+			}
+		})
 	}
 }

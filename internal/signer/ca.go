@@ -77,15 +77,18 @@ func (ca *CA) LogValue() slog.Value {
 
 // InitCA creates a CA in dir (created with mode 0700 if missing): an ECDSA P-256 key in
 // dir/ca-key.pem (PKCS#8 PEM, mode 0600) and a self-signed certificate in dir/ca.pem (mode
-// 0644), valid from now-1h for CALifetime. It never replaces an existing key file.
+// 0644), valid from now-1h for CALifetime. It creates nothing when either file exists
+// (CheckFiles): a CA is replaced only on purpose, with ReplaceCA.
 func InitCA(dir string, now time.Time, rand io.Reader) (*CA, error) {
 	keyPath := filepath.Join(dir, KeyFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("init CA: %w", err)
 	}
-	if _, err := os.Lstat(keyPath); err == nil {
+	switch err := CheckFiles(dir); {
+	case err == nil:
 		return nil, errCAExists(dir)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, ErrNoCA):
+		// Half a CA is still a CA that agents trust (or a key that signed what they trust).
 		return nil, fmt.Errorf("init CA: %w", err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand)
@@ -143,8 +146,121 @@ func InitCA(dir string, now time.Time, rand io.Reader) (*CA, error) {
 
 func errCAExists(dir string) error {
 	return fmt.Errorf("init CA: %s already exists: the CA exists; serve it with `signer serve --ca %s`. "+
-		"Never regenerate the CA to fix a problem: every agent trusts its ca.pem; read the error that led here instead",
-		filepath.Join(dir, KeyFile), dir)
+		"Never regenerate the CA to fix a problem: every agent trusts its ca.pem; read the error that led here instead. "+
+		"To replace it on purpose, %s",
+		filepath.Join(dir, KeyFile), dir, replaceFix(dir))
+}
+
+// ErrNoCA is in CheckFiles' error when the directory holds neither ca.pem nor ca-key.pem: a
+// first start, where InitCA may create the CA.
+var ErrNoCA = errors.New("no CA")
+
+// CheckFiles says from the files' presence alone, reading neither, whether dir holds a CA: nil
+// when ca.pem and ca-key.pem are both there (LoadCA then checks that they match); an error
+// wrapping ErrNoCA when neither is (nor dir); otherwise an error that names the missing file and
+// the fix. On any error but ErrNoCA, no CA may be made in dir implicitly: agents trust the
+// ca.pem that is there, or one signed by the key that is.
+func CheckFiles(dir string) error {
+	keyPath, certPath := filepath.Join(dir, KeyFile), filepath.Join(dir, CertFile)
+	key, err := present(keyPath)
+	if err != nil {
+		return err
+	}
+	cert, err := present(certPath)
+	if err != nil {
+		return err
+	}
+	switch {
+	case key && cert:
+		return nil
+	case !key && !cert:
+		return fmt.Errorf("%w in %s (neither %s nor %s is there); create it once with `signer init --dir %s` (lox run does on its first start)",
+			ErrNoCA, dir, CertFile, KeyFile, dir)
+	case cert:
+		return fmt.Errorf("%s is there but %s is not: the CA's key is lost, and a new CA would break every agent that trusts this ca.pem; "+
+			"fix: restore %s from your backup, or %s", certPath, keyPath, keyPath, replaceFix(dir))
+	default:
+		return fmt.Errorf("%s is there but %s is not: the certificate agents trust is lost; "+
+			"fix: restore %s from your backup (any copy an agent trusts will do: it is public), or %s", keyPath, certPath, certPath, replaceFix(dir))
+	}
+}
+
+// replaceFix is the end of every error that leaves replacing the CA to the operator.
+func replaceFix(dir string) string {
+	return fmt.Sprintf("make a new CA on purpose with `lockhttp ca init --replace --dir %s` (it moves the old pair aside) and have every agent trust the new ca.pem", dir)
+}
+
+// present reports whether path exists (as anything, a dangling link included).
+func present(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("CA: %w", err)
+}
+
+// Replaced says where ReplaceCA put the old CA.
+type Replaced struct {
+	// Dir holds the old ca.pem and ca-key.pem (those that existed); "" when there were none.
+	Dir string
+	// OldSHA256 is the SHA-256 of the old certificate (DER, upper-case hex, as WriteInitSummary
+	// prints it); "" when there was none or it did not parse.
+	OldSHA256 string
+}
+
+// ReplaceCA makes a new CA in dir on purpose. It moves the CA files there (whichever of ca.pem
+// and ca-key.pem exist) into a new directory dir/replaced-TIME-N, mode 0700, deleting nothing,
+// then runs InitCA. When InitCA fails it moves the old files back.
+func ReplaceCA(dir string, now time.Time, rand io.Reader) (*CA, Replaced, error) {
+	var r Replaced
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, r, fmt.Errorf("replace CA: %w", err)
+	}
+	var old []string
+	for _, name := range []string{KeyFile, CertFile} {
+		ok, err := present(filepath.Join(dir, name))
+		if err != nil {
+			return nil, r, fmt.Errorf("replace CA: %w", err)
+		}
+		if ok {
+			old = append(old, name)
+		}
+	}
+	if len(old) == 0 {
+		ca, err := InitCA(dir, now, rand)
+		return ca, r, err
+	}
+	if data, err := readBounded(filepath.Join(dir, CertFile)); err == nil {
+		if block, _ := pem.Decode(data); block != nil && block.Type == "CERTIFICATE" {
+			r.OldSHA256 = fmt.Sprintf("%X", sha256.Sum256(block.Bytes))
+		}
+	}
+	aside, err := os.MkdirTemp(dir, "replaced-"+now.UTC().Format("20060102T150405Z")+"-")
+	if err != nil {
+		return nil, r, fmt.Errorf("replace CA: %w", err)
+	}
+	back := func(moved []string) {
+		for _, name := range moved {
+			os.Rename(filepath.Join(aside, name), filepath.Join(dir, name))
+		}
+		os.Remove(aside)
+	}
+	for i, name := range old {
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name)); err != nil {
+			back(old[:i])
+			return nil, r, fmt.Errorf("replace CA: moving %s aside: %w", name, err)
+		}
+	}
+	ca, err := InitCA(dir, now, rand)
+	if err != nil {
+		back(old)
+		return nil, r, fmt.Errorf("replace CA: %w (the old files are back in %s)", err, dir)
+	}
+	r.Dir = aside
+	return ca, r, nil
 }
 
 // writeNew writes the key atomically and without replacing a file that appeared meanwhile: it
@@ -209,6 +325,9 @@ func LoadCA(dir string) (*CA, error) {
 func loadCA(dir string, now time.Time) (*CA, error) {
 	keyPath := filepath.Join(dir, KeyFile)
 	certPath := filepath.Join(dir, CertFile)
+	if err := CheckFiles(dir); err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
 	key, err := readKey(keyPath)
 	if err != nil {
 		return nil, err
@@ -231,14 +350,15 @@ func loadCA(dir string, now time.Time) (*CA, error) {
 	case cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0:
 		return nil, fmt.Errorf("load CA: %s may not sign certificates (key usage lacks certSign)", certPath)
 	case now.After(cert.NotAfter):
-		return nil, fmt.Errorf("load CA: %s expired at %s; make a new CA in a new directory with `signer init` and have every agent trust its ca.pem",
-			certPath, cert.NotAfter.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("load CA: %s expired at %s; %s",
+			certPath, cert.NotAfter.UTC().Format(time.RFC3339), replaceFix(dir))
 	case now.Before(cert.NotBefore):
 		return nil, fmt.Errorf("load CA: %s is not valid before %s; check this machine's clock", certPath, cert.NotBefore.UTC().Format(time.RFC3339))
 	}
 	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
 	if !ok || !pub.Equal(cert.PublicKey) {
-		return nil, fmt.Errorf("load CA: the key in %s does not match the certificate in %s; restore the pair that `signer init` wrote together", keyPath, certPath)
+		return nil, fmt.Errorf("load CA: the key in %s does not match the certificate in %s; fix: restore the pair from your backup "+
+			"(ca.pem and ca-key.pem are written together), or %s", keyPath, certPath, replaceFix(dir))
 	}
 	return &CA{cert: cert, certPEM: pem.EncodeToMemory(block), key: key}, nil
 }
@@ -303,6 +423,30 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes; it is not a certificate file", path, maxPEMFile)
 	}
 	return data, nil
+}
+
+// WriteReplaceSummary tells the operator what ReplaceCA did in dir, and what every agent must
+// now trust.
+func WriteReplaceSummary(w io.Writer, ca *CA, dir string, r Replaced, asRoot bool) {
+	if r.Dir == "" {
+		WriteInitSummary(w, ca, dir, asRoot)
+		return
+	}
+	sum := sha256.Sum256(ca.Cert().Raw)
+	old := "the old certificate did not parse"
+	if r.OldSHA256 != "" {
+		old = "SHA-256 fingerprint of the old ca.pem: " + r.OldSHA256
+	}
+	fmt.Fprintf(w, `replaced the lockhttp CA in %s; nothing was deleted
+  %s  the old CA, moved aside (%s): keep it with your backups
+  %s  the new CA certificate (valid until %s)
+  SHA-256 fingerprint of the new ca.pem: %X
+every agent must now trust the new %s instead of the old one (docs/trust-ca.md): until it does it refuses every connection the gate decrypts.
+restart the signer and the gate so that they sign with the new key: stop lox run and start it again; in compose: docker-compose restart signer gate (the signer exports the new ca.pem to ca-public)
+`, dir, r.Dir, old, filepath.Join(dir, CertFile), ca.Cert().NotAfter.UTC().Format(time.DateOnly), sum, filepath.Join(dir, CertFile))
+	if asRoot {
+		fmt.Fprintf(w, "the new files belong to root: give them to the signer's user (chown -R <signer user> %s) before serving\n", dir)
+	}
 }
 
 // WriteInitSummary tells the operator what InitCA created in dir and what to do next.

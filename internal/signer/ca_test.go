@@ -5,9 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -148,17 +152,145 @@ func TestInitCARefusesToOverwrite(t *testing.T) {
 	}
 }
 
-func TestInitCAWritesKeyWhenOnlyCertIsLeft(t *testing.T) {
-	// A ca.pem without its key is useless (nothing can sign for it): init may replace it.
-	dir := filepath.Join(t.TempDir(), "ca")
-	os.MkdirAll(dir, 0o700)
-	os.WriteFile(filepath.Join(dir, CertFile), []byte("stale"), 0o644)
-	if _, err := InitCA(dir, t0, rand.Reader); err != nil {
-		t.Fatal(err)
+// Half a CA is never completed or replaced by InitCA: a ca.pem without its key is still the
+// certificate every agent trusts, and a key without its ca.pem signed what they trust.
+func TestInitCARefusesHalfACA(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		keep    string // the file left of a CA
+		missing string
+		want    []string
+	}{
+		{"only ca.pem", CertFile, KeyFile, []string{"the CA's key is lost", "restore", "from your backup", "lockhttp ca init --replace --dir"}},
+		{"only ca-key.pem", KeyFile, CertFile, []string{"the certificate agents trust is lost", "restore", "lockhttp ca init --replace --dir"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dir := newCA(t)
+			os.Remove(filepath.Join(dir, tc.missing))
+			kept, _ := os.ReadFile(filepath.Join(dir, tc.keep))
+			_, err := InitCA(dir, t0, rand.Reader)
+			if err == nil {
+				t.Fatal("InitCA made a CA next to half of one")
+			}
+			for _, w := range append(tc.want, filepath.Join(dir, tc.keep), filepath.Join(dir, tc.missing)) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if errors.Is(err, ErrNoCA) {
+				t.Errorf("error %v is ErrNoCA", err)
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, tc.keep))
+			if !bytes.Equal(kept, after) {
+				t.Errorf("%s changed", tc.keep)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, tc.missing)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s was created: %v", tc.missing, err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("the refused InitCA left %d entries", len(entries))
+			}
+		})
 	}
-	if _, err := loadCA(dir, t0); err != nil {
-		t.Fatal(err)
+}
+
+func TestCheckFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		files  []string
+		noCA   bool
+		errNil bool
+	}{
+		{"both", []string{CertFile, KeyFile}, false, true},
+		{"neither", nil, true, false},
+		{"only ca.pem", []string{CertFile}, false, false},
+		{"only ca-key.pem", []string{KeyFile}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				writeFile(t, filepath.Join(dir, f), []byte("x"), 0o600)
+			}
+			err := CheckFiles(dir)
+			if (err == nil) != tc.errNil || errors.Is(err, ErrNoCA) != tc.noCA {
+				t.Fatalf("CheckFiles = %v; want nil %v, ErrNoCA %v", err, tc.errNil, tc.noCA)
+			}
+		})
 	}
+	if err := CheckFiles(filepath.Join(t.TempDir(), "absent")); !errors.Is(err, ErrNoCA) {
+		t.Fatalf("a missing directory: %v, want ErrNoCA", err)
+	}
+}
+
+func TestReplaceCA(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove string // a file of the old CA removed first; "" none
+	}{
+		{"a whole CA", ""},
+		{"only ca.pem left", KeyFile},
+		{"only ca-key.pem left", CertFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, dir := newCA(t)
+			if tc.remove != "" {
+				os.Remove(filepath.Join(dir, tc.remove))
+			}
+			before := map[string][]byte{}
+			for _, f := range []string{KeyFile, CertFile} {
+				if data, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+					before[f] = data
+				}
+			}
+			ca, r, err := ReplaceCA(dir, t0.Add(time.Hour), rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if filepath.Dir(r.Dir) != dir || !strings.HasPrefix(filepath.Base(r.Dir), "replaced-20260301T130000Z-") {
+				t.Fatalf("moved aside to %q", r.Dir)
+			}
+			if fi, err := os.Stat(r.Dir); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Fatalf("aside directory: %v %v", fi, err)
+			}
+			for f, data := range before {
+				got, err := os.ReadFile(filepath.Join(r.Dir, f))
+				if err != nil || !bytes.Equal(got, data) {
+					t.Errorf("old %s not moved aside intact: %v", f, err)
+				}
+			}
+			wantOld := ""
+			if _, ok := before[CertFile]; ok {
+				wantOld = fmt.Sprintf("%X", sha256.Sum256(old.Cert().Raw))
+			}
+			if r.OldSHA256 != wantOld {
+				t.Errorf("old fingerprint %q, want %q", r.OldSHA256, wantOld)
+			}
+			loaded, err := loadCA(dir, t0.Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !loaded.Cert().Equal(ca.Cert()) || loaded.Cert().Equal(old.Cert()) {
+				t.Error("the directory does not serve the new CA")
+			}
+			var b bytes.Buffer
+			WriteReplaceSummary(&b, ca, dir, r, false)
+			for _, w := range []string{"nothing was deleted", r.Dir, "every agent must now trust the new " + filepath.Join(dir, CertFile),
+				fmt.Sprintf("%X", sha256.Sum256(ca.Cert().Raw)), "restart the signer"} {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("summary lacks %q:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+	t.Run("no CA yet", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "ca")
+		if _, r, err := ReplaceCA(dir, t0, rand.Reader); err != nil || r.Dir != "" {
+			t.Fatalf("ReplaceCA = %+v, %v", r, err)
+		}
+		if _, err := loadCA(dir, t0); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestLoadCAExpiredWithRealClock(t *testing.T) {
@@ -188,8 +320,8 @@ func TestLoadCARefuses(t *testing.T) {
 		{"key writable by group", t0, chmodKey(0o620), []string{"has mode 0620", "chmod 600"}},
 		{"key of another CA", t0, func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, KeyFile), otherKey, 0o600)
-		}, []string{"does not match", KeyFile, CertFile}},
-		{"expired", t0.Add(CALifetime + time.Second), nil, []string{"expired at", "signer init"}},
+		}, []string{"does not match", KeyFile, CertFile, "restore the pair from your backup", "lockhttp ca init --replace --dir"}},
+		{"expired", t0.Add(CALifetime + time.Second), nil, []string{"expired at", "lockhttp ca init --replace"}},
 		{"not yet valid", t0.Add(-2 * time.Hour), nil, []string{"not valid before", "clock"}},
 		{"not a CA", t0, func(t *testing.T, dir string) {
 			key := readKeyFile(t, dir)
@@ -201,8 +333,12 @@ func TestLoadCARefuses(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(dir, CertFile), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 		}, []string{"not a CA certificate"}},
-		{"no key file", t0, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, KeyFile)) }, []string{KeyFile, "no such file"}},
-		{"no certificate file", t0, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, CertFile)) }, []string{CertFile, "no such file"}},
+		{"no key file", t0, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, KeyFile)) }, []string{KeyFile, "the CA's key is lost"}},
+		{"no certificate file", t0, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, CertFile)) }, []string{CertFile, "the certificate agents trust is lost"}},
+		{"no CA at all", t0, func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, CertFile))
+			os.Remove(filepath.Join(dir, KeyFile))
+		}, []string{"no CA in", "signer init --dir"}},
 		{"key file not PEM", t0, func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, KeyFile), []byte("not a key"), 0o600)
 		}, []string{"no PRIVATE KEY"}},

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
@@ -86,17 +87,25 @@ type Up struct {
 	Logs          string         `json:"logs"`
 	PIDs          map[string]int `json:"pids"`
 	Started       time.Time      `json:"started"`
+	// Version is the build of the lox that started the stack (buildinfo.Info.String), which
+	// starts the signer, console and gate found next to it.
+	Version string `json:"version"`
 }
 
 // UpFile is the name of up.json in the state directory.
 const UpFile = "up.json"
 
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	name    string
+	cmd     *exec.Cmd
+	log     string // the log file its stderr goes to
+	logFrom int64  // the log's size when it started: this run's lines follow
+	done    chan struct{}
+	err     error
 }
+
+// defaultHubListen is the hub's address when Options.HubListen is empty.
+const defaultHubListen = "127.0.0.1:3131"
 
 // Run starts the stack, writes up.json when the gate is deciding with the console's policy, and
 // runs until ctx ends or a process of the stack exits; then it stops the others and removes
@@ -117,7 +126,31 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
+	if !o.Headless {
+		// The console's terminal UI takes this process's terminal.
+		if err := checkTerminal(os.Stdin, os.Stdout); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	lock, err := lockState(state)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// Holding the lock, this process is the directory's one stack: an up.json there was left by
+	// a stack that ended without removing it (killed), and names sockets nobody serves.
+	os.Remove(filepath.Join(state, UpFile))
+	// The CA is made on the first start only: half a CA is refused before anything else is
+	// touched, with the fix (restore from the backup, or replace it on purpose).
+	caDir := filepath.Join(state, "ca")
+	createCA, err := checkCA(caDir)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Join(state, "logs"), filepath.Join(state, "audit"), filepath.Join(state, "console-audit")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("state directory: %w", err)
 		}
@@ -140,7 +173,6 @@ func Run(ctx context.Context, o Options) error {
 		go ag.watch(o.Agent.Signals, cancel, quit)
 		defer ag.cleanup()
 	}
-	os.Remove(filepath.Join(state, UpFile))
 	polPath, err := policyFile(state, o.PolicyPath)
 	if err != nil {
 		return err
@@ -161,16 +193,16 @@ func Run(ctx context.Context, o Options) error {
 		StateDir:      state,
 		Logs:          filepath.Join(state, "logs"),
 		PIDs:          map[string]int{"lox": os.Getpid()},
+		Version:       buildinfo.Read().String(),
 	}
 	var children []*child
 	stopAll := func() {
 		for i := len(children) - 1; i >= 0; i-- {
 			stop(children[i])
 		}
-		os.Remove(filepath.Join(state, UpFile))
+		removeOwnUp(state)
 	}
-	caDir := filepath.Join(state, "ca")
-	if _, err := os.Stat(filepath.Join(caDir, "ca-key.pem")); errors.Is(err, os.ErrNotExist) {
+	if createCA {
 		msg, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, msg)
@@ -193,11 +225,11 @@ func Run(ctx context.Context, o Options) error {
 	children = append(children, signer)
 	if err := waitFor(ctx, signer, 15*time.Second, func() bool { return get(up.SignerSocket, "/health") == nil }); err != nil {
 		stopAll()
-		return fmt.Errorf("signer did not come up: %w (see %s)", err, filepath.Join(up.Logs, "signer.log"))
+		return startError(signer, "the signer", err, o)
 	}
 	hubListen := o.HubListen
 	if hubListen == "" {
-		hubListen = "127.0.0.1:3131"
+		hubListen = defaultHubListen
 	}
 	hubKey := filepath.Join(state, "hub-key.pem")
 	hubGateToken := filepath.Join(state, "hub-gate.token")
@@ -224,7 +256,7 @@ func Run(ctx context.Context, o Options) error {
 		return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
 	}); err != nil {
 		stopAll()
-		return fmt.Errorf("console did not come up: %w (see %s)", err, filepath.Join(up.Logs, "console.log"))
+		return startError(console, "the console", err, o)
 	}
 	up.Hub = "http://" + cst.Hub
 	gargs, err := gateArgs(o, up, hubGateToken, hubKey)
@@ -246,7 +278,7 @@ func Run(ctx context.Context, o Options) error {
 		return getJSON(up.GateSocket, "/status", &st) == nil && st.PolicyVersion != ""
 	}); err != nil {
 		stopAll()
-		return fmt.Errorf("gate did not come up with a policy: %w (see %s)", err, filepath.Join(up.Logs, "gate.log"))
+		return startError(g, "the gate", err, o)
 	}
 	up.Listen = st.Listen
 	up.Gate = "http://" + st.Listen
@@ -444,7 +476,7 @@ func findBinaries(dir string, names ...string) (map[string]string, error) {
 }
 
 func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, from, err := openLog(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +492,7 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()
@@ -472,7 +504,7 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 // startInteractive starts a child on this process's terminal (stdin and stdout), in this
 // process's group, so that it can read the terminal.
 func startInteractive(name, bin, logPath string, args ...string) (*child, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, from, err := openLog(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -483,13 +515,27 @@ func startInteractive(name, bin, logPath string, args ...string) (*child, error)
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		logf.Close()
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// openLog opens a child's log for appending, and returns its size: where this run's lines start.
+func openLog(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 func stop(c *child) {
@@ -555,8 +601,9 @@ func banner(w io.Writer, up *Up, version string) {
   audit:   %s
   logs:    %s
   state:   %s
+  build:   %s
 Try: curl --cacert %s -x %s https://github.com/
-`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.CACert, up.Gate)
+`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Version, up.CACert, up.Gate)
 }
 
 func shortVersion(v string) string {
