@@ -23,6 +23,7 @@ var pure = []string{
 	"internal/secrets",
 	"internal/judge",
 	"internal/exfil",
+	"internal/budget",
 	"internal/jsonlex",
 	// Not named pure, but the pure packages import it and it does no I/O: it is held to the same
 	// rules.
