@@ -22,6 +22,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/framing"
@@ -84,7 +85,8 @@ type Gate struct {
 	idPrefix  string
 	idSeq     atomic.Uint64
 
-	exfil *exfil.Scorer // the exfiltration heuristics' memory of hosts, subdomains and bytes
+	exfil  *exfil.Scorer   // the exfiltration heuristics' memory of hosts, subdomains and bytes
+	budget *budget.Counter // each container's counts against the policy's [[budget]] sections
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
@@ -110,6 +112,7 @@ func New(cfg Config) *Gate {
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
+	g.budget = budget.New(budget.Config{Now: g.now})
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"

@@ -35,6 +35,9 @@ func refusalStatus(d policy.Decision) int {
 	if d.Code == policy.CodeNoAudit || d.Code == policy.CodeNoSigner {
 		return http.StatusServiceUnavailable
 	}
+	if d.Code == policy.CodeBudget {
+		return http.StatusTooManyRequests
+	}
 	return http.StatusForbidden
 }
 
@@ -88,7 +91,7 @@ func refusalHeader(ex *exchange, d policy.Decision, n int) http.Header {
 	if ex.rec.Ticket != "" {
 		h.Set(HeaderTicket, ex.rec.Ticket)
 	}
-	if s := retryAfter(d.Code); s > 0 {
+	if s := max(d.RetryAfter, retryAfter(d.Code)); s > 0 {
 		h.Set("Retry-After", strconv.Itoa(s))
 	}
 	return h
