@@ -1,7 +1,10 @@
 package gate
 
 import (
-	"github.com/lockhttp/lockhttp/internal/budget"
+	"cmp"
+	"slices"
+
+	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -13,6 +16,31 @@ func (g *Gate) budgetSent(pol *policy.Policy, res judge.Result, n int64) {
 	g.budget.Add(pol.BudgetsFor(res.Container, res.Host), res.Container, n)
 }
 
-// Budgets is what each container has used of each budget of the current policy, for the state
-// the gate reports to the hub.
-func (g *Gate) Budgets() []budget.Use { return g.budget.Usage(g.pol.Load()) }
+// Budgets in the state the gate reports to the hub: a container at nearBudget percent of a
+// limit or more, or refused in the last hour, at most reportBudgets of them.
+const (
+	nearBudget    = 80
+	reportBudgets = 8
+)
+
+// BudgetState is the containers near or over a budget of the current policy, refused ones first
+// and then by the share used, for the state the gate reports to the hub (the console's terminal
+// shows them).
+func (g *Gate) BudgetState() []hub.GateBudget {
+	var out []hub.GateBudget
+	for _, u := range g.budget.Usage(g.pol.Load()) {
+		if p := u.Percent(); p >= nearBudget || u.Refused > 0 {
+			out = append(out, hub.GateBudget{Budget: u.Budget, Container: u.Container, Percent: p, Refused: u.Refused})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b hub.GateBudget) int {
+		if ar, br := a.Refused > 0, b.Refused > 0; ar != br {
+			if ar {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.Percent, a.Percent)
+	})
+	return out[:min(len(out), reportBudgets)]
+}

@@ -80,6 +80,11 @@ func TestBudgetRefusal(t *testing.T) {
 		t.Fatalf("status budgets %+v", st.Budgets)
 	}
 
+	// The state the gate reports to the hub names the container over its budget.
+	if bs := tg.g.BudgetState(); len(bs) != 1 || bs[0].Budget != "rpm" || bs[0].Container != "local" || bs[0].Percent != 100 || bs[0].Refused != 1 {
+		t.Fatalf("budget state %+v", bs)
+	}
+
 	// A minute and a second later the window has room again; a CONNECT decided at the domain
 	// counts, and its tunnel's bytes are added when it closes.
 	clk.Advance(61 * time.Second)
