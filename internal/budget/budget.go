@@ -176,10 +176,10 @@ func (c *Counter) get(k key, t, h int64) *count {
 		return ct
 	}
 	if len(c.counts) >= c.maxCounts {
-		for ok, ct := range c.counts {
+		for old, ct := range c.counts {
 			if ct.idle(t, h) {
 				c.hosts -= len(ct.hosts)
-				delete(c.counts, ok)
+				delete(c.counts, old)
 			}
 		}
 		if len(c.counts) >= c.maxCounts {

@@ -1,6 +1,8 @@
 package budget
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,5 +188,28 @@ func TestNoBudget(t *testing.T) {
 	}
 	if len(c.counts) != 0 {
 		t.Fatal("a count was kept")
+	}
+}
+
+// TestConcurrentTakes: requests decided at once never pass more than the limit between them.
+func TestConcurrentTakes(t *testing.T) {
+	p := budgets(t, "[[budget]]\nname = \"rpm\"\nrequests_per_minute = 100\n")
+	c := New(Config{Now: testkit.NewClock(t0).Now})
+	var wg sync.WaitGroup
+	var passed atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				if take(c, p, "x", "a.test", 0) == nil {
+					passed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := passed.Load(); n != 100 {
+		t.Fatalf("%d of 400 passed, want exactly 100", n)
 	}
 }
