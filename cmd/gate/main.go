@@ -280,6 +280,7 @@ func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg ga
 		if p := g.Policy(); p != nil {
 			st.PolicyVersion = p.Version
 		}
+		st.Budgets = g.BudgetState()
 		if err := cfg.Audit.Healthy(); err != nil {
 			st.Audit = err.Error()
 		}

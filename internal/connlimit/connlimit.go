@@ -5,6 +5,7 @@ package connlimit
 import (
 	"container/list"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -100,6 +101,26 @@ type Conn struct {
 
 // NetConn is the accepted connection (unixsock.PeerOf reads the peer's credentials through it).
 func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite shuts down the writing side of the accepted connection when it has one: a server
+// half-closes before it closes (so that its last answer is not lost to a reset), and a spliced
+// tunnel passes one side's end to the other. Without it, the error says so.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoHalfClose
+}
+
+// CloseRead shuts down the reading side of the accepted connection when it has one.
+func (c *Conn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return errNoHalfClose
+}
+
+var errNoHalfClose = errors.New("connlimit: the connection cannot be half-closed")
 
 // Peer is the key the connection is counted under.
 func (c *Conn) Peer() string { return c.key }

@@ -353,3 +353,35 @@ func TestPeerKeyByUID(t *testing.T) {
 		}
 	})
 }
+
+// An accepted TCP connection can still be half-closed through the Listener's Conn: a tunnel's
+// end passes to the other side, and a server's last answer is not lost to a reset.
+func TestConnHalfCloses(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(raw, Config{})
+	defer l.Close()
+	c, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	cw, ok := sc.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatal("the accepted Conn has no CloseWrite")
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after CloseWrite the peer reads %v, want EOF", err)
+	}
+}

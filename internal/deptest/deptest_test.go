@@ -23,6 +23,7 @@ var pure = []string{
 	"internal/secrets",
 	"internal/judge",
 	"internal/exfil",
+	"internal/budget",
 	"internal/jsonlex",
 	// Every binary's --version: it reads what the toolchain recorded, nothing else.
 	"internal/buildinfo",

@@ -25,6 +25,7 @@ func Assess(f *Facts) *Report {
 	assessPolicy(r, f)
 	assessHub(r, f)
 	assessGate(r, f)
+	assessBudgets(r, f)
 	assessSelf(r, f)
 	assessAudit(r, f)
 	assessAgent(r, f)

@@ -86,6 +86,14 @@ local = ["127.0.0.0/8"]
 
 [settings]
 hold = "1s"
+
+# Never reached by the corpus: the gate counts every request that goes out or asks, explain
+# counts each from zero, and both decide alike.
+[[budget]]
+name = "generous"
+requests_per_minute = 1000000
+bytes_up_per_hour = "1GiB"
+new_hosts_per_hour = 100
 `
 
 // Credential-shaped values, built from parts.

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/floor"
@@ -63,6 +64,9 @@ type Options struct {
 	Checks *judge.Checks
 	// Memory is the heuristics' memory; nil: a new, empty one (the result says so).
 	Memory judge.Memory
+	// Budgets holds the containers' budget counts; nil: new, empty ones (the result says so
+	// when a budget counts the request).
+	Budgets judge.Budgets
 }
 
 // Request decides the raw request in raw (request line, headers, optional body) as the gate
@@ -84,8 +88,12 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	if memory == nil {
 		memory = exfil.New(exfil.Config{})
 	}
+	budgets := o.Budgets
+	if budgets == nil {
+		budgets = budget.New(budget.Config{})
+	}
 	v := judge.See(a)
-	res := judge.Decide(&judge.Env{Policy: o.Policy, Checks: o.Checks, Memory: memory, Decrypt: !o.NoDecrypt}, v)
+	res := judge.Decide(&judge.Env{Policy: o.Policy, Checks: o.Checks, Memory: memory, Budgets: budgets, Decrypt: !o.NoDecrypt}, v)
 	out := &Result{Decision: res.Decision, Kind: v.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
 	if a.Framing != nil {
 		out.Kind = "framing"
@@ -122,6 +130,13 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 		default:
 			out.Address = net.JoinHostPort(addrs[0].String(), fmt.Sprint(res.Port))
 		}
+	}
+	if o.Budgets == nil && out.Verdict != policy.Deny && !res.Intercept && !res.Self && len(o.Policy.BudgetsFor(res.Container, res.Host)) > 0 {
+		note := "the budgets counted from zero: the gate counts what the container sent in the last minute and hour, and refuses with E_BUDGET what would pass a budget"
+		if out.Note != "" {
+			note = out.Note + "; " + note
+		}
+		out.Note = note
 	}
 	return out, nil
 }

@@ -74,6 +74,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	in, out := g.splice(client, brw.Reader, up)
 	ex.bytesIn.Store(in)
+	g.budgetSent(pol, res, in)
 	ex.finish(http.StatusOK, out, "")
 }
 

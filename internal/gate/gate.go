@@ -22,6 +22,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/exfil"
@@ -96,8 +97,9 @@ type Gate struct {
 	idPrefix  string
 	idSeq     atomic.Uint64
 
-	exfil *exfil.Scorer // the exfiltration heuristics' memory of hosts, subdomains and bytes
-	held  heldBytes     // the body bytes held for decisions
+	exfil  *exfil.Scorer   // the exfiltration heuristics' memory of hosts, subdomains and bytes
+	budget *budget.Counter // each container's counts against the policy's [[budget]] sections
+	held   heldBytes       // the body bytes held for decisions
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
@@ -123,6 +125,7 @@ func New(cfg Config) *Gate {
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
+	g.budget = budget.New(budget.Config{Now: g.now})
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"

@@ -40,7 +40,7 @@ func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
 
 // env is what Decide needs besides the request, as the gate stands now.
 func (g *Gate) env(pol *policy.Policy) *judge.Env {
-	e := &judge.Env{Policy: pol, Memory: g.exfil, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy()}
+	e := &judge.Env{Policy: pol, Memory: g.exfil, Budgets: g.budget, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy()}
 	if pol != nil {
 		e.Checks = g.insp.Load()
 	}

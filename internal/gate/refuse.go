@@ -37,15 +37,17 @@ func refusalStatus(d policy.Decision) int {
 		return http.StatusServiceUnavailable
 	case policy.CodeBodyTimeout:
 		return http.StatusRequestTimeout
-	case policy.CodeAskLimit:
+	case policy.CodeAskLimit, policy.CodeBudget:
 		return http.StatusTooManyRequests
 	}
 	return http.StatusForbidden
 }
 
 // Retry-After of the refusals that a retry can pass: a request a human has not answered yet
-// (the retry waits on the same ticket, and passes once it is approved), and the gate's own
-// failures (its audit, its signer), which pass once they are fixed.
+// (the retry waits on the same ticket, and passes once it is approved), the gate's own failures
+// (its audit, its signer), which pass once they are fixed, a gate holding as many bodies as it
+// may, and a container with as many tickets waiting as it may. (A budget's refusal carries its
+// own, Decision.RetryAfter: when its window frees.)
 const (
 	retryPending     = 5
 	retryUnavailable = 10
@@ -133,7 +135,7 @@ func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) h
 	if ex.rec.Ticket != "" {
 		h.Set(HeaderTicket, ex.rec.Ticket)
 	}
-	if s := retryAfter(d.Code); s > 0 {
+	if s := max(d.RetryAfter, retryAfter(d.Code)); s > 0 {
 		h.Set("Retry-After", strconv.Itoa(s))
 	}
 	return h

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/budget"
 )
 
 // Status is what the gate's admin socket answers at GET /status: enough for lox and the doctor
@@ -15,8 +17,10 @@ type Status struct {
 	PolicyVersion string   `json:"policy_version"`
 	PolicyName    string   `json:"policy_name,omitempty"`
 	Containers    []string `json:"containers,omitempty"`
-	AuditError    string   `json:"audit_error,omitempty"`
-	ConsoleError  string   `json:"console_error,omitempty"`
+	// Budgets is what each container has used of each [[budget]] of the policy.
+	Budgets      []budget.Use `json:"budgets,omitempty"`
+	AuditError   string       `json:"audit_error,omitempty"`
+	ConsoleError string       `json:"console_error,omitempty"`
 	// Signer is "off" without decryption, "ok" when the signer answers, else its error.
 	Signer string `json:"signer"`
 	// ConsoleChecked is when the gate last asked the console for its policy.
@@ -41,6 +45,7 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load()}
 		if p := g.pol.Load(); p != nil {
 			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()
+			st.Budgets = g.budget.Usage(p)
 		}
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()

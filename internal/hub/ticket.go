@@ -103,6 +103,17 @@ type GateState struct {
 	Audit         string    `json:"audit"`  // "ok" or the error
 	Listen        string    `json:"listen"`
 	Reported      time.Time `json:"reported"` // when the hub heard from the gate last
+	// Budgets are the containers near or over a [[budget]] of the policy, the most pressing
+	// first.
+	Budgets []GateBudget `json:"budgets,omitempty"`
+}
+
+// GateBudget is a container near or over one budget.
+type GateBudget struct {
+	Budget    string `json:"budget"`
+	Container string `json:"container"`
+	Percent   int    `json:"percent"` // the largest share of a limit used
+	Refused   int64  `json:"refused"` // requests refused in the last hour
 }
 
 // Escaped is t as a facade shows it: every text field through display.Escape, the body preview
@@ -134,6 +145,14 @@ func (t Ticket) Escaped() Ticket {
 func (g GateState) Escaped() GateState {
 	e := func(s string) string { return display.Escape(s, false) }
 	g.PolicyVersion, g.Signer, g.Audit, g.Listen = e(g.PolicyVersion), e(g.Signer), e(g.Audit), e(g.Listen)
+	if g.Budgets != nil {
+		bs := make([]GateBudget, len(g.Budgets))
+		for i, b := range g.Budgets {
+			b.Budget, b.Container = e(b.Budget), e(b.Container)
+			bs[i] = b
+		}
+		g.Budgets = bs
+	}
 	return g
 }
 

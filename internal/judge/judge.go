@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
@@ -111,6 +113,14 @@ type Memory interface {
 	Score(r *exfil.Request) exfil.Score
 }
 
+// Budgets counts what each container sends against the policy's [[budget]] sections;
+// *budget.Counter is one. lockhttp explain passes a new, empty one.
+type Budgets interface {
+	// Take counts a request of container to host that sends bytes against every budget in bs
+	// if it fits them all, and otherwise counts nothing and says why.
+	Take(bs []*policy.Budget, container, host string, bytes int64) *budget.Over
+}
+
 // Env is what a decision needs besides the request: the policy, the checks built with it and
 // the state of the gate.
 type Env struct {
@@ -121,6 +131,9 @@ type Env struct {
 	Checks *Checks
 	// Memory is the heuristics' memory; nil: the heuristics do not run.
 	Memory Memory
+	// Budgets holds the containers' counts against the policy's budgets; nil: an empty one for
+	// this request alone (a request over a budget by itself is refused, nothing is remembered).
+	Budgets Budgets
 	// Decrypt reports that the gate can decrypt a CONNECT (it has a signer): a CONNECT to a host
 	// not on the splice list is then opened and each request inside decided on its own.
 	Decrypt bool
@@ -145,14 +158,17 @@ const (
 	RuleSelf       = "self"
 	RuleHeuristics = "heuristics"
 	RuleSecretHost = "secret:host"
+	// RuleBudget prefixes the rule of a budget's refusal: "budget:<name>".
+	RuleBudget = "budget:"
 )
 
 // Decide runs, in order, the gate's state (a policy, a working audit), the source check, the
 // floor's checks of the request's shape (See's refusal), the gate's own name, the floor's checks
 // by name, port and request shape, the deny list and deny rules, secret egress, credential
-// injection, the body size, the Claude API checks, the policy's other rules and the
-// exfiltration heuristics. The first refusal wins. It does no I/O: the floor's address checks
-// happen when the gate dials (see package egress).
+// injection, the body size, the Claude API checks, the policy's other rules, the container's
+// budgets (which count what passes them) and the exfiltration heuristics. The first refusal
+// wins. It does no I/O: the floor's address checks happen when the gate dials (see package
+// egress).
 func Decide(env *Env, r *Request) Result {
 	res := decide(env, r)
 	if env.Checks != nil && env.Checks.Secrets != nil && res.Verdict != policy.Free {
@@ -244,16 +260,78 @@ func decide(env *Env, r *Request) Result {
 			res.Decision = d
 		}
 	}
-	if r.Kind == Domain || res.Verdict == policy.Deny {
-		return res
-	}
-	res.Decision = checkContent(p, env.Checks, r, &res, res.Decision)
 	if res.Verdict == policy.Deny {
 		return res
 	}
-	// 9. Heuristics.
+	if r.Kind != Domain {
+		res.Decision = checkContent(p, env.Checks, r, &res, res.Decision)
+		if res.Verdict == policy.Deny {
+			return res
+		}
+	}
+	// 9. Budgets: what is about to go out or to ask is counted, unless it would pass one.
+	if over := takeBudgets(env, r, &res); over != nil {
+		res.Decision = overBudget(res, over)
+		res.Inject, res.Bind = nil, nil
+		return res
+	}
+	if r.Kind == Domain {
+		return res
+	}
+	// 10. Heuristics.
 	heuristics(env, r, &res)
 	return res
+}
+
+// takeBudgets counts a request about to go out or to ask against the budgets of its container
+// and host, and returns why it does not fit, or nil (counted, or no budget applies). What it
+// sends up is its path and query, headers and body; a CONNECT's tunnel is counted when it
+// closes (the gate adds it).
+func takeBudgets(env *Env, r *Request, res *Result) *budget.Over {
+	bs := env.Policy.BudgetsFor(res.Container, res.Host)
+	if len(bs) == 0 {
+		return nil
+	}
+	var up int64
+	if r.Kind != Domain {
+		up = int64(len(r.Path)+len(r.Query)) + max(r.BodySize, int64(len(r.Body)))
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				up += int64(len(k) + len(v))
+			}
+		}
+	}
+	counter := env.Budgets
+	if counter == nil {
+		counter = budget.New(budget.Config{})
+	}
+	return counter.Take(bs, res.Container, res.Host, up)
+}
+
+// overBudget is the refusal of a request that does not fit a budget: E_BUDGET, rule
+// "budget:<name>", with RetryAfter when waiting makes it fit.
+func overBudget(res Result, o *budget.Over) policy.Decision {
+	d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeBudget, Rule: RuleBudget + o.Budget}
+	who := "container " + quoted(res.Container)
+	switch o.Limit {
+	case budget.LimitRequests:
+		d.Reason = fmt.Sprintf("%s has sent %d requests in the last minute under budget %q (requests_per_minute = %d)", who, o.Used, o.Budget, o.Max)
+	case budget.LimitBytes:
+		if o.RetryAfter == 0 {
+			d.Reason = fmt.Sprintf("the request sends %d bytes, more than budget %q lets %s send in an hour (bytes_up_per_hour = %q), so it never fits; send less", o.Amount, o.Budget, who, policy.FormatSize(o.Max))
+		} else {
+			d.Reason = fmt.Sprintf("%s has sent %d bytes in the last hour under budget %q, and the request's %d more would pass bytes_up_per_hour = %q", who, o.Used, o.Budget, o.Amount, policy.FormatSize(o.Max))
+		}
+	case budget.LimitHosts:
+		d.Reason = fmt.Sprintf("%s has sent to %d hosts in the last hour under budget %q (new_hosts_per_hour = %d), and %s is not one of them", who, o.Used, o.Budget, o.Max, res.Host)
+	default:
+		d.Reason = fmt.Sprintf("the gate's memory for budget counts is full, so it cannot count the request against budget %q; it refuses it rather than let it out uncounted", o.Budget)
+	}
+	if o.RetryAfter > 0 {
+		d.RetryAfter = int((o.RetryAfter + time.Second - 1) / time.Second)
+		d.Reason += fmt.Sprintf("; it fits again in %d s", d.RetryAfter)
+	}
+	return d
 }
 
 // hostSecret refuses a target whose host carries a credential the detector knows. A detector

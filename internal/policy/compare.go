@@ -88,6 +88,7 @@ func compareFiles(old, new *Policy) Comparison {
 	c.settings(old.Settings, new.Settings)
 	c.secrets(o.Secrets, n.Secrets)
 	c.injections(o.Inject, n.Inject)
+	c.budgets(old.budgets, new.budgets)
 	if o.Claude.Credentials != n.Claude.Credentials {
 		c.loose("claude.credentials: %q → %q (the file's contents are not compared)", o.Claude.Credentials, n.Claude.Credentials)
 	}

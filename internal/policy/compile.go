@@ -79,6 +79,7 @@ type Policy struct {
 
 	secretRules []SecretRule
 	injections  []Injection
+	budgets     []Budget
 	injectBy    map[string]int // exact host → index in injections
 	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
 	ClaudeCredentials string
@@ -416,6 +417,7 @@ func (d *Document) Compile() (*Policy, error) {
 	c.settings(p, &f.Settings)
 	c.secretRules(p, f.Secrets)
 	c.injections(p, f.Inject)
+	c.budgets(p, f.Budgets)
 	p.ClaudeCredentials = f.Claude.Credentials
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })

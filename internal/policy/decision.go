@@ -59,6 +59,8 @@ const (
 	CodeBusy Code = "E_BUSY"
 	// CodeAskLimit: the container has max_pending tickets waiting for a human.
 	CodeAskLimit Code = "E_ASK_LIMIT"
+	// CodeBudget: the container has used up a [[budget]] of the policy for now.
+	CodeBudget Code = "E_BUDGET"
 )
 
 // Advice is what a refusal with this code tells the agent to do next.
@@ -98,6 +100,8 @@ func (c Code) Advice() string {
 		return "This container already has as many requests waiting for a human as it may. Wait for the human to answer those (retry the same requests: they wait on their tickets) before you send new ones that need approval."
 	case CodeNoSigner:
 		return "The gate decrypts this host and its certificate signer is not running, so it refuses the connection rather than pass it unseen. Ask the user to check the signer (lox run starts it); retry after the Retry-After seconds, and once it runs the request passes."
+	case CodeBudget:
+		return "This container has used up its budget in the policy for now (requests a minute, bytes sent an hour, or new hosts an hour). Slow down: wait the Retry-After seconds before sending again, and do not retry sooner, since every request counts. If the work needs more, ask the user to raise the budget."
 	}
 	return "Ask the user."
 }
@@ -110,6 +114,9 @@ type Decision struct {
 	Code    Code    `json:"code"`
 	Rule    string  `json:"rule"`
 	Reason  string  `json:"reason"`
+	// RetryAfter is, for a refusal that passes later by itself (E_BUDGET), the seconds until it
+	// can; zero: the code's own Retry-After, or none.
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // Built-in rule names used in decisions.

@@ -364,7 +364,7 @@ func wantType(path []string) string {
 		return "an array of strings"
 	case reflect.TypeOf([]int{}):
 		return "an array of integers"
-	case reflect.TypeOf(0):
+	case reflect.TypeOf(0), reflect.TypeOf((*int64)(nil)):
 		return "an integer"
 	case reflect.TypeOf(Duration{}):
 		return `a duration string such as "60s"`

@@ -268,11 +268,20 @@ type genRule struct {
 
 type genInject struct{ name, host, secret string }
 
+// genBudget is a [[budget]]; a nil list is the key left out (every container, every host), a
+// zero limit the limit left out.
+type genBudget struct {
+	name                 string
+	containers, hosts    []string
+	rpm, bytes, newHosts int
+}
+
 type genPolicy struct {
 	trusted, deny, splice []string
 	rules                 []genRule
 	floorHosts            map[string]string
 	inject                []genInject
+	budgets               []genBudget
 }
 
 var (
@@ -282,6 +291,9 @@ var (
 	genSegs     = []string{"a", "b", "x.git", "*", "**", "*.git", "A", "a;p"}
 	genVerdicts = []string{"free", "ask", "deny"}
 	genAddrs    = []string{"93.184.216.34", "93.184.216.35"}
+	// genContainers are the generated policies' [sources] containers.
+	genContainers = []string{"a", "b"}
+	genLimits     = []int{1, 10, 60, 100}
 )
 
 type generator struct{ r chooser }
@@ -337,7 +349,42 @@ func (g generator) policy() genPolicy {
 	if g.r.Intn(2) == 0 {
 		p.inject = append(p.inject, genInject{name: "i0", host: genNames[g.r.Intn(len(genNames))], secret: "s0"})
 	}
+	for i, n := 0, g.r.Intn(3); i < n; i++ {
+		p.budgets = append(p.budgets, g.budget(i))
+	}
 	return p
+}
+
+// budget is a random [[budget]] with at least one limit.
+func (g generator) budget(i int) genBudget {
+	b := genBudget{name: fmt.Sprintf("b%d", i)}
+	g.budgetReach(&b)
+	for b.rpm == 0 && b.bytes == 0 && b.newHosts == 0 {
+		g.budgetLimit(&b)
+	}
+	return b
+}
+
+// budgetReach sets a budget's containers and hosts, often left out.
+func (g generator) budgetReach(b *genBudget) {
+	b.containers, b.hosts = nil, nil
+	if g.r.Intn(2) == 0 {
+		b.containers = g.pick(genContainers, 1+g.r.Intn(2))
+	}
+	if g.r.Intn(2) == 0 {
+		b.hosts = g.pick(genPatterns, 1+g.r.Intn(2))
+	}
+}
+
+// budgetLimit sets, changes or leaves out one limit of a budget, keeping at least one.
+func (g generator) budgetLimit(b *genBudget) {
+	limits := []*int{&b.rpm, &b.bytes, &b.newHosts}
+	l := limits[g.r.Intn(3)]
+	if v := g.r.Intn(len(genLimits) + 1); v < len(genLimits) {
+		*l = genLimits[v]
+	} else if n := *limits[0] + *limits[1] + *limits[2] - *l; n > 0 {
+		*l = 0
+	}
 }
 
 // mutate makes one or two small random edits.
@@ -349,12 +396,26 @@ func (g generator) mutate(p genPolicy) genPolicy {
 		q.floorHosts[k] = v
 	}
 	q.inject = slices.Clone(p.inject)
+	q.budgets = slices.Clone(p.budgets)
 	for k := 0; k < 1+g.r.Intn(2); k++ {
 		i := -1
 		if len(q.rules) > 0 {
 			i = g.r.Intn(len(q.rules))
 		}
-		switch g.r.Intn(12) {
+		switch g.r.Intn(14) {
+		case 12:
+			switch j := g.r.Intn(len(q.budgets) + 1); {
+			case j == len(q.budgets):
+				q.budgets = append(q.budgets, g.budget(10+g.r.Intn(10)))
+			case g.r.Intn(3) == 0:
+				q.budgets = slices.Delete(q.budgets, j, j+1)
+			default:
+				g.budgetLimit(&q.budgets[j])
+			}
+		case 13:
+			if j := g.r.Intn(len(q.budgets) + 1); j < len(q.budgets) {
+				g.budgetReach(&q.budgets[j])
+			}
 		case 0:
 			q.rules = append(q.rules, g.rule(10+g.r.Intn(10)))
 		case 1:
@@ -426,9 +487,30 @@ func (p genPolicy) render() string {
 	for _, in := range p.inject {
 		fmt.Fprintf(&b, "[[inject]]\nname = %q\nhosts = [%q]\nheader = \"Authorization\"\nsecret = %q\n", in.name, in.host, in.secret)
 	}
+	for _, bu := range p.budgets {
+		fmt.Fprintf(&b, "[[budget]]\nname = %q\n", bu.name)
+		if bu.containers != nil {
+			fmt.Fprintf(&b, "containers = [%s]\n", list(bu.containers))
+		}
+		if bu.hosts != nil {
+			fmt.Fprintf(&b, "hosts = [%s]\n", list(bu.hosts))
+		}
+		for _, l := range []struct {
+			key string
+			v   int
+		}{{"requests_per_minute", bu.rpm}, {"bytes_up_per_hour", bu.bytes}, {"new_hosts_per_hour", bu.newHosts}} {
+			if l.v > 0 {
+				fmt.Fprintf(&b, "%s = %d\n", l.key, l.v)
+			}
+		}
+	}
 	b.WriteString("[floor.hosts]\n")
 	for _, k := range sortedKeys(p.floorHosts) {
 		fmt.Fprintf(&b, "%q = %q\n", k, p.floorHosts[k])
+	}
+	b.WriteString("[sources]\n")
+	for i, name := range genContainers {
+		fmt.Fprintf(&b, "%s = [\"10.0.0.%d\"]\n", name, i+1)
 	}
 	return b.String()
 }
@@ -471,6 +553,31 @@ func loosenedBy(old, new *Policy, host, method, path string) string {
 		return fmt.Sprintf("CONNECT %s to decrypt: %v → %v", host, oi, ni)
 	case nt < ot:
 		return fmt.Sprintf("%s %s%s through a tunnel: %v → %v", method, host, path, ot, nt)
+	}
+	return ""
+}
+
+// budgetLoosened is the property tests' own account of a budget loosened for one container
+// and host: a limit some old budget puts on the container's requests to the host that no new
+// budget puts as low. (Each budget is a bound on what it counts, so a tightening keeps every
+// old bound at every container and host.) It returns what loosened, or "".
+func budgetLoosened(old, new *Policy, container, host string) string {
+	limits := func(b *Budget) [3]int64 { return [3]int64{b.RequestsPerMinute, b.BytesUpPerHour, b.NewHostsPerHour} }
+	for _, ob := range old.BudgetsFor(container, host) {
+		for m, l := range limits(ob) {
+			if l == 0 {
+				continue
+			}
+			kept := false
+			for _, nb := range new.BudgetsFor(container, host) {
+				if n := limits(nb)[m]; n > 0 && n <= l {
+					kept = true
+				}
+			}
+			if !kept {
+				return fmt.Sprintf("budget %q: limit %d of %s on container %s to %s", ob.Name, l, [3]string{"requests_per_minute", "bytes_up_per_hour", "new_hosts_per_hour"}[m], container, host)
+			}
+		}
 	}
 	return ""
 }
@@ -548,6 +655,13 @@ func checkPair(t *testing.T, r chooser, oldSrc, newSrc string, random int) bool 
 		h, m, p := randomRequest(r)
 		if what := loosenedBy(old, new, h, m, p); what != "" {
 			fail(what)
+		}
+	}
+	for _, h := range append(probeHosts(old, new), randHosts...) {
+		for _, ct := range genContainers {
+			if what := budgetLoosened(old, new, ct, h); what != "" {
+				fail(what)
+			}
 		}
 	}
 	return true

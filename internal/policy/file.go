@@ -37,6 +37,30 @@ type File struct {
 	// Claude holds the Claude API settings. Zero: no credentials file (every Claude credential
 	// is refused).
 	Claude FileClaude `toml:"claude"`
+	// Budgets bound what each container may send in a window. Empty: no budget, nothing is
+	// counted.
+	Budgets []FileBudget `toml:"budget"`
+}
+
+// FileBudget is one [[budget]]: how much each container it names may send in a window, each
+// container counted on its own. At least one of the limits is required; a limit left out is
+// no limit.
+type FileBudget struct {
+	// Name is required and unique; it names the refusal (rule "budget:<name>").
+	Name string `toml:"name"`
+	// Containers are the [sources] containers the budget counts, each on its own. Empty: every
+	// container.
+	Containers []string `toml:"containers"`
+	// Hosts are the host patterns whose requests the budget counts, as rules take them. Empty:
+	// every host.
+	Hosts []string `toml:"hosts"`
+	// RequestsPerMinute bounds the requests of one container in any minute. Nil: no bound.
+	RequestsPerMinute *int64 `toml:"requests_per_minute"`
+	// BytesUpPerHour bounds the bytes one container sends (URL path and query, headers and
+	// body) in any hour. Unset: no bound.
+	BytesUpPerHour Size `toml:"bytes_up_per_hour"`
+	// NewHostsPerHour bounds how many hosts one container sends to in any hour. Nil: no bound.
+	NewHostsPerHour *int64 `toml:"new_hosts_per_hour"`
 }
 
 // FileSecret is one [[secret]]: a credential shape the gate refuses to send outside its hosts.
@@ -177,4 +201,18 @@ func ParseSize(text string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size; write a byte count or a number with KiB, MiB or GiB, like \"8MiB\"", text)
 	}
 	return n * mult, nil
+}
+
+// FormatSize writes a byte count as ParseSize reads it: with the largest binary unit that
+// divides it ("50MiB", "1536KiB"), else in bytes ("1000B").
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
 }

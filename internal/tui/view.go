@@ -188,6 +188,7 @@ func (m *model) headerLine(w int) string {
 		gs = append(gs, "signer "+m.health(g.Signer, "off"), "audit "+m.health(g.Audit, ""))
 		if !stale {
 			gs = append(gs, st.ok.Render("gate ok"))
+			gs = append(gs, m.budgetParts(g.Budgets)...)
 		} else {
 			for i := range gs {
 				gs[i] = st.faint.Render(ansi.Strip(gs[i]))
