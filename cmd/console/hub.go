@@ -18,6 +18,8 @@ type hubServer struct {
 	hub   *hub.Hub
 	phone *phone.Server // nil without -phone-url
 	addr  string
+	log   *slog.Logger
+	audit *audit.Writer // the console's: decisions, expiries, unpaired phones
 }
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
@@ -48,7 +50,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.hubListen, err)
 	}
-	hs := &hubServer{hub: h}
+	hs := &hubServer{hub: h, log: log, audit: aw}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
@@ -79,6 +81,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, "{\"url\":%q}\n", u)
 		}))
+		hs.mountPhones(mux, facades) // lox phones, lox unpair
 		go func() {
 			<-ctx.Done()
 			ph.Close()

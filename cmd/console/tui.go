@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/tui"
 )
 
@@ -59,6 +60,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 	}
 	if hs.phone != nil {
 		cfg.PairingURL = hs.phone.NewPairing
+		for cmd, f := range hs.phonesCommand("terminal:" + hub.CleanName(name)) {
+			cfg.Commands[cmd] = f
+		}
 	}
 	return tui.Run(ctx, cfg, os.Stdin, os.Stdout)
 }

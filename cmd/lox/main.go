@@ -28,6 +28,8 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
+  phones    list the paired phones (--json for scripts)
+  unpair    revoke a paired phone at once: lox unpair [--state DIR] ID
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDecide(false, args[1:], stdout, stderr)
 	case "pair":
 		return runPair(args[1:], stdout, stderr)
+	case "phones":
+		return runPhones(args[1:], stdout, stderr)
+	case "unpair":
+		return runUnpair(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

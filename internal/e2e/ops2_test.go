@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+
+	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/phone"
+	"github.com/lockhttp/lockhttp/internal/testkit"
+)
+
+// pairingLink runs lox pair and returns the link it prints.
+func (e *askEnv) pairingLink(t *testing.T) string {
+	t.Helper()
+	out, err := e.lox(t, "pair")
+	if err != nil {
+		t.Fatalf("lox pair: %v\n%s", err, out)
+	}
+	for _, f := range strings.Fields(out) {
+		if strings.Contains(f, "/phone/#pair=") {
+			return f
+		}
+	}
+	t.Fatalf("no pairing link in:\n%s", out)
+	return ""
+}
+
+// phones runs lox phones --json.
+func (e *askEnv) phones(t *testing.T) []hubclient.Phone {
+	t.Helper()
+	out, err := e.lox(t, "phones", "--json")
+	if err != nil {
+		t.Fatalf("lox phones --json: %v\n%s", err, out)
+	}
+	var ps []hubclient.Phone
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		t.Fatalf("lox phones --json: %v\n%s", err, out)
+	}
+	return ps
+}
+
+// phoneAPI sends one request to the phone page's API as a phone with session token tok would.
+func (e *askEnv) phoneAPI(t *testing.T, method, path, tok string, body any) (int, string) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, e.up.Hub+path, rd)
+	req.Header.Set("Origin", e.up.Hub)
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// checkUnpairedEverywhere checks what unpairing p must have done: lox phones no longer lists
+// it, its token is refused for reading and for deciding (the held request stays held), a second
+// unpair says there is no such phone, and the console's audit has the unpairing.
+func (e *askEnv) checkUnpairedEverywhere(t *testing.T, p hubclient.Phone, tok string) {
+	t.Helper()
+	if ps := e.phones(t); len(ps) != 0 {
+		t.Fatalf("lox phones after the unpairing: %+v", ps)
+	}
+	if st, body := e.phoneAPI(t, "GET", "/phone/v1/tickets", tok, nil); st != 401 || !strings.Contains(body, "unpaired") {
+		t.Fatalf("the revoked token reading the tickets: %d %s, want 401", st, body)
+	}
+	res := e.send("POST", "/after-the-unpairing", "x")
+	tk := e.waitTicket(t, fmt.Sprintf("http://origin.test:%d/after-the-unpairing", e.port))
+	if st, body := e.phoneAPI(t, "POST", "/phone/v1/tickets/"+tk.ID+"/approve", tok, map[string]string{"fingerprint": tk.Fingerprint}); st != 401 {
+		t.Fatalf("the revoked token approving: %d %s, want 401", st, body)
+	}
+	if got := e.tickets(t); len(got) != 1 || got[0].ID != tk.ID {
+		t.Fatalf("after an approval with a revoked token the tickets are %+v", got)
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("the revoked phone released the request: %+v", r)
+	default:
+	}
+	if out, err := e.lox(t, "unpair", p.ID); err == nil || !strings.Contains(out, "no paired phone has this id") {
+		t.Fatalf("lox unpair of a phone already unpaired: %v\n%s", err, out)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the unpairing in the console's audit", func() bool {
+		files, _ := filepath.Glob(filepath.Join(e.up.ConsoleAudit, "*.jsonl"))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(data), "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(line), &m) == nil && m["event"] == "phone-unpaired" && m["id"] == p.ID &&
+					strings.HasPrefix(fmt.Sprint(m["approver"]), "cli:") && strings.Contains(fmt.Sprint(m["detail"]), p.Device) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+// TestPhoneUnpairedWhileItsPageIsOpen pairs a headless Chromium with the real stack, lists it
+// with lox phones, and revokes it with lox unpair while its page is open: the page says it was
+// unpaired at once, and its session token no longer works for any request.
+func TestPhoneUnpairedWhileItsPageIsOpen(t *testing.T) {
+	path := chromium(t)
+	e := startAsk(t, "60s")
+	link := e.pairingLink(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.DisableGPU, chromedp.WindowSize(412, 915))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	do("pair", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("pair-form")),
+		chromedp.SetValue(chromedp.ID("device"), "lost pixel"),
+		chromedp.Click(chromedp.ID("pair-button")), chromedp.WaitVisible(chromedp.ID("list-view")),
+		chromedp.WaitVisible(chromedp.CSS("#conn.live")))
+	tok, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem("lockhttp.phone.session")`))
+	if err != nil || len(tok) < 40 {
+		t.Fatalf("session token %q: %v", tok, err)
+	}
+
+	var p hubclient.Phone
+	testkit.WaitFor(t, 10*time.Second, "lox phones to list the open page", func() bool {
+		ps := e.phones(t)
+		if len(ps) == 1 && ps[0].Sockets > 0 {
+			p = ps[0]
+			return true
+		}
+		return false
+	})
+	if p.Device != "lost pixel" || hubclient.CheckPhoneID(p.ID) != nil || !strings.HasPrefix(p.Remote, "127.0.0.1:") ||
+		p.Created.IsZero() || p.LastSeen.Before(p.Created) {
+		t.Fatalf("lox phones: %+v", p)
+	}
+	out, err := e.lox(t, "phones")
+	if err != nil {
+		t.Fatalf("lox phones: %v\n%s", err, out)
+	}
+	for _, want := range []string{"NAME", "ID", "PAIRED", "LAST SEEN", "ADDRESS", "lost pixel", p.ID, "(page open)", "127.0.0.1:"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("lox phones does not show %q:\n%s", want, out)
+		}
+	}
+
+	out, err = e.lox(t, "unpair", p.ID)
+	if err != nil || !strings.Contains(out, "unpaired lost pixel ("+p.ID+")") {
+		t.Fatalf("lox unpair: %v\n%s", err, out)
+	}
+	do("the open page says it was unpaired", chromedp.WaitVisible(chromedp.ID("unpaired-view")),
+		chromedp.WaitVisible(chromedp.CSS("#conn.off")))
+	why, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("unpaired-why")))
+	if err != nil || !strings.Contains(why, "unpaired") {
+		t.Fatalf("the page says %q (%v)", why, err)
+	}
+	e.checkUnpairedEverywhere(t, p, tok)
+}
+
+// TestPhoneUnpairClosesItsWebsocket is the same revocation seen from a phone's websocket, without
+// a browser: lox unpair closes it with 4401 (the page's "unpaired"), and lox refuses an id that
+// cannot be one with the fix.
+func TestPhoneUnpairClosesItsWebsocket(t *testing.T) {
+	e := startAsk(t, "60s")
+	link := e.pairingLink(t)
+	pairTok := link[strings.Index(link, "#pair=")+len("#pair="):]
+	st, body := e.phoneAPI(t, "POST", "/phone/v1/pair", "", map[string]string{"token": pairTok, "device": "tablet"})
+	if st != 200 {
+		t.Fatalf("pairing: %d %s", st, body)
+	}
+	var paired struct{ Session, ID string }
+	json.Unmarshal([]byte(body), &paired)
+
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.up.Hub, "http")+"/phone/v1/ws", http.Header{"Origin": {e.up.Hub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.WriteJSON(map[string]string{"type": "auth", "token": paired.Session})
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, data, err := ws.ReadMessage(); err != nil || !strings.Contains(string(data), `"snapshot"`) {
+		t.Fatalf("first message: %v %s", err, data)
+	}
+
+	for _, bad := range []string{"../../v1/tickets", "P0123456789AB", "", "p0123"} {
+		out, err := e.lox(t, "unpair", bad)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || (bad != "" && !strings.Contains(out, "is not a phone's id")) {
+			t.Fatalf("lox unpair %q: %v\n%s", bad, err, out)
+		}
+	}
+	if ps := e.phones(t); len(ps) != 1 || ps[0].ID != paired.ID || ps[0].Sockets != 1 {
+		t.Fatalf("lox phones: %+v", ps)
+	}
+	p := e.phones(t)[0]
+	if out, err := e.lox(t, "unpair", paired.ID); err != nil {
+		t.Fatalf("lox unpair: %v\n%s", err, out)
+	}
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue // an event that was on its way
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != phone.CloseUnauthorized {
+			t.Fatalf("the websocket ended with %v, want close %d", err, phone.CloseUnauthorized)
+		}
+		break
+	}
+	e.checkUnpairedEverywhere(t, p, paired.Session)
+}
