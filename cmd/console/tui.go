@@ -44,8 +44,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 		name = u.Username
 	}
 	cfg := tui.Config{
-		Hub:  hs.hub,
-		User: name,
+		Hub:     hs.hub,
+		Traffic: hs.traffic,
+		User:    name,
 		Status: func() []string {
 			var out []string
 			if g := hs.hub.GateState(); g.Listen != "" {

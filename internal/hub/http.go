@@ -264,3 +264,7 @@ func nonNil(t []Ticket) []Ticket {
 func CleanName(s string) string {
 	return strings.TrimSpace(display.Cut(display.Clean(strings.ReplaceAll(s, ":", "")), 40))
 }
+
+// GateOnly serves next to the caller holding the gate's token only, as GateHandler's routes are
+// (for routes the hub's host adds for the gate, such as its traffic).
+func GateOnly(token string, next http.Handler) http.Handler { return requireToken(token, next) }
