@@ -30,6 +30,7 @@ commands:
   pair      print a phone pairing link and its QR code
   phones    list the paired phones (--json for scripts)
   unpair    revoke a paired phone at once: lox unpair [--state DIR] ID
+  log       the gate's latest decisions from its audit; -f follows new ones
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -52,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runPhones(args[1:], stdout, stderr)
 	case "unpair":
 		return runUnpair(args[1:], stdout, stderr)
+	case "log":
+		return runLog(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +19,12 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
+	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/phone"
+	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
 // pairingLink runs lox pair and returns the link it prints.
@@ -241,4 +246,194 @@ func TestPhoneUnpairClosesItsWebsocket(t *testing.T) {
 		break
 	}
 	e.checkUnpairedEverywhere(t, p, paired.Session)
+}
+
+// get sends a GET through the gate and returns its status and error code.
+func (e *askEnv) get(t *testing.T, rawURL string) (int, string) {
+	t.Helper()
+	resp, err := (&coreEnv{running: e.running}).client().Get(rawURL)
+	if err != nil {
+		t.Fatalf("GET %s: %v", rawURL, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get(gate.HeaderCode)
+}
+
+// screenTB is t, whose failures show the terminal's screen.
+type screenTB struct {
+	*testing.T
+	s *tmuxStack
+}
+
+func (tb screenTB) Fatalf(format string, args ...any) {
+	tb.T.Helper()
+	tb.T.Fatalf(format+"\nthe screen:\n%s", append(args, tb.s.screen())...)
+}
+
+// recentSection is the screen from the recent decisions down.
+func recentSection(screen string) string {
+	if i := strings.Index(screen, "Recent decisions"); i >= 0 {
+		return screen[i:]
+	}
+	return ""
+}
+
+// TestTerminalShowsTheTraffic runs lox run with its terminal UI in tmux: the recent decisions
+// show FREE and DENY requests as they happen, f filters them (all, refused, asks), and the header
+// names the policy the gate applied.
+func TestTerminalShowsTheTraffic(t *testing.T) {
+	rec := &originRecorder{}
+	o := httptest.NewServer(rec)
+	defer o.Close()
+	port := o.Listener.Addr().(*net.TCPAddr).Port
+	pol := strings.Replace(fmt.Sprintf(askPolicy, port, "1s"), "trusted = [\"origin.test\"]",
+		"trusted = [\"origin.test\"]\ndeny = [\"denied.test\"]", 1)
+	s := startTmuxStack(t, pol)
+	tb := screenTB{t, s}
+	e := &askEnv{running: &running{t: t, state: s.state, up: s.up}, origin: rec, port: port}
+
+	if st, code := e.get(t, fmt.Sprintf("http://origin.test:%d/a-free-read", port)); st != 200 || code != "" {
+		t.Fatalf("the free read: %d %s", st, code)
+	}
+	if st, code := e.get(t, fmt.Sprintf("http://denied.test:%d/a-refused-read", port)); st != 403 || code == "" {
+		t.Fatalf("the refused read: %d %s", st, code)
+	}
+	var refusedCode string
+	testkit.WaitFor(tb, 15*time.Second, "both decisions on the screen", func() bool {
+		r := recentSection(s.screen())
+		for _, l := range strings.Split(r, "\n") {
+			if strings.Contains(l, "/a-refused-read") && strings.Contains(l, "DENY") {
+				refusedCode = l
+			}
+		}
+		return strings.Contains(r, "/a-free-read") && strings.Contains(r, "FREE") && refusedCode != ""
+	})
+	if !strings.Contains(refusedCode, "E_") {
+		t.Fatalf("the refusal's line has no code: %q", refusedCode)
+	}
+	s.keys("f")
+	testkit.WaitFor(tb, 10*time.Second, "refused only", func() bool {
+		r := recentSection(s.screen())
+		return strings.Contains(r, "[refused]") && strings.Contains(r, "/a-refused-read") && !strings.Contains(r, "/a-free-read")
+	})
+	// An ask refused while the filter is on shows at once; f twice more is all again.
+	if r := <-e.send("POST", "/an-ask", "x"); r.code != "E_PENDING" {
+		t.Fatalf("the ask: %+v", r)
+	}
+	testkit.WaitFor(tb, 10*time.Second, "the refused ask", func() bool { return strings.Contains(recentSection(s.screen()), "/an-ask") })
+	s.keys("f")
+	testkit.WaitFor(tb, 10*time.Second, "asks only", func() bool {
+		r := recentSection(s.screen())
+		return strings.Contains(r, "[asks]") && strings.Contains(r, "/an-ask") && !strings.Contains(r, "/a-refused-read")
+	})
+	s.keys("f")
+	testkit.WaitFor(tb, 10*time.Second, "all again", func() bool {
+		r := recentSection(s.screen())
+		return strings.Contains(r, "[all]") && strings.Contains(r, "/a-free-read") && strings.Contains(r, "/a-refused-read")
+	})
+
+	// The header names the policy the gate applied: the first one, then an edit.
+	short := func(v string) string { return strings.TrimPrefix(v, "sha256:")[:12] }
+	first := gateStatus(t, s.up).PolicyVersion
+	testkit.WaitFor(tb, 15*time.Second, "the policy in the header", func() bool {
+		return strings.Contains(strings.SplitN(s.screen(), "\n", 2)[0], "policy "+short(first))
+	})
+	orig, _ := os.ReadFile(s.policy)
+	os.WriteFile(s.policy, append(orig, []byte("\n# an edit that changes no decision\n")...), 0o600)
+	var st gate.Status
+	testkit.WaitFor(tb, 15*time.Second, "the gate to apply the edit", func() bool {
+		st = gateStatus(t, s.up)
+		return st.PolicyVersion != "" && st.PolicyVersion != first
+	})
+	testkit.WaitFor(tb, 15*time.Second, "the edited policy in the header", func() bool {
+		return strings.Contains(strings.SplitN(s.screen(), "\n", 2)[0], "policy "+short(st.PolicyVersion))
+	})
+	s.quit(t)
+}
+
+// TestTerminalKeysInOneBurst sends ":review" and Enter to the terminal UI in one write, as a
+// paste or a slow ssh link delivers them: every key is handled, and the command runs.
+func TestTerminalKeysInOneBurst(t *testing.T) {
+	rec := &originRecorder{}
+	o := httptest.NewServer(rec)
+	defer o.Close()
+	port := o.Listener.Addr().(*net.TCPAddr).Port
+	s := startTmuxStack(t, fmt.Sprintf(askPolicy, port, "1s"))
+	tb := screenTB{t, s}
+	testkit.WaitFor(tb, 15*time.Second, "the terminal UI", func() bool { return strings.Contains(s.screen(), "Pending tickets") })
+	s.keys(":review", "Enter") // one send-keys: one write to the terminal
+	testkit.WaitFor(tb, 10*time.Second, "the review's answer", func() bool {
+		return strings.Contains(s.screen(), "nothing to review")
+	})
+	s.quit(t)
+}
+
+// gateStatus reads the gate's /status on its admin socket.
+func gateStatus(t *testing.T, up stack.Up) gate.Status {
+	t.Helper()
+	var st gate.Status
+	resp, err := unixsock.Client(up.GateSocket, 2*time.Second).Get("http://unix/status")
+	if err != nil {
+		t.Fatalf("gate status: %v", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("gate status: %v", err)
+	}
+	return st
+}
+
+// TestLoxLogFollowsTheAudit runs lox log -f on a running stack: it prints the last few decisions
+// of the day, not the whole day, then each new one as the gate writes it, refusals with their
+// code; SIGINT ends it.
+func TestLoxLogFollowsTheAudit(t *testing.T) {
+	e := startAsk(t, "1s")
+	for i := range 12 {
+		if st, _ := e.get(t, fmt.Sprintf("http://origin.test:%d/before-%02d", e.port, i)); st != 200 {
+			t.Fatalf("request %d: %d", i, st)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the audit of the requests before", func() bool { return len(e.auditRecords()) >= 12 })
+	out := &testkit.Buffer{}
+	cmd := execLox(t, "log", "-f", "-n", "3", "--state", e.state)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	defer func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the last three", func() bool {
+		return strings.Contains(out.String(), "/before-09") && strings.Contains(out.String(), "/before-11")
+	})
+	if strings.Contains(out.String(), "/before-08") || strings.Contains(out.String(), "/before-00") {
+		t.Fatalf("lox log -n 3 replayed more of the day:\n%s", out)
+	}
+	e.get(t, fmt.Sprintf("http://origin.test:%d/after-a-free-read", e.port))
+	r := <-e.send("POST", "/after-an-ask", "x")
+	testkit.WaitFor(t, 10*time.Second, "the new decisions", func() bool {
+		s := out.String()
+		return strings.Contains(s, "FREE  200") && strings.Contains(s, "/after-a-free-read") &&
+			strings.Contains(s, "ASK   "+r.code) && strings.Contains(s, "/after-an-ask")
+	})
+	if i, j := strings.Index(out.String(), "/before-11"), strings.Index(out.String(), "/after-a-free-read"); j < i {
+		t.Fatalf("out of order:\n%s", out)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+		if waitErr != nil {
+			t.Fatalf("lox log -f after SIGINT: %v\n%s", waitErr, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("lox log -f did not end on SIGINT")
+	}
 }
