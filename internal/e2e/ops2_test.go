@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -436,4 +437,77 @@ func TestLoxLogFollowsTheAudit(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("lox log -f did not end on SIGINT")
 	}
+}
+
+// hold sends a POST through the gate that waits on a ticket until cancel is called (its client
+// goes away) and returns what became of it.
+func (e *askEnv) hold(t *testing.T, path, body string) (cancel func(), done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://origin.test:%d%s", e.port, path), strings.NewReader(body))
+		c := (&coreEnv{running: e.running}).client()
+		c.Timeout = 2 * time.Minute
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		ch <- err
+	}()
+	return cancel, ch
+}
+
+// TestHeldCountsAfterAStalledHub holds two identical requests ("2 held"), stalls the hub (SIGSTOP
+// of the console that hosts it), lets both clients go and sends a third identical request, which
+// the gate refuses when the hub does not answer; then the hub goes on and works through what
+// reached it meanwhile, the third ask included. The ticket's count comes back to what the gate
+// holds, 0, instead of "1 held" until the ticket expires.
+func TestHeldCountsAfterAStalledHub(t *testing.T) {
+	e := startAsk(t, "120s")
+	url := fmt.Sprintf("http://origin.test:%d/held-twice", e.port)
+	cancelA, doneA := e.hold(t, "/held-twice", "same")
+	cancelB, doneB := e.hold(t, "/held-twice", "same")
+	count := func() int {
+		for _, x := range e.tickets(t) {
+			if x.URL == url {
+				return x.Holders
+			}
+		}
+		return -1
+	}
+	testkit.WaitFor(t, 10*time.Second, "2 held", func() bool { return count() == 2 })
+	console, err := os.FindProcess(e.up.PIDs["console"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := console.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { console.Signal(syscall.SIGCONT) })
+	testkit.WaitFor(t, 5*time.Second, "the console stopped", func() bool {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", console.Pid))
+		f := strings.Fields(string(data[min(len(data), strings.LastIndexByte(string(data), ')')+1):]))
+		return len(f) > 0 && f[0] == "T"
+	})
+	cancelA()
+	cancelB()
+	for _, d := range []<-chan error{doneA, doneB} {
+		if err := <-d; err == nil {
+			t.Fatal("a cancelled request succeeded")
+		}
+	}
+	gateLog := filepath.Join(e.up.Logs, "gate.log")
+	if r := <-e.send("POST", "/held-twice", "same"); r.code != "E_NO_CONSOLE" {
+		data, _ := os.ReadFile(gateLog)
+		t.Fatalf("an ask while the hub is stalled: %+v, want E_NO_CONSOLE\n%s", r, data)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the gate's two leaves to fail against the stalled hub", func() bool {
+		data, _ := os.ReadFile(gateLog)
+		return strings.Count(string(data), "hub: leave failed") >= 2
+	})
+	if err := console.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "0 held", func() bool { return count() == 0 })
 }
