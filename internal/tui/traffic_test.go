@@ -29,6 +29,7 @@ func TestTrafficInRecentDecisions(t *testing.T) {
 			Verdict: "ASK", Rule: "ask-writes", Approver: "phone:pixel", Status: 200},
 	}})
 	d.waitView("https://evil.example.net/up")
+	d.waitView("approved  phone:pixel") // the hub's event may come after the traffic's
 	v := d.view()
 	for _, want := range []string{"[all] refused asks", "FREE", "https://free.example.com/read", "200 reads",
 		"DENY", "E_DENY_HOST", "— the host is not in", "by phone:pixel", "approved  phone:pixel", "f filter"} {
