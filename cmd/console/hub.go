@@ -12,13 +12,17 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/phone"
+	"github.com/lockhttp/lockhttp/internal/traffic"
 )
 
 // hubServer is the hub this console hosts.
 type hubServer struct {
-	hub   *hub.Hub
-	phone *phone.Server // nil without -phone-url
-	addr  string
+	hub     *hub.Hub
+	phone   *phone.Server // nil without -phone-url
+	addr    string
+	log     *slog.Logger
+	audit   *audit.Writer // the console's: decisions, expiries, unpaired phones
+	traffic *traffic.Log  // the gate's decisions as they happen, for the terminal
 }
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
@@ -52,9 +56,10 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.hubListen, err)
 	}
-	hs := &hubServer{hub: h}
+	hs := &hubServer{hub: h, log: log, audit: aw, traffic: traffic.NewLog(0)}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
+	mux.Handle("POST /v1/gate/traffic", hub.GateOnly(gateToken, hs.traffic.Handler()))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
 	if o.phoneURL != "" {
 		public := o.phoneURL
@@ -83,6 +88,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, "{\"url\":%q}\n", u)
 		}))
+		hs.mountPhones(mux, facades) // lox phones, lox unpair
 		go func() {
 			<-ctx.Done()
 			ph.Close()

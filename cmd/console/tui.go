@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/tui"
 )
 
@@ -43,8 +44,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 		name = u.Username
 	}
 	cfg := tui.Config{
-		Hub:  hs.hub,
-		User: name,
+		Hub:     hs.hub,
+		Traffic: hs.traffic,
+		User:    name,
 		Status: func() []string {
 			var out []string
 			if g := hs.hub.GateState(); g.Listen != "" {
@@ -59,6 +61,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 	}
 	if hs.phone != nil {
 		cfg.PairingURL = hs.phone.NewPairing
+		for cmd, f := range hs.phonesCommand("terminal:" + hub.CleanName(name)) {
+			cfg.Commands[cmd] = f
+		}
 	}
 	return tui.Run(ctx, cfg, os.Stdin, os.Stdout)
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/traffic"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -194,18 +195,23 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hub.ReadPublicKey(o.hubKey) }, log)
 		go hc.Run(ctx)
 		cfg.Hub = hc
+		q := traffic.NewQueue() // every decision, for the terminal
+		cfg.Audit = feedAuditor{Writer: aw, q: q}
+		go q.Run(ctx, hc.SendTraffic)
 	}
 	refreshNow, refresh := consoleclient.Refresher()
 	cfg.Refresh = refresh
 	g := gate.New(cfg)
 	go g.WatchFiles(ctx, 5*time.Second)
+	applied := make(chan struct{}, 1) // a new policy: tell the hub at once
 	if hc != nil {
-		go reportState(ctx, g, hc, cfg, l.Addr().String())
+		go reportState(ctx, g, hc, cfg, l.Addr().String(), 5*time.Second, applied)
 	}
 
 	var consoleErr atomic.Pointer[string]
 	var consoleChecked atomic.Int64
-	go consoleclient.Poll(ctx, consoleclient.New(o.console), o.poll, log, g.SetPolicy, func(err error) {
+	setPolicy := func(p *policy.Policy) { g.SetPolicy(p); kick(applied) }
+	go consoleclient.Poll(ctx, consoleclient.New(o.console), o.poll, log, setPolicy, func(err error) {
 		consoleChecked.Store(time.Now().UnixNano())
 		if err == nil {
 			consoleErr.Store(nil)
@@ -271,9 +277,11 @@ func ownAddrs(a net.Addr) ([]netip.AddrPort, error) {
 
 var _ = policy.Hash
 
-// reportState tells the hub the gate's state every 5 s, for the facades' at-a-glance line.
-func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg gate.Config, listen string) {
-	t := time.NewTicker(5 * time.Second)
+// reportState tells the hub the gate's state, for the facades' at-a-glance line: every interval,
+// and at once when applied is signalled (a policy applied), so that the terminal's header names
+// the policy the gate decides with as soon as it does.
+func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg gate.Config, listen string, every time.Duration, applied <-chan struct{}) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		st := hub.GateState{Listen: listen, Signer: "off", Audit: "ok"}
@@ -297,6 +305,7 @@ func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg ga
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-applied:
 		}
 	}
 }

@@ -29,6 +29,9 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
+  phones    list the paired phones (--json for scripts)
+  unpair    revoke a paired phone at once: lox unpair [--state DIR] ID
+  log       the gate's latest decisions from its audit; -f follows new ones
   version   print lox's version (module version, revision, build); also --version
 `
 
@@ -48,6 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDecide(false, args[1:], stdout, stderr)
 	case "pair":
 		return runPair(args[1:], stdout, stderr)
+	case "phones":
+		return runPhones(args[1:], stdout, stderr)
+	case "unpair":
+		return runUnpair(args[1:], stdout, stderr)
+	case "log":
+		return runLog(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, buildinfo.Line("lox"))
 		return 0

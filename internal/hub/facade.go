@@ -17,3 +17,7 @@ func facadeOf(r *http.Request) string {
 	}
 	return "unknown"
 }
+
+// FacadeOf names the facade whose token r carried ("cli"), for a handler mounted with
+// FacadeHandlerFunc; "unknown" elsewhere.
+func FacadeOf(r *http.Request) string { return facadeOf(r) }

@@ -38,6 +38,7 @@ type apiError struct {
 //	POST /v1/gate/ask     AskRequest → AskAnswer
 //	POST /v1/gate/claim   {"id","fingerprint"} → SignedDecision
 //	POST /v1/gate/leave   {"id"}
+//	POST /v1/gate/holdings Holdings (what the gate holds: the counts of held requests)
 //	POST /v1/gate/state   GateState
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
 //	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
@@ -77,7 +78,20 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad leave: " + err.Error()})
 			return
 		}
-		h.Leave(req.ID)
+		h.leave(req.ID)
+		w.WriteHeader(204)
+	})
+	mux.HandleFunc("POST /v1/gate/holdings", func(w http.ResponseWriter, r *http.Request) {
+		var s Holdings
+		if err := readJSON(r, &s); err != nil {
+			httpjson.Write(w, 400, apiError{"bad holdings: " + err.Error()})
+			return
+		}
+		if err := s.check(); err != nil {
+			httpjson.Write(w, 400, apiError{"bad holdings: " + err.Error()})
+			return
+		}
+		h.SetHoldings(s)
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("POST /v1/gate/state", func(w http.ResponseWriter, r *http.Request) {
@@ -264,3 +278,7 @@ func nonNil(t []Ticket) []Ticket {
 func CleanName(s string) string {
 	return strings.TrimSpace(display.Cut(display.Clean(strings.ReplaceAll(s, ":", "")), 40))
 }
+
+// GateOnly serves next to the caller holding the gate's token only, as GateHandler's routes are
+// (for routes the hub's host adds for the gate, such as its traffic).
+func GateOnly(token string, next http.Handler) http.Handler { return requireToken(token, next) }

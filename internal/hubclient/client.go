@@ -39,6 +39,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[chan hub.Ticket]struct{} // guarded by mu: ticket id → waiting requests
+
+	hmu   sync.Mutex
+	holds holds // guarded by hmu: the requests held on tickets, for the hub's counts
 }
 
 // New returns a client for the hub at base (http://host:port) with the gate's token; pub is the
@@ -57,6 +60,7 @@ func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *
 		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log,
 		http:    &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}},
 		waiters: map[string]map[chan hub.Ticket]struct{}{},
+		holds:   newHolds(),
 	}
 }
 
@@ -115,10 +119,19 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return fmt.Sprintf("hub answered %d: %s", e.Status, e.Msg) }
 
-// Ask sends a request the policy asks about. An answer carrying a decision is verified.
+// Ask sends a request the policy asks about. An answer carrying a decision is verified. An
+// answer pending holds the request on the ticket until Claim or Leave, or until Wait returns the
+// ticket expired.
 func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, error) {
 	var ans hub.AskAnswer
-	if err := c.call(ctx, "POST", "/v1/gate/ask", req, &ans); err != nil {
+	c.askStart(req.Fingerprint)
+	err := c.call(ctx, "POST", "/v1/gate/ask", req, &ans)
+	heldOn := ""
+	if err == nil && ans.Outcome == hub.OutcomePending {
+		heldOn = ans.Ticket.ID
+	}
+	c.askDone(req.Fingerprint, heldOn)
+	if err != nil {
 		return ans, err
 	}
 	if ans.Signed != nil {
@@ -134,7 +147,10 @@ func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, er
 // Claim takes the decision of a ticket a request was held on; it is verified.
 func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error) {
 	var d hub.SignedDecision
-	if err := c.call(ctx, "POST", "/v1/gate/claim", map[string]string{"id": id, "fingerprint": fingerprint}, &d); err != nil {
+	c.releaseStart(id)
+	err := c.call(ctx, "POST", "/v1/gate/claim", map[string]string{"id": id, "fingerprint": fingerprint}, &d)
+	c.releaseDone(id)
+	if err != nil {
 		return nil, err
 	}
 	if err := d.Verify(c.pubKey(), id, fingerprint); err != nil {
@@ -145,8 +161,11 @@ func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.Signed
 
 // Leave tells the hub a held request stopped waiting.
 func (c *Client) Leave(id string) {
-	if err := c.call(context.Background(), "POST", "/v1/gate/leave", map[string]string{"id": id}, nil); err != nil {
-		c.log.Warn("hub: leave failed", "ticket", id, "err", err)
+	c.releaseStart(id)
+	err := c.call(context.Background(), "POST", "/v1/gate/leave", map[string]string{"id": id}, nil)
+	c.releaseDone(id)
+	if err != nil {
+		c.log.Warn("hub: leave failed; the next report of the held requests corrects the count", "ticket", id, "err", err)
 	}
 }
 
@@ -175,14 +194,22 @@ func (c *Client) Wait(ctx context.Context, id string) (hub.Ticket, error) {
 	// A decision may have come between the ask and this wait: look once.
 	var t hub.Ticket
 	if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hub.Pending {
-		return t, nil
+		return c.waited(t), nil
 	}
 	select {
 	case t := <-ch:
-		return t, nil
+		return c.waited(t), nil
 	case <-ctx.Done():
 		return hub.Ticket{}, ctx.Err()
 	}
+}
+
+// waited ends the hold of a request whose ticket expired: nothing is claimed for it.
+func (c *Client) waited(t hub.Ticket) hub.Ticket {
+	if t.Status != hub.Approved && t.Status != hub.Denied {
+		c.release(t.ID)
+	}
+	return t
 }
 
 func (c *Client) notify(t hub.Ticket) {
@@ -245,6 +272,11 @@ func (c *Client) stream(ctx context.Context) error {
 	}
 	c.connected.Store(true)
 	c.resync(ctx)
+	// What the gate holds, now (after a hub restart its counts are zero) and while the stream
+	// is up (a leave lost to a stalled hub).
+	rctx, stopReports := context.WithCancel(ctx)
+	defer stopReports()
+	go c.reportHoldings(rctx)
 	// The hub writes a line at least every 15 s: 45 s of silence means it is gone.
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	lines := make(chan []byte)

@@ -161,7 +161,7 @@ func TestBrowserPhone(t *testing.T) {
 
 	pairBrowser(t, e, b, "pixel-test")
 	sess := eval[string](t, b, `localStorage.getItem("lockhttp.phone.session") || ""`)
-	if len(sess) != 43 || e.srv.authenticate(sess) == nil {
+	if len(sess) != 43 || e.srv.authenticate(sess, "") == nil {
 		t.Fatalf("localStorage holds %q, not a live session token", sess)
 	}
 	if ss := e.srv.Sessions(); len(ss) != 1 || ss[0].Device != "pixel-test" {

@@ -265,7 +265,7 @@ func (s *Server) authed(next http.Handler) http.Handler {
 			s.badOrigin(w, r)
 			return
 		}
-		ss := s.authenticate(bearer(r))
+		ss := s.authenticate(bearer(r), r.RemoteAddr)
 		if ss == nil {
 			s.limit.fail(key)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lockhttp phone"`)
@@ -443,6 +443,12 @@ func (s *Server) decide(approve bool) http.HandlerFunc {
 		}
 		if len(reason) > maxReason {
 			writeError(w, http.StatusBadRequest, "the reason is too long (1,000 bytes at most)", "reason")
+			return
+		}
+		if revoked(ss) {
+			// Unpaired while this request was on its way: it decides nothing.
+			infoOf(r).err = "session unpaired during the request"
+			writeError(w, http.StatusUnauthorized, "this phone was unpaired; pair it again from the terminal", "unpaired")
 			return
 		}
 		t, err := s.hub.Decide(r.PathValue("id"), fp, approve, "phone:"+ss.Device, reason)

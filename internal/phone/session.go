@@ -16,11 +16,18 @@ import (
 
 // Session is one paired device. Sessions live in memory only: a hub restart unpairs every phone.
 type Session struct {
-	ID       string    `json:"id"`     // public name of the session (not its token)
-	Device   string    `json:"device"` // the name the phone gave; decisions are by "phone:<Device>"
-	Remote   string    `json:"remote"` // the address it paired from
-	Created  time.Time `json:"created"`
+	ID     string `json:"id"`     // public name of the session (not its token)
+	Device string `json:"device"` // the name the phone gave; decisions are by "phone:<Device>"
+	Remote string `json:"remote"` // the address it paired from
+	// LastRemote is the address of its latest request or websocket (behind a reverse proxy, the
+	// proxy's).
+	LastRemote string    `json:"last_remote"`
+	Created    time.Time `json:"created"`
+	// LastSeen is its latest request, websocket or answered ping (every 25 s while the page is
+	// open).
 	LastSeen time.Time `json:"last_seen"`
+	// Sockets is how many websockets it has open now: 0 when the page is closed.
+	Sockets int `json:"sockets"`
 }
 
 // session is a Session with its secret.
@@ -108,7 +115,7 @@ func (s *Server) redeem(pairToken, device, remote string) (tok string, sess Sess
 		return "", Session{}, errTooManyPhone
 	}
 	ss := &session{
-		Session: Session{ID: "p" + hex.EncodeToString(idb), Device: device, Remote: remote, Created: now, LastSeen: now},
+		Session: Session{ID: "p" + hex.EncodeToString(idb), Device: device, Remote: remote, LastRemote: remote, Created: now, LastSeen: now},
 		hash:    sha256.Sum256([]byte(tok)),
 		revoked: make(chan struct{}),
 	}
@@ -116,9 +123,9 @@ func (s *Server) redeem(pairToken, device, remote string) (tok string, sess Sess
 	return tok, ss.Session, nil
 }
 
-// authenticate returns the session whose token is tok, or nil. Every session's hash is compared
-// in constant time.
-func (s *Server) authenticate(tok string) *session {
+// authenticate returns the session whose token is tok, or nil, and records it as seen from
+// remote. Every session's hash is compared in constant time.
+func (s *Server) authenticate(tok, remote string) *session {
 	if tok == "" {
 		return nil
 	}
@@ -132,9 +139,26 @@ func (s *Server) authenticate(tok string) *session {
 		}
 	}
 	if found != nil {
-		found.LastSeen = s.now()
+		found.LastSeen, found.LastRemote = s.now(), remote
 	}
 	return found
+}
+
+// seen records a sign of life of ss (a websocket's pong).
+func (s *Server) seen(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.LastSeen = s.now()
+}
+
+// revoked reports whether ss was unpaired since it was authenticated.
+func revoked(ss *session) bool {
+	select {
+	case <-ss.revoked:
+		return true
+	default:
+		return false
+	}
 }
 
 // Sessions lists the paired devices, oldest first.
@@ -143,7 +167,9 @@ func (s *Server) Sessions() []Session {
 	defer s.mu.Unlock()
 	out := make([]Session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
-		out = append(out, ss.Session)
+		v := ss.Session
+		v.Sockets = ss.sockets
+		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Created.Equal(out[j].Created) {
@@ -154,18 +180,27 @@ func (s *Server) Sessions() []Session {
 	return out
 }
 
-// Revoke unpairs a device: its token stops working at once and its websockets close. It reports
-// whether the session existed.
+// Revoke unpairs a device: its token stops working at once, for every request (one already
+// past the token check decides nothing), and its websockets close with CloseUnauthorized. It
+// reports whether the session existed.
 func (s *Server) Revoke(id string) bool {
+	_, ok := s.Unpair(id)
+	return ok
+}
+
+// Unpair is Revoke that returns the session it ended, for the caller's log line and audit.
+func (s *Server) Unpair(id string) (Session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, ok := s.sessions[id]
 	if !ok {
-		return false
+		return Session{}, false
 	}
 	delete(s.sessions, id)
 	close(ss.revoked)
-	return true
+	v := ss.Session
+	v.Sockets = ss.sockets
+	return v, true
 }
 
 // cleanDevice keeps a short name made of letters, digits, spaces and -_.' for the "by" of a

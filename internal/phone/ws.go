@@ -109,7 +109,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	var ss *session
 	if dec.Decode(&auth) == nil && auth.Type == "auth" {
-		ss = s.authenticate(auth.Token)
+		ss = s.authenticate(auth.Token, r.RemoteAddr)
 	}
 	if ss == nil {
 		s.limit.fail(key)
@@ -142,7 +142,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// The reader only sees pongs and the close; anything the phone sends after auth is ignored.
 	readerDone := make(chan struct{})
 	c.SetReadDeadline(time.Now().Add(wsPongWait))
-	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(wsPongWait)) })
+	c.SetPongHandler(func(string) error {
+		s.seen(ss)
+		return c.SetReadDeadline(time.Now().Add(wsPongWait))
+	})
 	go func() {
 		defer close(readerDone)
 		for {

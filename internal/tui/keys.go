@@ -9,6 +9,7 @@ type keyMap struct {
 	Open, Back                              key.Binding
 	Approve, Deny                           key.Binding
 	Pair, Command, Help, Refresh, Quit      key.Binding
+	Filter                                  key.Binding
 	ForceQuit                               key.Binding
 }
 
@@ -28,6 +29,7 @@ func newKeyMap() keyMap {
 		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command (:q quit)")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Refresh:   key.NewBinding(key.WithKeys("r", "ctrl+l"), key.WithHelp("r", "reread the hub")),
+		Filter:    key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "recent decisions: all, refused, asks")),
 		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
 	}
@@ -45,5 +47,5 @@ func (k keyMap) detailHelp() []key.Binding {
 // all is the help page.
 func (k keyMap) all() []key.Binding {
 	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Open, k.Back, k.Approve, k.Deny,
-		k.Pair, k.Command, k.Refresh, k.Help, k.Quit, k.ForceQuit}
+		k.Pair, k.Command, k.Refresh, k.Filter, k.Help, k.Quit, k.ForceQuit}
 }

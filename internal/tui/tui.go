@@ -20,12 +20,16 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/traffic"
 )
 
 // Config is what the UI needs.
 type Config struct {
 	// Hub holds the tickets. Required.
 	Hub *hub.Hub
+	// Traffic is the gate's decisions as they happen (FREE and DENY ones too), shown with the
+	// humans' decisions under the tickets. Nil: the humans' decisions only.
+	Traffic *traffic.Log
 	// User is the person at this terminal; decisions are made as "terminal:<User>", the name
 	// as hub.CleanName leaves it. Empty: decisions are made as "terminal".
 	User string
@@ -59,6 +63,9 @@ const (
 	// shortOutput is how many lines of a command's output the message area shows; longer
 	// output opens a page of its own.
 	shortOutput = 2
+	// trafficEvery is how often at most the gate's traffic redraws the screen: under load a
+	// redraw per request would take the terminal.
+	trafficEvery = 100 * time.Millisecond
 )
 
 // Run runs the UI on in and out until ctx ends or the user quits; it returns nil in both cases
@@ -119,7 +126,12 @@ type (
 		closed bool // the hub dropped the subscription: subscribe again and reread
 	}
 	tickMsg    struct{}
-	pairingMsg struct {
+	trafficMsg struct {
+		gen    int
+		closed bool
+	}
+	trafficWaitMsg struct{ gen int } // the redraw's pause is over: wait for more traffic
+	pairingMsg     struct {
 		url string
 		err error
 	}
@@ -149,11 +161,21 @@ type model struct {
 	unsubscribe func()
 	gen         int // counts subscriptions; messages of an older one are ignored
 
+	// The gate's traffic and its subscription.
+	traffic     *traffic.Log
+	trafficCh   <-chan struct{}
+	trafficStop func()
+	trafficGen  int
+
 	// What the hub said at the last refresh.
 	pending     []hub.Ticket // newest first
 	recent      []hub.Ticket
 	gate        hub.GateState
 	statusLines []string
+	entries     []traffic.Entry // the gate's latest decisions that filter shows, newest first
+	dropped     int             // the gate's decisions it could not send
+
+	filter traffic.Filter // of the recent decisions: all, refused, asks
 
 	selected string    // id of the selected pending ticket; "" when there is none
 	movedAt  time.Time // when the selection last moved by itself; zero once a key chose it
@@ -182,7 +204,7 @@ type model struct {
 
 func newModel(c Config, r *lipgloss.Renderer) *model {
 	m := &model{
-		hub: c.Hub, by: byOf(c.User), pairing: c.PairingURL, commands: c.Commands, status: c.Status, now: c.Now,
+		hub: c.Hub, traffic: c.Traffic, by: byOf(c.User), pairing: c.PairingURL, commands: c.Commands, status: c.Status, now: c.Now,
 		st: newStyles(r), keys: newKeyMap(), tickEvery: time.Second,
 	}
 	if m.now == nil {
@@ -209,7 +231,39 @@ func (m *model) Init() tea.Cmd {
 		m.setErr("no hub: the console passes its hub to the terminal UI (tui.Config.Hub)")
 		return nil
 	}
-	return tea.Batch(m.subscribe(), m.tick(), textinput.Blink)
+	return tea.Batch(m.subscribe(), m.subscribeTraffic(), m.tick(), textinput.Blink)
+}
+
+// subscribeTraffic follows the gate's traffic, when there is a log of it.
+func (m *model) subscribeTraffic() tea.Cmd {
+	if m.traffic == nil {
+		return nil
+	}
+	if m.trafficStop != nil {
+		m.trafficStop()
+	}
+	m.trafficCh, m.trafficStop = m.traffic.Subscribe()
+	m.trafficGen++
+	m.refreshTraffic()
+	return m.waitTraffic()
+}
+
+// waitTraffic waits for the next entries of the gate's traffic.
+func (m *model) waitTraffic() tea.Cmd {
+	ch, gen := m.trafficCh, m.trafficGen
+	return func() tea.Msg {
+		_, ok := <-ch
+		return trafficMsg{gen: gen, closed: !ok}
+	}
+}
+
+// refreshTraffic rereads the gate's traffic through the filter.
+func (m *model) refreshTraffic() {
+	if m.traffic == nil {
+		return
+	}
+	m.entries = m.traffic.Recent(recentShown, m.filter)
+	m.dropped = m.traffic.Dropped()
 }
 
 // subscribe (again) and reread: Subscribe first, so that nothing between the read and the
@@ -255,6 +309,10 @@ func (m *model) stop() {
 		m.unsubscribe()
 		m.unsubscribe = nil
 	}
+	if m.trafficStop != nil {
+		m.trafficStop()
+		m.trafficStop = nil
+	}
 }
 
 func (m *model) quit() tea.Cmd {
@@ -278,6 +336,7 @@ func (m *model) refresh() {
 		return a.ID < b.ID
 	})
 	m.recent = m.hub.Recent(recentShown)
+	m.refreshTraffic()
 	m.gate = m.hub.GateState()
 	if m.status != nil {
 		m.statusLines = m.status()
@@ -348,6 +407,18 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.refresh()
 		return m, m.tick()
+	case trafficMsg:
+		if m.quitting || msg.gen != m.trafficGen || msg.closed {
+			return m, nil
+		}
+		m.refreshTraffic()
+		gen := m.trafficGen
+		return m, tea.Tick(trafficEvery, func(time.Time) tea.Msg { return trafficWaitMsg{gen: gen} })
+	case trafficWaitMsg:
+		if m.quitting || msg.gen != m.trafficGen {
+			return m, nil
+		}
+		return m, m.waitTraffic()
 	case pairingMsg:
 		m.showPairing(msg.url, msg.err)
 		return m, nil
@@ -368,6 +439,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	if m.prompt == promptDeny || m.prompt == promptCommand {
 		return m.promptKey(msg)
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+		return m.burst(msg)
 	}
 	if msg.Paste {
 		return nil // pasted text is not a key press: it decides nothing
@@ -399,6 +473,10 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, m.keys.Refresh):
 		m.refresh()
 		m.setMsg("reread the hub")
+	case key.Matches(msg, m.keys.Filter):
+		m.filter = m.filter.Next()
+		m.refreshTraffic()
+		m.setMsg("recent decisions: %s (f for %s)", m.filter, m.filter.Next())
 	case key.Matches(msg, m.keys.Approve):
 		m.decide(true)
 	case key.Matches(msg, m.keys.Deny):
@@ -409,6 +487,27 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 		m.listKey(msg)
 	}
 	return nil
+}
+
+// burst handles keys typed faster than the terminal is read (a paste without bracketed paste, a
+// slow ssh link, tmux send-keys): the terminal delivers them as one message of several runes, and
+// each is its own key press, in order. The first may open a prompt, which then takes the rest as
+// text (":review" runs the command). Each press is judged as if typed alone: a second y, after an
+// approval moved the selection, is refused like any key pressed just after a move.
+func (m *model) burst(msg tea.KeyMsg) tea.Cmd {
+	var cmds []tea.Cmd
+	for i, r := range msg.Runes {
+		if m.prompt == promptDeny || m.prompt == promptCommand {
+			rest := msg
+			rest.Runes = msg.Runes[i:]
+			return tea.Batch(append(cmds, m.promptKey(rest))...)
+		}
+		cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+		if m.quitting {
+			break
+		}
+	}
+	return tea.Batch(cmds...)
 }
 
 func (m *model) listKey(msg tea.KeyMsg) {

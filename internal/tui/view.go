@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/traffic"
 )
 
 // The size assumed until the terminal reports its own.
@@ -257,6 +259,9 @@ func (m *model) footer() string {
 	default:
 		parts = []string{k("y", "approve"), k("n", "deny"), k("enter", "details"), k("p", "phone"), k(":", "command"),
 			k("?", "help"), k("q", "quit")}
+		if m.traffic != nil {
+			parts = append(parts[:5:5], append([]string{k("f", "filter")}, parts[5:]...)...)
+		}
 	}
 	return strings.Join(parts, "  ")
 }
@@ -267,7 +272,8 @@ func (m *model) listBody(w, rows int) []string {
 		return nil
 	}
 	n := len(m.pending)
-	pendingWant, recentWant := max(1, n), max(1, len(m.recent))
+	recent := m.recentRows()
+	pendingWant, recentWant := max(1, n), max(1, len(recent))
 	reserve := 0 // rows kept for the recent decisions however many tickets are pending
 	if rows >= 10 {
 		reserve = 2 + min(recentWant, 3)
@@ -296,15 +302,110 @@ func (m *model) listBody(w, rows int) []string {
 		out = append(out, m.ticketLine(m.pending[i], i == sel, w))
 	}
 	if recentRows > 0 {
-		out = append(out, "", m.st.title.Render("Recent decisions"))
-		if len(m.recent) == 0 {
+		out = append(out, "", m.recentTitle())
+		if len(recent) == 0 {
 			out = append(out, m.st.faint.Render("  none yet"))
 		}
-		for i := 0; i < len(m.recent) && i < recentRows; i++ {
-			out = append(out, m.recentLine(m.recent[i]))
+		for i := 0; i < len(recent) && i < recentRows; i++ {
+			if r := recent[i]; r.ticket != nil {
+				out = append(out, m.recentLine(*r.ticket))
+			} else {
+				out = append(out, m.trafficLine(*r.entry))
+			}
 		}
 	}
 	return out
+}
+
+// recentRow is one line of the recent decisions: a human's decision (or an expiry) on a ticket,
+// or a decision of the gate.
+type recentRow struct {
+	at     time.Time
+	ticket *hub.Ticket
+	entry  *traffic.Entry
+}
+
+// recentRows are the recent decisions the filter shows, latest first: the gate's (every request
+// with all, the refused ones, the asked ones) and the humans' (with all and asks).
+func (m *model) recentRows() []recentRow {
+	var rows []recentRow
+	if m.filter != traffic.Refused {
+		for i := range m.recent {
+			t := &m.recent[i]
+			at := t.Expires
+			if t.Decision != nil {
+				at = t.Decision.At
+			}
+			rows = append(rows, recentRow{at: at, ticket: t})
+		}
+	}
+	for i := range m.entries {
+		rows = append(rows, recentRow{at: m.entries[i].Time, entry: &m.entries[i]})
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at.After(rows[j].at) })
+	return rows
+}
+
+// recentTitle names the recent decisions' filter, and the others f switches to.
+func (m *model) recentTitle() string {
+	title := m.st.title.Render("Recent decisions")
+	if m.traffic == nil {
+		return title
+	}
+	var fs []string
+	for _, f := range traffic.Filters {
+		if f == m.filter {
+			fs = append(fs, m.st.title.Render("["+f.String()+"]"))
+		} else {
+			fs = append(fs, m.st.faint.Render(f.String()))
+		}
+	}
+	title += "  " + strings.Join(fs, " ") + m.st.faint.Render("  (f)")
+	if m.dropped > 0 {
+		title += "  " + m.st.warn.Render(fmt.Sprintf("%d not shown: the gate could not send them (the audit has every one)", m.dropped))
+	}
+	return title
+}
+
+// trafficLine is one decision of the gate: time, verdict, container, method, URL, then the
+// status or the refusal's code, the rule, the approver and the refusal's reason.
+func (m *model) trafficLine(e traffic.Entry) string {
+	x := func(s string) string { return display.Escape(s, false) }
+	verdict, style := e.Verdict, m.st.msg
+	switch {
+	case e.Refused():
+		style = m.st.denied
+	case e.Verdict == "ASK":
+		style = m.st.warn
+	}
+	if verdict == "" {
+		verdict = "-"
+	}
+	who := x(e.Container)
+	if who == "" {
+		who = "-"
+	}
+	line := "  " + e.Time.In(m.now().Location()).Format("15:04:05") + "  " + style.Render(padRight(x(verdict), 8)) + "  " +
+		padRight(ansi.Truncate(who, 20, "…"), 20) + "  " + padRight(ansi.Truncate(x(e.Method), 7, "…"), 7) + "  " + x(e.URL)
+	tail := []string{}
+	if e.Refused() {
+		line += "  " + style.Render(x(e.Code))
+	} else if e.Status != 0 {
+		tail = append(tail, fmt.Sprint(e.Status))
+	}
+	if e.Rule != "" {
+		tail = append(tail, x(e.Rule))
+	}
+	if e.Approver != "" {
+		tail = append(tail, "by "+x(e.Approver))
+	}
+	if e.Refused() && e.Reason != "" {
+		tail = append(tail, "— "+x(e.Reason))
+	}
+	if len(tail) > 0 {
+		line += m.st.faint.Render("  " + strings.Join(tail, " "))
+	}
+	return line
 }
 
 // ticketLine is one pending ticket: age, container, method, URL, rule.

@@ -1,0 +1,133 @@
+package hubclient
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/testkit"
+)
+
+const gateToken = "gate-token-0123456789"
+
+type holdsEnv struct {
+	hub *hub.Hub
+	clk *testkit.Clock
+	srv *httptest.Server
+	c   *Client
+}
+
+func newHoldsEnv(t *testing.T) *holdsEnv {
+	t.Helper()
+	pub, key, _ := ed25519.GenerateKey(nil)
+	clk := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	h, err := hub.New(hub.Config{Key: key, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.GateHandler(gateToken))
+	t.Cleanup(srv.Close)
+	return &holdsEnv{hub: h, clk: clk, srv: srv, c: New(srv.URL, gateToken, pub, nil)}
+}
+
+func askReq(fp string) hub.AskRequest {
+	return hub.AskRequest{Kind: hub.KindRequest, Container: "dev", Method: "POST", URL: "https://example.com/", Rule: "r", Fingerprint: fp}
+}
+
+func (e *holdsEnv) holders(t *testing.T, id string) int {
+	t.Helper()
+	tk, ok := e.hub.Get(id)
+	if !ok {
+		t.Fatalf("no ticket %s", id)
+	}
+	return tk.Holders
+}
+
+func (e *holdsEnv) held(id string) int {
+	s, _ := e.c.Holdings()
+	return s.Held[id]
+}
+
+// The gate counts what it holds from the ask to the claim, the leave or the expiry, whatever
+// the hub answered; its report puts the hub's count right after a lost call.
+func TestHoldingsFollowTheRequests(t *testing.T) {
+	e := newHoldsEnv(t)
+	ctx := context.Background()
+	a, err := e.c.Ask(ctx, askReq("fp1:a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.Ticket.ID
+	if _, err := e.c.Ask(ctx, askReq("fp1:a")); err != nil {
+		t.Fatal(err)
+	}
+	if e.held(id) != 2 || e.holders(t, id) != 2 {
+		t.Fatalf("after two asks: the gate holds %d, the hub counts %d", e.held(id), e.holders(t, id))
+	}
+	// An ask whose answer the gate never saw: the hub counts one more than the gate holds.
+	e.hub.Ask(askReq("fp1:a"))
+	// A leave that failed (the hub stalled): the gate stops holding, the hub never heard.
+	down := New("http://127.0.0.1:1", gateToken, nil, nil)
+	down.holds.held[id] = 1
+	down.Leave(id)
+	if s, _ := down.Holdings(); len(s.Held) != 0 || len(s.Busy) != 0 {
+		t.Fatalf("after a failed leave the gate still holds %+v", s)
+	}
+	e.c.Leave(id)
+	if e.held(id) != 1 || e.holders(t, id) != 2 {
+		t.Fatalf("before the report: the gate holds %d, the hub counts %d", e.held(id), e.holders(t, id))
+	}
+	if err := e.c.ReportHoldings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.holders(t, id); got != 1 {
+		t.Fatalf("after the report the hub counts %d, want 1", got)
+	}
+
+	// A claim ends the hold, whatever the hub answers.
+	if _, err := e.c.Claim(ctx, id, "fp1:a"); err == nil {
+		t.Fatal("a claim of a pending ticket succeeded")
+	}
+	if e.held(id) != 0 {
+		t.Fatalf("after the claim the gate holds %d", e.held(id))
+	}
+
+	// A wait that returns the ticket expired ends the hold: nothing is claimed for it.
+	b, _ := e.c.Ask(ctx, askReq("fp1:b"))
+	e.clk.Advance(hub.DefaultTicketTTL + time.Second)
+	e.hub.Expire()
+	tk, err := e.c.Wait(ctx, b.Ticket.ID)
+	if err != nil || tk.Status != hub.Expired {
+		t.Fatalf("wait: %+v %v", tk.Status, err)
+	}
+	if s, _ := e.c.Holdings(); len(s.Held) != 0 || len(s.Asking) != 0 || len(s.Busy) != 0 {
+		t.Fatalf("the gate still holds %+v", s)
+	}
+}
+
+// When its event stream connects (a hub restarted, or back after a stall) the gate reports what
+// it holds at once: the hub's counts are right again without anyone asking.
+func TestHoldingsReportedOnConnect(t *testing.T) {
+	e := newHoldsEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := e.c.Ask(ctx, askReq("fp1:a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hub.SetHoldings(hub.Holdings{}) // as after a restart of the hub: no holders
+	e.hub.Ask(askReq("fp1:z"))        // a ticket the gate does not hold on
+	go e.c.Run(ctx)
+	testkit.WaitFor(t, 5*time.Second, "the counts set by the gate", func() bool {
+		var z int
+		for _, tk := range e.hub.Pending() {
+			if tk.Fingerprint == "fp1:z" {
+				z = tk.Holders
+			}
+		}
+		return e.holders(t, a.Ticket.ID) == 1 && z == 0
+	})
+}
