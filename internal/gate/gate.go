@@ -130,12 +130,18 @@ func New(cfg Config) *Gate {
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"
 	g.transport = &http.Transport{
-		Proxy:                 nil, // the gate's own HTTP(S)_PROXY is ignored: it dials through the floor
-		DialContext:           g.dialer.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: refuseWeakCertificates},
-		TLSHandshakeTimeout:   15 * time.Second,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   32,
+		Proxy:       nil, // the gate's own HTTP(S)_PROXY is ignored: it dials through the floor
+		DialContext: g.dialer.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: refuseWeakCertificates,
+			// Resumed sessions skip the handshake's key exchange and the chain's verification;
+			// VerifyConnection still sees the chain the session was made with.
+			ClientSessionCache: tls.NewLRUClientSessionCache(upstreamSessions)},
+		TLSHandshakeTimeout: 15 * time.Second,
+		// Agents send to few hosts over many connections: the pool keeps as many idle
+		// connections to one host as tunnels a busy agent keeps open, so that keep-alive traffic
+		// never pays a new upstream handshake per request.
+		MaxIdleConns:          upstreamIdle,
+		MaxIdleConnsPerHost:   upstreamIdlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass the client's Accept-Encoding and the origin's encoding through
@@ -220,6 +226,13 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	<-errc
 	return nil
 }
+
+// The upstream pool: idle connections kept in all and per host, and TLS sessions remembered.
+const (
+	upstreamIdle        = 1024
+	upstreamIdlePerHost = 256
+	upstreamSessions    = 1024
+)
 
 // The bounds on client connections (Config's MaxConns and MaxConnsPerSource): idle and
 // half-open connections from one source cannot take the gate's memory or its file descriptors.
