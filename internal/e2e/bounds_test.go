@@ -259,3 +259,38 @@ func TestPendingTicketsBounded(t *testing.T) {
 		t.Fatalf("after a decision: %d %s", r.StatusCode, r.Header.Get("X-Lockhttp-Code"))
 	}
 }
+
+// TestLoxTicketsPages: 120 held requests with 40 KB URLs make about 5 MB of tickets; lox tickets
+// reads them a page at a time and lists every one (one answer of that size was cut off).
+func TestLoxTicketsPages(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(origin.Close)
+	port := origin.Listener.Addr().(*net.TCPAddr).Port
+	pol := strings.Replace(fmt.Sprintf(boundsPolicy, port), `verdict = "free"`, `verdict = "ask"`, 1) +
+		"\n[settings]\nhold = \"1s\"\nmax_pending = 200\n"
+	e := startStack(t, pol)
+	ask := &askEnv{running: e}
+	u, _ := url.Parse(e.up.Gate)
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxConnsPerHost: 64}}
+	const n = 120
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			resp, err := c.Post(fmt.Sprintf("http://origin.test:%d/w/%d/%s", port, i, strings.Repeat("p", 40<<10)), "text/plain", strings.NewReader("x"))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}(i)
+	}
+	wg.Wait()
+	ts := ask.tickets(t)
+	if len(ts) != n {
+		t.Fatalf("lox tickets --json lists %d tickets, want %d", len(ts), n)
+	}
+	out, err := ask.lox(t, "tickets")
+	if err != nil || strings.Count(out, "\n") != n+1 {
+		t.Fatalf("lox tickets: %v, %d lines", err, strings.Count(out, "\n"))
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,7 +183,8 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 // FacadeHandler serves the facades' API under /v1/, for callers holding one of tokens (facade
 // name → token; the name prefixes the "by" of their decisions):
 //
-//	GET  /v1/tickets            pending tickets, newest first
+//	GET  /v1/tickets            pending tickets, newest first, a page at a time (?limit=N,
+//	                            at most MaxPage; ?cursor= the X-LockHTTP-Next of the last page)
 //	GET  /v1/tickets/{id}
 //	GET  /v1/recent             decided and expired tickets, latest first
 //	GET  /v1/state              the gate's state
@@ -190,7 +193,16 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tickets", func(w http.ResponseWriter, r *http.Request) {
-		httpjson.Write(w, 200, nonNil(h.Pending()))
+		limit, err := pageLimit(r)
+		if err != nil {
+			httpjson.Write(w, 400, apiError{err.Error()})
+			return
+		}
+		page, next := h.PendingPage(limit, r.URL.Query().Get("cursor"))
+		if next != "" {
+			w.Header().Set(HeaderNext, next)
+		}
+		httpjson.Write(w, 200, nonNil(page))
 	})
 	mux.HandleFunc("GET /v1/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {
 		t, ok := h.Get(r.PathValue("id"))
@@ -263,6 +275,22 @@ func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) ht
 		}
 		httpjson.Write(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
 	})
+}
+
+// HeaderNext is the header of a page of tickets that has a next page: its cursor.
+const HeaderNext = "X-LockHTTP-Next"
+
+// pageLimit reads ?limit=: a page size from 1 to MaxPage, or 0 for the default.
+func pageLimit(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxPage {
+		return 0, fmt.Errorf("limit must be 1 to %d", MaxPage)
+	}
+	return n, nil
 }
 
 func nonNil(t []Ticket) []Ticket {

@@ -514,8 +514,85 @@ func (h *Hub) Pending() []Ticket {
 			out = append(out, *copyTicket(t))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.After(out[j].Created)
+		}
+		return out[i].ID > out[j].ID
+	})
 	return out
+}
+
+// Page sizes of PendingPage.
+const (
+	DefaultPage = 100
+	MaxPage     = 500
+)
+
+// PendingPage is one page of Pending: at most limit tickets (DefaultPage when limit is 0 or
+// less, at most MaxPage) and about maxPageBytes after cursor ("" for the first page), and the
+// cursor of the next page, "" when there is none. A cursor names the last ticket of a page by its time and id, so that a
+// ticket decided between two pages moves no other ticket from one page to the other.
+func (h *Hub) PendingPage(limit int, cursor string) ([]Ticket, string) {
+	if limit <= 0 {
+		limit = DefaultPage
+	}
+	limit = min(limit, MaxPage)
+	all := h.Pending()
+	start := 0
+	if cursor != "" {
+		start = len(all)
+		for i, t := range all {
+			if cursorOf(t) == cursor || olderThan(t, cursor) {
+				start = i
+				if cursorOf(t) == cursor {
+					start = i + 1
+				}
+				break
+			}
+		}
+	}
+	end, size := start, 0
+	for end < len(all) && end-start < limit && (end == start || size+ticketSize(&all[end]) <= maxPageBytes) {
+		size += ticketSize(&all[end])
+		end++
+	}
+	page := all[start:end]
+	next := ""
+	if end < len(all) {
+		next = cursorOf(page[len(page)-1])
+	}
+	return page, next
+}
+
+// maxPageBytes bounds a page of tickets as the facades read it (about: ticketSize), under what
+// their clients read in one answer.
+const maxPageBytes = 1 << 20
+
+// ticketSize is about how many bytes t takes as JSON.
+func ticketSize(t *Ticket) int {
+	n := 512 + len(t.URL) + len(t.BodyPreview) + len(t.Reason) + len(t.Warning)
+	for _, h := range t.Headers {
+		n += len(h.Name) + len(h.Value) + 32
+	}
+	return n
+}
+
+// cursorOf names t in the order Pending lists tickets: its creation time and id.
+func cursorOf(t Ticket) string {
+	return strconv.FormatInt(t.Created.UnixNano(), 10) + "." + t.ID
+}
+
+// olderThan reports whether t comes after the ticket cursor names in Pending's order (newest
+// first).
+func olderThan(t Ticket, cursor string) bool {
+	ns, id, ok := strings.Cut(cursor, ".")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil {
+		return true
+	}
+	c := t.Created.UnixNano()
+	return c < n || c == n && t.ID < id
 }
 
 // Recent lists decided and expired tickets, the latest decision first, at most n.

@@ -374,3 +374,63 @@ func TestDecidedTicketsBounded(t *testing.T) {
 		t.Fatal("more than the 50 oldest were dropped")
 	}
 }
+
+// The pending list comes a page at a time: every ticket once, newest first, whatever is decided
+// between two pages; a bad cursor starts from the first page; large tickets make short pages.
+func TestPendingPages(t *testing.T) {
+	h, c := newHub(t, "")
+	var ids []string
+	for i := 0; i < 25; i++ {
+		a, _ := h.Ask(ask(fmt.Sprintf("fp1:%d", i)))
+		ids = append(ids, a.Ticket.ID)
+		if i%3 != 0 {
+			c.Advance(time.Millisecond) // some share a creation time
+		}
+	}
+	var got []string
+	cursor, pages := "", 0
+	for {
+		page, next := h.PendingPage(10, cursor)
+		pages++
+		for _, tk := range page {
+			got = append(got, tk.ID)
+		}
+		if pages == 1 {
+			// A ticket of the first page is decided before the second is read.
+			if _, err := h.Decide(page[0].ID, page[0].Fingerprint, false, "cli:root", "no"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if pages != 3 || len(got) != 25 {
+		t.Fatalf("%d pages, %d tickets; want 3 pages of all 25", pages, len(got))
+	}
+	seen := map[string]bool{}
+	for _, id := range got {
+		if seen[id] {
+			t.Fatalf("ticket %s twice", id)
+		}
+		seen[id] = true
+	}
+	if got[0] != ids[len(ids)-1] {
+		t.Fatalf("the first is %s, want the newest %s", got[0], ids[len(ids)-1])
+	}
+	if page, next := h.PendingPage(1000, ""); len(page) != 24 || next != "" {
+		t.Fatalf("a large limit: %d tickets, next %q", len(page), next)
+	}
+	if page, _ := h.PendingPage(10, "garbage"); len(page) != 10 {
+		t.Fatalf("a bad cursor: %d tickets", len(page))
+	}
+	big := ask("fp1:big")
+	big.URL = "https://example.com/" + strings.Repeat("a", 600<<10)
+	h.Ask(big)
+	big.Fingerprint = "fp1:big2"
+	h.Ask(big)
+	if page, next := h.PendingPage(MaxPage, ""); len(page) != 1 || next == "" {
+		t.Fatalf("two tickets of 600 KiB: a page of %d, next %q; want one a page", len(page), next)
+	}
+}

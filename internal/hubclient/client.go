@@ -76,39 +76,45 @@ func (c *Client) pubKey() ed25519.PublicKey {
 func (c *Client) Connected() bool { return c.connected.Load() }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.callHeader(ctx, method, path, in, out)
+	return err
+}
+
+// callHeader is call, returning the answer's header.
+func (c *Client) callHeader(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("hub %s: %w", c.base, err)
+		return nil, fmt.Errorf("hub %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode >= 300 {
 		var e struct{ Error string }
 		json.Unmarshal(data, &e)
-		return &StatusError{Status: resp.StatusCode, Msg: e.Error}
+		return resp.Header, &StatusError{Status: resp.StatusCode, Msg: e.Error}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("hub %s: bad answer: %w", c.base, err)
+			return resp.Header, fmt.Errorf("hub %s: bad answer: %w", c.base, err)
 		}
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // StatusError is an answer of the hub that is not a success.

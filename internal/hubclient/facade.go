@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +26,28 @@ func NewFacade(base, token string) *Facade {
 // Pending lists the pending tickets, newest first.
 func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
 	var out []hub.Ticket
-	err := f.c.call(ctx, "GET", "/v1/tickets", nil, &out)
-	return out, err
+	cursor := ""
+	for {
+		var page []hub.Ticket
+		path := "/v1/tickets?limit=" + strconv.Itoa(hub.MaxPage)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		h, err := f.c.callHeader(ctx, "GET", path, nil, &page)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, page...)
+		next := h.Get(hub.HeaderNext)
+		if next == "" || next == cursor || len(out) >= maxPending {
+			return out, nil
+		}
+		cursor = next
+	}
 }
+
+// maxPending bounds the tickets Pending reads, page by page (the hub keeps at most 5,000).
+const maxPending = 10000
 
 // Get reads one ticket.
 func (f *Facade) Get(ctx context.Context, id string) (hub.Ticket, error) {

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -375,8 +376,15 @@ func ms(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+// listPending answers a page of the pending tickets (?limit=, at most hub.MaxPage; ?cursor=,
+// the X-LockHTTP-Next of the page before), never one unbounded answer.
 func (s *Server) listPending(w http.ResponseWriter, r *http.Request) {
-	httpjson.Write(w, http.StatusOK, viewsOf(s.hub.Pending()))
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	page, next := s.hub.PendingPage(limit, r.URL.Query().Get("cursor"))
+	if next != "" {
+		w.Header().Set(hub.HeaderNext, next)
+	}
+	httpjson.Write(w, http.StatusOK, viewsOf(page))
 }
 
 func (s *Server) listRecent(w http.ResponseWriter, r *http.Request) {
