@@ -274,17 +274,34 @@ func TestLoxTicketsPages(t *testing.T) {
 	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxConnsPerHost: 64}}
 	const n = 120
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]int{}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			resp, err := c.Post(fmt.Sprintf("http://origin.test:%d/w/%d/%s", port, i, strings.Repeat("p", 40<<10)), "text/plain", strings.NewReader("x"))
+			a := "error"
 			if err == nil {
+				a = resp.Header.Get("X-Lockhttp-Code")
 				resp.Body.Close()
 			}
+			mu.Lock()
+			answers[a]++
+			mu.Unlock()
 		}(i)
 	}
 	wg.Wait()
+	if answers["E_PENDING"] != n {
+		logs, _ := os.ReadFile(e.up.Logs + "/gate.log")
+		var hubLines []string
+		for _, l := range strings.Split(string(logs), "\n") {
+			if strings.Contains(l, "hub") {
+				hubLines = append(hubLines, l)
+			}
+		}
+		t.Fatalf("answers %v, want %d E_PENDING; the gate's hub lines:\n%s", answers, n, strings.Join(hubLines, "\n"))
+	}
 	ts := ask.tickets(t)
 	if len(ts) != n {
 		t.Fatalf("lox tickets --json lists %d tickets, want %d", len(ts), n)

@@ -235,7 +235,8 @@ func TestClaudeAPIThroughTheGate(t *testing.T) {
 		{"batches ask", "POST", fmt.Sprintf("https://api.anthropic.com:%d/v1/messages/batches", e.tlsPort), `{"requests":[]}`, json, 403, "E_PENDING"},
 		{"files ask", "GET", fmt.Sprintf("https://api.anthropic.com:%d/v1/files", e.tlsPort), "", json, 403, "E_PENDING"},
 		{"models are free", "GET", fmt.Sprintf("https://api.anthropic.com:%d/v1/models", e.tlsPort), "", json, 200, ""},
-		{"a key that is not the container's", "POST", messages, `{"model":"m","messages":[]}`, http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {e2eOtherAnt}}, 403, "E_SECRET_EGRESS"},
+		{"a key that is not the container's asks", "POST", messages, `{"model":"m","messages":[]}`, http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {e2eOtherAnt}}, 403, "E_PENDING"},
+		{"two keys are refused", "POST", messages, `{"model":"m","messages":[]}`, http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {e2eOtherAnt}, "Authorization": {"Bearer " + e2eAntKey}}, 403, "E_SECRET_EGRESS"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

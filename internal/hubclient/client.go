@@ -58,11 +58,17 @@ func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *
 	}
 	return &Client{
 		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log,
-		http:    &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}},
+		http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: maxConns, MaxConnsPerHost: maxConns,
+			IdleConnTimeout: 90 * time.Second}},
 		waiters: map[string]map[chan hub.Ticket]struct{}{},
 		holds:   newHolds(),
 	}
 }
+
+// maxConns bounds the connections to the hub: half of what the hub holds from one peer before
+// a request on them carried a token (hub.MaxProbationPerPeer), so that a burst of asks waits
+// for a connection rather than opening more than the hub keeps, which closes the oldest.
+const maxConns = hub.MaxProbationPerPeer / 2
 
 func (c *Client) pubKey() ed25519.PublicKey {
 	if p := c.pub.Load(); p != nil {
