@@ -61,6 +61,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
 	mux.Handle("POST /v1/gate/traffic", hub.GateOnly(gateToken, hs.traffic.Handler()))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
+	mountCredentials(mux, h, facades, c) // lox credentials, lox unbind
 	if o.phoneURL != "" {
 		public := o.phoneURL
 		if public == "auto" {

@@ -29,6 +29,8 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
+  credentials  list the Claude credentials bound to containers by approval (--json for scripts)
+  unbind    remove one: lox unbind [--state DIR] CONTAINER HASH (its requests ask again)
   phones    list the paired phones (--json for scripts)
   unpair    revoke a paired phone at once: lox unpair [--state DIR] ID
   log       the gate's latest decisions from its audit; -f follows new ones
@@ -51,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDecide(false, args[1:], stdout, stderr)
 	case "pair":
 		return runPair(args[1:], stdout, stderr)
+	case "credentials":
+		return runCredentials(args[1:], stdout, stderr)
+	case "unbind":
+		return runUnbind(args[1:], stdout, stderr)
 	case "phones":
 		return runPhones(args[1:], stdout, stderr)
 	case "unpair":

@@ -132,9 +132,57 @@ func checkBindings(bs []Binding) error {
 
 // sha256Hex reports whether s is 64 lower-case hex digits.
 func sha256Hex(s string) bool {
-	if len(s) != sha256.Size*2 {
-		return false
+	return len(s) == sha256.Size*2 && isHex(s)
+}
+
+// Unbind removes the binding of container whose hash starts with prefix (at least 12 hex
+// digits, as lox credentials shows it), for the human by: written to the state file and audited
+// before the console stops serving it. A prefix that names no binding, or more than one, is an
+// error that changes nothing.
+func (c *Console) Unbind(container, prefix, by string) (Binding, error) {
+	prefix = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(prefix), "sha256:"))
+	if len(prefix) < 12 || len(prefix) > sha256.Size*2 || !isHex(prefix) {
+		return Binding{}, errors.New("name the credential by at least the first 12 hex digits of its SHA-256, as lox credentials shows it")
 	}
+	if strings.TrimSpace(by) == "" {
+		return Binding{}, errors.New("an unbinding names who did it")
+	}
+	c.mu.Lock()
+	at := -1
+	for i, b := range c.state.Bound {
+		if b.Container == container && strings.HasPrefix(b.Hash, prefix) {
+			if at >= 0 {
+				c.mu.Unlock()
+				return Binding{}, fmt.Errorf("more than one credential of %s starts with %s; give more digits", container, prefix)
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		c.mu.Unlock()
+		return Binding{}, fmt.Errorf("no credential bound to %s starts with %s; lox credentials lists them", container, prefix)
+	}
+	prev := c.state.Bound
+	gone := prev[at]
+	c.state.Bound = append(append([]Binding(nil), prev[:at]...), prev[at+1:]...)
+	version := c.state.Approved.Version
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		c.mu.Lock()
+		c.state.Bound = prev
+		c.mu.Unlock()
+		return Binding{}, fmt.Errorf("writing the console's state file: %w", err)
+	}
+	c.record(&audit.Record{Event: "policy", Rule: "credential-unbound", Policy: version, Container: container, Approver: by, Ticket: gone.Ticket,
+		Detail: fmt.Sprintf("Claude credential sha256:%s unbound from container %s (bound by %s): its requests with it ask again", gone.Hash, container, gone.By)})
+	if s := c.cur.Load(); s != nil {
+		c.publish(*s)
+	}
+	c.say("container %s may no longer send the Claude credential sha256 %s… without asking (unbound by %s)", container, gone.Hash[:12], by)
+	return gone, nil
+}
+
+func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false

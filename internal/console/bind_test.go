@@ -92,3 +92,56 @@ func TestStateWithBadBindingRefused(t *testing.T) {
 		t.Fatalf("a bad binding in the state: %v", err)
 	}
 }
+
+// Unbind takes a binding away by its container and hash prefix, on record; an ambiguous, short
+// or unknown prefix changes nothing.
+func TestUnbind(t *testing.T) {
+	a := &memAudit{}
+	state := filepath.Join(t.TempDir(), "state.json")
+	c, err := New(Config{PolicyPath: writePolicy(t, good), StatePath: state, Audit: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := hashA[:20] + strings.Repeat("2", 44)
+	for _, h := range []string{hashA, hashB, twin} {
+		if err := c.Bind("local", h, "cli:root", "t1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := c.Current().Tag
+	for _, bad := range []string{hashA[:11], hashA[:20], "zz" + hashA[2:14], hashA[:12] + "x"} {
+		if _, err := c.Unbind("local", bad, "cli:root"); err == nil {
+			t.Fatalf("Unbind(%q) accepted", bad)
+		}
+	}
+	if _, err := c.Unbind("other", hashB[:12], "cli:root"); err == nil {
+		t.Fatal("unbound another container's credential")
+	}
+	if c.Current().Tag != tag || len(c.Bindings()) != 3 {
+		t.Fatal("a refused unbinding changed what is served")
+	}
+	gone, err := c.Unbind("local", "sha256:"+strings.ToUpper(hashA[:24]), "cli:alice")
+	if err != nil || gone.Hash != hashA {
+		t.Fatalf("Unbind: %+v %v", gone, err)
+	}
+	s := c.Current()
+	if s.Tag == tag || len(s.Bound["local"]) != 2 {
+		t.Fatalf("after the unbinding: %+v", s)
+	}
+	for _, h := range s.Bound["local"] {
+		if h == hashA {
+			t.Fatal("the unbound credential is still served")
+		}
+	}
+	var rec bool
+	for _, r := range a.recs {
+		rec = rec || r.Rule == "credential-unbound" && r.Approver == "cli:alice" && strings.Contains(r.Detail, hashA)
+	}
+	if !rec {
+		t.Fatal("no audit record of the unbinding")
+	}
+	c2, err := New(Config{PolicyPath: writePolicy(t, good), StatePath: state})
+	if err != nil || len(c2.Bindings()) != 2 {
+		t.Fatalf("after a restart: %v, %d bindings", err, len(c2.Bindings()))
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/secrets"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 var (
@@ -543,5 +544,20 @@ func TestClaudeKeyBoundByApproval(t *testing.T) {
 	if !bound {
 		t.Fatal("no credential-bound record with the approver in the console's audit")
 	}
+	// lox credentials lists the binding; lox unbind takes it away, and the key asks again.
+	if out, err := ask.lox(t, "credentials"); err != nil || !strings.Contains(out, hash[:12]) || !strings.Contains(out, tk.ID) {
+		t.Fatalf("lox credentials: %v\n%s", err, out)
+	}
+	if out, err := ask.lox(t, "unbind", "local", hash[:12]); err != nil {
+		t.Fatalf("lox unbind: %v\n%s", err, out)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the unbound key to ask again", func() bool {
+		_, err := c.Messages.New(ctx, other)
+		if err == nil {
+			return false
+		}
+		_, code, rule := refusal(t, err)
+		return code == "E_PENDING" && rule == claudeapi.RuleNewCredential
+	})
 	(&secretsEnv{running: e.running}).noLeak(t, "the agent's own keys", sdkKey, sdkForeignKey)
 }
