@@ -47,6 +47,8 @@ type options struct {
 	listen                      string
 	console                     string
 	auditDir                    string
+	auditBudget                 string
+	auditSummarize              int
 	admin                       string
 	upstream                    string
 	roots                       string
@@ -69,6 +71,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:3130", "proxy listen address (host:port)")
 	fs.StringVar(&o.console, "console", "", "the console's unix socket, where the gate fetches its policy (required)")
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the audit files (required)")
+	fs.StringVar(&o.auditBudget, "audit-budget", "10GiB", "the most the audit directory may hold (a size such as 10GiB); past it the gate refuses traffic with E_NO_AUDIT until old files are archived; lockhttp doctor warns at 80%")
+	fs.IntVar(&o.auditSummarize, "audit-summarize-after", 20, "how many answers of the gate's own (refusals) to one container in one second get an audit record each; the rest of that second are written as one summary that lists their ids")
 	fs.StringVar(&o.admin, "admin", "", "unix socket for GET /status (for lox and lockhttp doctor); empty: none")
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
@@ -95,6 +99,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.auditDir == "" {
 		return nil, errors.New("-audit is required: every request is audited")
+	}
+	if _, err := policy.ParseSize(o.auditBudget); err != nil {
+		return nil, fmt.Errorf("-audit-budget %q: %w; write a size such as 10GiB", o.auditBudget, err)
+	}
+	if o.auditSummarize < 1 {
+		return nil, fmt.Errorf("-audit-summarize-after %d: use 1 or more", o.auditSummarize)
 	}
 	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
 		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
@@ -152,7 +162,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return fmt.Errorf("-roots %s: no PEM certificates in it", o.roots)
 		}
 	}
-	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log})
+	budget, _ := policy.ParseSize(o.auditBudget) // checked by parse
+	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize})
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
@@ -258,8 +269,6 @@ func ownAddrs(a net.Addr) ([]netip.AddrPort, error) {
 	}
 	return out, nil
 }
-
-var _ = policy.Hash
 
 // reportState tells the hub the gate's state every 5 s, for the facades' at-a-glance line.
 func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg gate.Config, listen string) {

@@ -27,6 +27,7 @@ type file interface {
 	Sync() error
 	Close() error
 	Stat() (fs.FileInfo, error)
+	Truncate(size int64) error
 }
 
 // fileSystem opens audit files and syncs their directory; tests substitute failing ones.
@@ -86,6 +87,7 @@ type dayFile struct {
 	path string
 	f    file
 	prev [2 * hashLen]byte
+	size int64 // the file's size after the last batch that was written whole
 	// dirty reports records written (by Submit) and not yet fsync'ed.
 	dirty bool
 }
@@ -117,6 +119,7 @@ func (df *dayFile) resume(fsys fileSystem, dir, name string, sync bool) error {
 		return fmt.Errorf("audit: %s: not a regular file; move it aside", df.path)
 	}
 	size := fi.Size()
+	df.size = size
 	if size == 0 {
 		df.prev = chainHash(name)
 		if sync {
@@ -149,6 +152,7 @@ func (df *dayFile) resume(fsys fileSystem, dir, name string, sync bool) error {
 		if _, err := df.f.Write([]byte{'\n'}); err != nil {
 			return pathError("write", df.path, err)
 		}
+		df.size++
 		if sync {
 			if err := df.f.Sync(); err != nil {
 				return pathError("sync", df.path, err)

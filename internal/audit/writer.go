@@ -24,6 +24,14 @@ type Options struct {
 	// NoSync skips every fsync. For tests and benchmarks only: a crash can then lose records
 	// that Write reported as written.
 	NoSync bool
+	// SummarizeAfter is how many Writes of one container (Record.Container) in one second of
+	// the clock get a record each; the ones past it are written as that second's summaries (see
+	// summary.go). 0: every Write gets its own record.
+	SummarizeAfter int
+	// Budget bounds the bytes of the directory's files: a batch that would take them past it
+	// fails (ErrBudget), as a full disk would, and so the gate refuses traffic until old files
+	// are moved out or the budget is raised. 0: no budget.
+	Budget int64
 }
 
 // Writer appends Records to the audit files of one directory.
@@ -48,6 +56,19 @@ type Writer struct {
 	items sync.Pool     // of *item
 	wake  chan struct{} // cap 1: the queue went from empty to non-empty, or Close was called
 	done  chan struct{} // closed when the committer has returned
+
+	summarizeAfter int
+	budget         int64
+
+	smu     sync.Mutex     // guards rateSec, rate and sums
+	rateSec int64          // the clock's second that rate counts
+	rate    map[string]int // Writes per container in rateSec
+	sums    *summaries     // the summaries of the current second, nil when none
+
+	size     atomic.Int64 // bytes of the directory's files, as last counted plus what was written since
+	syncs    atomic.Int64 // fsyncs that succeeded
+	written  atomic.Int64 // records written
+	lastScan time.Time    // when size was last counted (committer's)
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
@@ -78,7 +99,8 @@ type item struct {
 	rec  Record
 	done chan error // cap 1
 	refs atomic.Int32
-	wait bool // queued by Write: its batch is fsync'ed before the waiter is told
+	wait bool       // queued by Write: its batch is fsync'ed before the waiter is told
+	fan  *summaries // a summary record: its outcome goes to the summaries, not to done
 }
 
 // syncDelay is how long records queued by Submit may stay written but not fsync'ed when no
@@ -110,6 +132,10 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 		fsys:   fsys,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+
+		summarizeAfter: o.SummarizeAfter,
+		budget:         o.Budget,
+		rate:           make(map[string]int),
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -120,6 +146,9 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 	w.items.New = func() any { return &item{done: make(chan error, 1)} }
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, pathError("create", o.Dir, err)
+	}
+	if err := w.scan(); err != nil {
+		return nil, err
 	}
 	// Fail at start, not at the first request, when today's file cannot be opened or resumed.
 	if _, err := w.file(dayOf(w.now())); err != nil {
@@ -134,7 +163,15 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 // Write copies r, so the caller may reuse it when Write returns. It returns an error when the
 // write failed or the writer is closed (ErrClosed); when ctx ends first it returns ctx.Err() and
 // the record stays queued (it is still written, and Healthy reports if that fails).
+//
+// With Options.SummarizeAfter, a Write past the container's rate goes into its second's summary
+// and returns once that summary is on disk (within a second).
 func (w *Writer) Write(ctx context.Context, r *Record) error {
+	if w.summarizeAfter > 0 {
+		if s := w.summarize(r); s != nil {
+			return s.wait(ctx)
+		}
+	}
 	it := w.items.Get().(*item)
 	it.rec = *r
 	if it.rec.Time.IsZero() {
@@ -179,23 +216,30 @@ func (w *Writer) Submit(r *Record) {
 	}
 }
 
-// enqueue adds it to the queue and wakes the committer; false when the writer is closed (it is
-// then back in the pool).
-func (w *Writer) enqueue(it *item) bool {
+// enqueue adds items to the queue, together, and wakes the committer; false when the writer is
+// closed (they are then back in the pool).
+func (w *Writer) enqueue(items ...*item) bool {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		it.rec = Record{}
-		w.items.Put(it)
+		for _, it := range items {
+			it.rec, it.fan = Record{}, nil
+			w.items.Put(it)
+		}
 		return false
 	}
-	w.queue = append(w.queue, it)
-	if it.wait {
-		w.waiters++
+	n := len(w.queue)
+	w.queue = append(w.queue, items...)
+	signal := n == 0
+	for _, it := range items {
+		if it.wait {
+			w.waiters++
+			signal = true
+		}
 	}
 	// The committer sleeps after it saw an empty queue, or lingers over submitted records only:
 	// the first record, a Write, or a full batch of submitted records wakes it.
-	signal := len(w.queue) == 1 || it.wait || len(w.queue) == asyncBatch
+	signal = signal || n < asyncBatch && len(w.queue) >= asyncBatch
 	w.mu.Unlock()
 	if signal {
 		select {
@@ -215,7 +259,7 @@ func (w *Writer) release(it *item) {
 	case <-it.done: // a result nobody waited for
 	default:
 	}
-	it.rec = Record{}
+	it.rec, it.fan = Record{}, nil
 	w.items.Put(it)
 }
 
@@ -233,6 +277,7 @@ func (w *Writer) Healthy() error {
 // the same result.
 func (w *Writer) Close() error {
 	w.closeOnce.Do(func() {
+		w.flushSummaries()
 		w.mu.Lock()
 		w.closed = true
 		w.mu.Unlock()
@@ -371,10 +416,13 @@ func (w *Writer) commit() {
 		for n < len(batch) && dayOf(batch[n].rec.Time) == d {
 			n++
 		}
-		err := w.commitDay(d, batch[:n])
+		err := classify(w.commitDay(d, batch[:n]))
 		w.report(err, n)
 		for _, it := range batch[:n] {
-			if it.wait {
+			switch {
+			case it.fan != nil:
+				it.fan.finish(err)
+			case it.wait:
 				it.done <- err
 			}
 			w.release(it)
@@ -390,7 +438,9 @@ func (w *Writer) commit() {
 const maxWrite = 1 << 20
 
 // commitDay appends the records of items, all of day d, to d's file with one write (more when
-// they exceed maxWrite bytes) and one fsync.
+// they exceed maxWrite bytes) and one fsync. When a write or the fsync fails, the file is cut back
+// to where the batch began, so that a failed batch leaves no torn line and the chain goes on from
+// the last record that was written.
 func (w *Writer) commitDay(d day, items []*item) error {
 	df, err := w.file(d)
 	if err != nil {
@@ -399,6 +449,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	buf := w.buf[:0]
 	prev := df.prev
 	needSync := false
+	var wrote int64
 	for _, it := range items {
 		needSync = needSync || it.wait
 		start := len(buf)
@@ -409,37 +460,72 @@ func (w *Writer) commitDay(d day, items []*item) error {
 		prev = chainHash(buf[start:])
 		buf = append(buf, '\n')
 		if len(buf) >= maxWrite {
-			if _, err = df.f.Write(buf); err != nil {
+			if err = w.write(df, buf); err != nil {
 				break
 			}
+			wrote += int64(len(buf))
 			buf = buf[:0]
 		}
 	}
 	if err == nil && len(buf) > 0 {
-		_, err = df.f.Write(buf)
+		err = w.write(df, buf)
+		wrote += int64(len(buf))
 	}
 	if cap(buf) > 4*maxWrite {
-		buf = nil // one huge record grew it; do not keep that much
+		buf = nil // one huge batch grew it; do not keep that much
 	}
 	w.buf = buf[:0]
-	if err != nil {
-		err = pathError("write", df.path, err)
-	} else if needSync && !w.noSync {
+	if err == nil && needSync && !w.noSync {
 		if err = df.f.Sync(); err != nil {
 			err = pathError("sync", df.path, err)
+		} else {
+			w.syncs.Add(1)
 		}
 	}
 	if err != nil {
-		// What reached the disk is unknown (a short write leaves a torn line): drop the file so
-		// the next batch reopens it and continues the chain from what is really there.
-		w.drop(df)
+		w.cutBack(df)
 		return err
 	}
+	df.size += wrote
 	df.prev = prev
 	df.dirty = !needSync
 	w.batches++
 	w.records += int64(len(items))
+	w.written.Add(int64(len(items)))
 	return nil
+}
+
+// write appends buf to df's file, within the budget.
+func (w *Writer) write(df *dayFile, buf []byte) error {
+	if w.budget > 0 && w.size.Load()+int64(len(buf)) > w.budget {
+		// Old files may have been moved out since the last count.
+		if w.now().Sub(w.lastScan) >= time.Second {
+			w.scan()
+		}
+		if w.size.Load()+int64(len(buf)) > w.budget {
+			return &budgetError{dir: w.dir, budget: w.budget, size: w.size.Load()}
+		}
+	}
+	n, err := df.f.Write(buf)
+	w.size.Add(int64(n))
+	if err != nil {
+		return pathError("write", df.path, err)
+	}
+	return nil
+}
+
+// cutBack truncates df's file to where the failed batch began; when that fails too, df is
+// dropped, so that the next batch reopens it and continues the chain from what is really there.
+func (w *Writer) cutBack(df *dayFile) {
+	fi, err := df.f.Stat()
+	if err == nil {
+		err = df.f.Truncate(df.size)
+	}
+	if err != nil {
+		w.drop(df)
+		return
+	}
+	w.size.Add(df.size - fi.Size())
 }
 
 // file returns the open file for d, opening it (and closing the least recently used one) when
@@ -484,6 +570,7 @@ func (w *Writer) drop(df *dayFile) {
 // report sets Healthy from the outcome of one day's commit of n records and logs changes: one
 // line per failed commit, one when writes succeed again.
 func (w *Writer) report(err error, n int) {
+	err = classify(err)
 	if err != nil {
 		e := err // only a failure allocates
 		w.health.Store(&e)

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
 )
 
 // Status is what the gate's admin socket answers at GET /status: enough for lox and the doctor
@@ -16,7 +18,10 @@ type Status struct {
 	PolicyName    string   `json:"policy_name,omitempty"`
 	Containers    []string `json:"containers,omitempty"`
 	AuditError    string   `json:"audit_error,omitempty"`
-	ConsoleError  string   `json:"console_error,omitempty"`
+	// Audit is how much the audit takes, its budget and the disk's free space (nil when the
+	// auditor does not say).
+	Audit        *audit.Usage `json:"audit,omitempty"`
+	ConsoleError string       `json:"console_error,omitempty"`
 	// Signer is "off" without decryption, "ok" when the signer answers, else its error.
 	Signer string `json:"signer"`
 	// ConsoleChecked is when the gate last asked the console for its policy.
@@ -44,6 +49,10 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		}
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()
+		}
+		if u, ok := g.audit.(interface{ Usage() audit.Usage }); ok {
+			au := u.Usage()
+			st.Audit = &au
 		}
 		st.Signer = "off"
 		if g.certs != nil {
