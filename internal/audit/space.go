@@ -109,3 +109,11 @@ func (w *Writer) Usage() Usage {
 	}
 	return u
 }
+
+// SinkStatus is the state of the audit's database copy, for the gate's status and the doctor.
+type SinkStatus struct {
+	State  string `json:"state"` // "ok" or "down"
+	Error  string `json:"error,omitempty"`
+	Rows   int64  `json:"rows"`   // rows copied since the gate started
+	Behind int64  `json:"behind"` // records on disk the copy does not have yet
+}

@@ -2,9 +2,14 @@ package audit
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +37,24 @@ type Options struct {
 	// fails (ErrBudget), as a full disk would, and so the gate refuses traffic until old files
 	// are moved out or the budget is raised. 0: no budget.
 	Budget int64
+	// KeyFile is the audit key's private half (see key.go): the last record of every batch is
+	// signed with it, and a signed head is written after every batch that reached the disk. A
+	// key that cannot be read makes the writer unhealthy, as a failed write does, until it can
+	// be (tried again at most once a second). "": records are chained and numbered, not signed.
+	KeyFile string
+	// CreateKey creates KeyFile (and its .pub) at Open when it is missing and the directory
+	// holds no signed log yet; its public key is logged. A key is never created for a directory
+	// that holds a signed log: its loss is an error to fix, not to paper over.
+	CreateKey bool
+	// Sink is told, by the committer, of each record that reached the disk (the database copy
+	// reads them from the files). Nil: none.
+	Sink Sink
+}
+
+// Sink follows the audit files: Durable says that the records up to seq are on disk, the last
+// of them in file (a base name). It is called by the committer and must not block.
+type Sink interface {
+	Durable(seq int64, file string)
 }
 
 // Writer appends Records to the audit files of one directory.
@@ -41,7 +64,14 @@ type Options struct {
 // of the previous line in the same file (without its newline), or of the file's base name for
 // the first line. The first line of 2026-11-30.jsonl could be (see ExampleOpen):
 //
-//	{"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
+//	{"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"seq":1,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
+//
+// Before "prev" each record has "seq", its number in the directory's one chain (1, 2, … across
+// days), and the first record of a day file (after the first ever) has "prev_file", the hash of
+// the record before it in the day before, so a removed or emptied day file is found. With
+// Options.KeyFile, the last record of each batch ends with "sig" (key id, a colon and the
+// Ed25519 signature of the line's bytes before it), and DIR/head.json is a signed head naming the
+// last record on disk (see docs/audit.md and VerifyDir).
 //
 // One committer goroutine takes what is queued (up to maxBatch records), encodes it into one
 // buffer and appends it with one write and one fsync per day file (group commit), then wakes
@@ -69,6 +99,15 @@ type Writer struct {
 	syncs    atomic.Int64 // fsyncs that succeeded
 	written  atomic.Int64 // records written
 	lastScan time.Time    // when size was last counted (committer's)
+
+	seal *sealer // the audit key; nil: unsigned
+	sink Sink
+	// The global chain, owned by the committer: the last record's number, its line's hash and
+	// its day file's base name; unsynced reports records written since the last head.
+	seq      int64
+	lastHash [2 * hashLen]byte
+	lastFile string
+	unsynced bool
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
@@ -101,6 +140,7 @@ type item struct {
 	refs atomic.Int32
 	wait bool       // queued by Write: its batch is fsync'ed before the waiter is told
 	fan  *summaries // a summary record: its outcome goes to the summaries, not to done
+	err  error      // the outcome of its commit (the committer's, until it is told)
 }
 
 // syncDelay is how long records queued by Submit may stay written but not fsync'ed when no
@@ -136,6 +176,7 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 		summarizeAfter: o.SummarizeAfter,
 		budget:         o.Budget,
 		rate:           make(map[string]int),
+		sink:           o.Sink,
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -150,12 +191,53 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 	if err := w.scan(); err != nil {
 		return nil, err
 	}
+	last, err := lastRecord(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	w.seq, w.lastHash, w.lastFile = last.seq, last.hash, last.file
+	if o.KeyFile != "" {
+		if err := w.openKey(o); err != nil {
+			return nil, err
+		}
+	}
 	// Fail at start, not at the first request, when today's file cannot be opened or resumed.
 	if _, err := w.file(dayOf(w.now())); err != nil {
 		return nil, err
 	}
 	go w.run()
+	if w.seal != nil && last.lines && !last.signed {
+		// Records the gate wrote and did not sign (it stopped before their batch's end): sign
+		// over them now, saying so.
+		w.Submit(&Record{Event: EventSeal, Reason: "the gate started after records it had not signed (it stopped before signing their batch, or they were written without a key); this record's signature covers them"})
+	}
 	return w, nil
+}
+
+// EventSeal is the event of the record that signs over unsigned records at start.
+const EventSeal = "audit-seal"
+
+// openKey sets up the sealer, creating the key when asked and allowed.
+func (w *Writer) openKey(o Options) error {
+	w.seal = &sealer{path: o.KeyFile, now: w.now}
+	if _, err := os.Lstat(o.KeyFile); errors.Is(err, os.ErrNotExist) {
+		if !o.CreateKey || signedLog(o.Dir) {
+			var kerr error = &keyError{fmt.Errorf("%s is missing and %s holds a signed log (or the key is not to be created); fix: restore the key from a backup; only if it is lost for good, make a new one with lockhttp audit keygen --key %s (verify the old records with the old public key)", o.KeyFile, o.Dir, o.KeyFile)}
+			w.health.Store(&kerr)
+			w.seal.err, w.seal.tried = kerr, w.now()
+			return nil
+		}
+		pub, err := GenerateKey(o.KeyFile, nil)
+		if err != nil {
+			return err
+		}
+		w.log.Warn("audit: created the audit key; keep a copy of its public half out of reach of whoever can write the log",
+			"key", o.KeyFile, "public", o.KeyFile+PubSuffix, "key_id", KeyID(pub))
+	}
+	if _, _, err := w.seal.get(); err != nil {
+		w.health.Store(&err)
+	}
+	return nil
 }
 
 // Write queues r and waits until it is written (and fsync'ed unless NoSync); many concurrent
@@ -379,6 +461,7 @@ func (w *Writer) syncDirty() {
 			return // w.files changed; the next round tries the rest
 		}
 	}
+	w.durable()
 }
 
 // take moves up to maxBatch queued items into w.batch and reports whether Close was called.
@@ -419,18 +502,65 @@ func (w *Writer) commit() {
 		err := classify(w.commitDay(d, batch[:n]))
 		w.report(err, n)
 		for _, it := range batch[:n] {
-			switch {
-			case it.fan != nil:
-				it.fan.finish(err)
-			case it.wait:
-				it.done <- err
-			}
-			w.release(it)
+			it.err = err
 		}
 		batch = batch[n:]
 	}
+	// The head names the batch before anyone waiting on it is told.
+	if !w.anyDirty() {
+		w.durable()
+	}
+	for _, it := range w.batch {
+		switch {
+		case it.fan != nil:
+			it.fan.finish(it.err)
+		case it.wait:
+			it.done <- it.err
+		}
+		it.err = nil
+		w.release(it)
+	}
 	clear(w.batch)
 	w.spare, w.batch = w.batch[:0], nil
+}
+
+// durable writes the signed head and tells the sink, once what was written is on disk.
+func (w *Writer) durable() {
+	if !w.unsynced {
+		return
+	}
+	if err := w.writeHead(); err != nil {
+		w.report(err, 0)
+		return
+	}
+	w.unsynced = false
+	if w.sink != nil {
+		w.sink.Durable(w.seq, w.lastFile)
+	}
+}
+
+// writeHead replaces DIR/head.json with a signed head naming the last record (without an fsync
+// of its own: after a crash the head may be older than the log, never newer).
+func (w *Writer) writeHead() error {
+	if w.seal == nil || w.seq == 0 {
+		return nil
+	}
+	key, kid, err := w.seal.get()
+	if err != nil {
+		return err
+	}
+	h := Head{Seq: w.seq, Hash: string(w.lastHash[:]), File: w.lastFile, Time: w.now().UTC()}
+	h.sign(key, kid)
+	data, _ := json.Marshal(&h)
+	path := filepath.Join(w.dir, HeadName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return classify(pathError("write", tmp, err))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return pathError("rename", tmp, err)
+	}
+	return nil
 }
 
 // maxWrite is the size at which a batch's buffer is written out before the batch is complete
@@ -446,18 +576,43 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	if err != nil {
 		return err
 	}
+	var (
+		key ed25519.PrivateKey
+		kid string
+	)
+	if w.seal != nil {
+		if key, kid, err = w.seal.get(); err != nil {
+			return err
+		}
+	}
 	buf := w.buf[:0]
 	prev := df.prev
+	seq, last := w.seq, w.lastHash
 	needSync := false
 	var wrote int64
-	for _, it := range items {
+	for i, it := range items {
 		needSync = needSync || it.wait
 		start := len(buf)
+		seq++
 		buf = it.rec.appendFields(buf)
+		buf = append(buf, `,"seq":`...)
+		buf = strconv.AppendInt(buf, seq, 10)
+		if i == 0 && df.size == 0 && seq > 1 {
+			// The first record of a day names the record before it, in the day before.
+			buf = append(buf, `,"prev_file":"`...)
+			buf = append(buf, last[:]...)
+			buf = append(buf, '"')
+		}
 		buf = append(buf, `,"prev":"`...)
 		buf = append(buf, prev[:]...)
-		buf = append(buf, '"', '}')
+		buf = append(buf, '"')
+		if key != nil && i == len(items)-1 {
+			buf = appendSig(buf, start, key, kid)
+		} else {
+			buf = append(buf, '}')
+		}
 		prev = chainHash(buf[start:])
+		last = prev
 		buf = append(buf, '\n')
 		if len(buf) >= maxWrite {
 			if err = w.write(df, buf); err != nil {
@@ -489,6 +644,8 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	df.size += wrote
 	df.prev = prev
 	df.dirty = !needSync
+	w.seq, w.lastHash, w.lastFile = seq, last, filepath.Base(df.path)
+	w.unsynced = true
 	w.batches++
 	w.records += int64(len(items))
 	w.written.Add(int64(len(items)))

@@ -234,6 +234,9 @@ func assessGate(r *Report, f *Facts) {
 	case u != nil:
 		assessAuditUsage(r, u)
 	}
+	if ss := st.AuditSink; ss != nil && ss.State != "ok" {
+		r.add(Warn, "audit", "the audit's database copy is %s (%s), %d records behind: nothing is lost, the files stay the record and the copy catches up from them when the database is back; fix: check the database and the gate's LOCKHTTP_AUDIT_DSN", ss.State, ss.Error, ss.Behind)
+	}
 }
 
 // budgetWarn is the share of the audit budget at which the doctor warns.

@@ -20,8 +20,10 @@ type Status struct {
 	AuditError    string   `json:"audit_error,omitempty"`
 	// Audit is how much the audit takes, its budget and the disk's free space (nil when the
 	// auditor does not say).
-	Audit        *audit.Usage `json:"audit,omitempty"`
-	ConsoleError string       `json:"console_error,omitempty"`
+	Audit *audit.Usage `json:"audit,omitempty"`
+	// AuditSink is the state of the audit's database copy (nil: none).
+	AuditSink    *audit.SinkStatus `json:"audit_sink,omitempty"`
+	ConsoleError string            `json:"console_error,omitempty"`
 	// Signer is "off" without decryption, "ok" when the signer answers, else its error.
 	Signer string `json:"signer"`
 	// ConsoleChecked is when the gate last asked the console for its policy.
@@ -37,6 +39,8 @@ type StatusInfo struct {
 	ConsoleError *atomic.Pointer[string]
 	// ConsoleChecked holds the time of the last policy fetch, in Unix nanoseconds.
 	ConsoleChecked *atomic.Int64
+	// AuditSink is the audit's database copy. Nil: none.
+	AuditSink interface{ Status() audit.SinkStatus }
 }
 
 // StatusHandler serves GET /status.
@@ -49,6 +53,10 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		}
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()
+		}
+		if info.AuditSink != nil {
+			ss := info.AuditSink.Status()
+			st.AuditSink = &ss
 		}
 		if u, ok := g.audit.(interface{ Usage() audit.Usage }); ok {
 			au := u.Usage()
