@@ -81,7 +81,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 		o.Keys = append(o.Keys, k)
 	}
 	if *trusted != "" {
-		h, err := audit.ReadHead(*trusted)
+		h, err := audit.ReadHead(*trusted, o.Keys...)
 		if err != nil {
 			return fail("--trusted-head: %v", err)
 		}
@@ -94,7 +94,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		o.HeadName = filepath.Join(dir, audit.HeadName)
-		if h, err := audit.ReadHead(o.HeadName); err == nil {
+		if h, err := audit.ReadHead(o.HeadName, o.Keys...); err == nil {
 			o.Head = h
 		} else if !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(stdout, "%s\n", audit.Finding{Severity: audit.Tampered, File: o.HeadName, Text: err.Error()})
@@ -217,7 +217,7 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp audit checkpoint:", err)
 		return 2
 	}
-	h, err := audit.ReadHead(filepath.Join(dir, audit.HeadName))
+	h, err := audit.ReadHead(filepath.Join(dir, audit.HeadName), pub)
 	if err != nil {
 		fmt.Fprintln(stderr, "lockhttp audit checkpoint:", err, "(the gate writes it after each batch; is DIR the gate's -audit?)")
 		return 2

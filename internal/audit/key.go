@@ -206,18 +206,6 @@ const (
 	headDomain = "lockhttp audit head v1\x00"
 )
 
-// signLine appends the signature of line (a record without its closing brace) and closes it.
-func signLine(line []byte, key ed25519.PrivateKey, kid string) []byte {
-	msg := make([]byte, 0, len(lineDomain)+len(line))
-	msg = append(append(msg, lineDomain...), line...)
-	sig := ed25519.Sign(key, msg)
-	line = append(line, sigPrefix...)
-	line = append(line, kid...)
-	line = append(line, ':')
-	line = base64.RawStdEncoding.AppendEncode(line, sig)
-	return append(line, '"', '}')
-}
-
 // checkLineSig checks the signature a line ends with. signed reports that it has one; kid is
 // its key's id.
 func checkLineSig(line []byte, keys map[string]ed25519.PublicKey) (signed bool, kid string, ok bool) {
@@ -280,17 +268,55 @@ func keyList(keys map[string]ed25519.PublicKey) string {
 	return strings.Join(ids, ", ")
 }
 
-// ReadHead reads a head file (DIR/head.json, or a checkpoint).
-func ReadHead(path string) (*Head, error) {
+// headSlot is the size of one slot of DIR/head.json.
+const headSlot = 512
+
+// appendSlot appends h as one slot: its JSON, padded with spaces, and a newline.
+func (h *Head) appendSlot(b []byte) []byte {
+	start := len(b)
+	data, _ := json.Marshal(h)
+	b = append(b, data...)
+	for len(b)-start < headSlot-1 {
+		b = append(b, ' ')
+	}
+	return append(b, '\n')
+}
+
+// ReadHead reads a head file (DIR/head.json, or a checkpoint) and returns the newest head in it
+// whose signature verifies with one of keys; with no keys, or none verifying, the newest.
+func ReadHead(path string, keys ...ed25519.PublicKey) (*Head, error) {
 	data, err := readBounded(path)
 	if err != nil {
 		return nil, err
 	}
-	var h Head
-	if err := jsonUnmarshal(data, &h); err != nil {
-		return nil, fmt.Errorf("audit: %s: not a signed head: %w", path, err)
+	var heads []*Head
+	for _, part := range strings.Split(string(data), "\n") {
+		part = strings.Trim(part, " \x00\r\t")
+		var h Head
+		if part != "" && jsonUnmarshal([]byte(part), &h) == nil && h.Sig != "" {
+			heads = append(heads, &h)
+		}
 	}
-	return &h, nil
+	if len(heads) == 0 {
+		return nil, fmt.Errorf("audit: %s: no signed head in it", path)
+	}
+	ids := map[string]ed25519.PublicKey{}
+	for _, k := range keys {
+		ids[KeyID(k)] = k
+	}
+	var best, newest *Head
+	for _, h := range heads {
+		if newest == nil || h.Seq > newest.Seq {
+			newest = h
+		}
+		if len(ids) > 0 && h.Check(ids) == nil && (best == nil || h.Seq > best.Seq) {
+			best = h
+		}
+	}
+	if best != nil {
+		return best, nil
+	}
+	return newest, nil
 }
 
 // signedLog reports whether dir holds a head or a signed record: a log a lost key must not be
@@ -328,9 +354,15 @@ var _ fs.FileMode
 
 // appendSig signs buf[start:] (a record without its closing brace), appends the signature and
 // closes the record.
-func appendSig(buf []byte, start int, key ed25519.PrivateKey, kid string) []byte {
-	line := signLine(buf[start:len(buf):len(buf)], key, kid)
-	return append(buf[:start], line...)
+func appendSig(buf []byte, start int, key ed25519.PrivateKey, kid string, scratch *[]byte) []byte {
+	msg := append(append((*scratch)[:0], lineDomain...), buf[start:]...)
+	*scratch = msg
+	sig := ed25519.Sign(key, msg)
+	buf = append(buf, sigPrefix...)
+	buf = append(buf, kid...)
+	buf = append(buf, ':')
+	buf = base64.RawStdEncoding.AppendEncode(buf, sig)
+	return append(buf, '"', '}')
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,6 +107,10 @@ type Writer struct {
 	lastHash [2 * hashLen]byte
 	lastFile string
 	unsynced bool
+	headFile *os.File // DIR/head.json, open once written
+	headSlot int      // the slot the next head goes into
+	headBuf  []byte
+	sigBuf   []byte // the message a batch's signature covers
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
@@ -375,6 +378,9 @@ func (w *Writer) Close() error {
 			}
 		}
 		w.files = nil
+		if w.headFile != nil {
+			w.headFile.Close()
+		}
 		w.closeErr = errors.Join(errs...)
 		closed := ErrClosed
 		w.health.Store(&closed)
@@ -539,8 +545,11 @@ func (w *Writer) durable() {
 	}
 }
 
-// writeHead replaces DIR/head.json with a signed head naming the last record (without an fsync
-// of its own: after a crash the head may be older than the log, never newer).
+// writeHead writes a signed head naming the last record into DIR/head.json. The file has two
+// slots of headSlot bytes, written in turn with one pwrite each: a write cut short by a crash
+// spoils one slot, and the other still holds the head before it, so the head is replaced
+// atomically as a reader sees it (ReadHeads). It has no fsync of its own: after a crash the head
+// may be older than the log, never newer.
 func (w *Writer) writeHead() error {
 	if w.seal == nil || w.seq == 0 {
 		return nil
@@ -549,17 +558,24 @@ func (w *Writer) writeHead() error {
 	if err != nil {
 		return err
 	}
+	path := filepath.Join(w.dir, HeadName)
+	if w.headFile == nil {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return classify(pathError("open", path, err))
+		}
+		w.headFile = f
+	}
 	h := Head{Seq: w.seq, Hash: string(w.lastHash[:]), File: w.lastFile, Time: w.now().UTC()}
 	h.sign(key, kid)
-	data, _ := json.Marshal(&h)
-	path := filepath.Join(w.dir, HeadName)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return classify(pathError("write", tmp, err))
+	b := h.appendSlot(w.headBuf[:0])
+	w.headBuf = b
+	if _, err := w.headFile.WriteAt(b, int64(w.headSlot)*headSlot); err != nil {
+		w.headFile.Close()
+		w.headFile = nil
+		return classify(pathError("write", path, err))
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return pathError("rename", tmp, err)
-	}
+	w.headSlot ^= 1
 	return nil
 }
 
@@ -607,7 +623,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 		buf = append(buf, prev[:]...)
 		buf = append(buf, '"')
 		if key != nil && i == len(items)-1 {
-			buf = appendSig(buf, start, key, kid)
+			buf = appendSig(buf, start, key, kid, &w.sigBuf)
 		} else {
 			buf = append(buf, '}')
 		}

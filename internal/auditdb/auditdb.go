@@ -220,7 +220,14 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos *position) error 
 	if err != nil {
 		return err
 	}
+	// The head is read first and copied last: the records it names are on disk (it is written
+	// after them), so they are copied before it and the copy never names a record it lacks.
+	var head []byte
 	durable := s.durable.Load()
+	if h, err := audit.ReadHead(filepath.Join(s.o.Dir, audit.HeadName)); err == nil {
+		durable = max(durable, h.Seq)
+		head, _ = json.Marshal(h)
+	}
 	for _, name := range names {
 		if name < pos.file {
 			continue
@@ -249,9 +256,9 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos *position) error 
 			pos.offset = next.offset
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(s.o.Dir, audit.HeadName)); err == nil && json.Valid(bytes.TrimSpace(data)) {
+	if head != nil {
 		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (one, head) VALUES (true, $1)
-			ON CONFLICT (one) DO UPDATE SET head = EXCLUDED.head`, string(bytes.TrimSpace(data))); err != nil {
+			ON CONFLICT (one) DO UPDATE SET head = EXCLUDED.head`, string(head)); err != nil {
 			return fmt.Errorf("auditdb: write the head: %w", err)
 		}
 	}

@@ -229,6 +229,8 @@ func assessGate(r *Report, f *Facts) {
 	case st.AuditError != "" && u != nil && u.Full:
 		r.add(Error, "audit", "the disk holding the audit (%s) is full, %s free: the gate refuses all traffic with E_NO_AUDIT until it can write; "+
 			"fix: free space on that disk (move old day files to an archive, after lockhttp verify-log); the gate passes traffic again at its next write", u.Dir, size(u.Free))
+	case strings.HasPrefix(st.AuditError, "audit: cannot sign:"):
+		r.add(Error, "audit", "the gate cannot sign its audit, so it refuses all traffic with E_NO_AUDIT until it can: %s", strings.TrimPrefix(st.AuditError, "audit: cannot sign: "))
 	case st.AuditError != "":
 		r.add(Error, "audit", "the gate cannot write its audit (%s): it refuses all traffic until it can; fix: free space or fix the audit directory's owner and mode", st.AuditError)
 	case u != nil:

@@ -117,6 +117,12 @@ func TestEachBreakage(t *testing.T) {
 			f.Gate.Status.AuditError = "audit: write /vol/audit/2026-11-30.jsonl: no space left on device"
 			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 1 << 20, Budget: 10 << 30, Free: 0, Total: 1 << 30, Full: true}
 		}, Error, "audit", "the disk holding the audit (/vol/audit) is full, 0 bytes free: the gate refuses all traffic with E_NO_AUDIT until it can write; fix: free space"},
+		{"audit key unreadable", func(f *Facts) {
+			f.Gate.Status.AuditError = "audit: cannot sign: audit: read /vol/audit/audit.key: permission denied; fix: make /vol/audit/audit.key readable by the gate"
+		}, Error, "audit", "the gate cannot sign its audit, so it refuses all traffic with E_NO_AUDIT until it can: audit: read /vol/audit/audit.key: permission denied; fix: make"},
+		{"audit database copy down", func(f *Facts) {
+			f.Gate.Status.AuditSink = &audit.SinkStatus{State: "down", Error: "auditdb: connect: refused", Behind: 42}
+		}, Warn, "audit", "the audit's database copy is down (auditdb: connect: refused), 42 records behind: nothing is lost"},
 		{"audit disk nearly full", func(f *Facts) {
 			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 1 << 20, Budget: 10 << 30, Free: 1 << 30, Total: 20 << 30}
 		}, Warn, "audit", "has 1.0 GiB free of 20.0 GiB, less than the audit may still grow"},
