@@ -180,20 +180,40 @@ func (s *Sink) session(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, schema); err != nil {
 		return fmt.Errorf("auditdb: create the tables: %w", err)
 	}
-	var pos position
-	var seq *int64
-	err = conn.QueryRow(ctx, `SELECT file, line_no, seq FROM lockhttp_audit ORDER BY file DESC, line_no DESC LIMIT 1`).Scan(&pos.file, &pos.lineNo, &seq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("auditdb: read the copy's last line: %w", err)
+	// Where the copy stands in each file: a record of an old day can follow the new day's first
+	// ones, so every file is followed, not only the newest.
+	pos := map[string]*position{}
+	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit GROUP BY file`)
+	if err != nil {
+		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
 	}
-	if seq != nil {
-		s.dbSeq.Store(*seq)
+	for rows.Next() {
+		var p position
+		var seq *int64
+		if err := rows.Scan(&p.file, &p.lineNo, &seq); err != nil {
+			rows.Close()
+			return fmt.Errorf("auditdb: read where the copy stands: %w", err)
+		}
+		pos[p.file] = &p
+		if seq != nil && *seq > s.dbSeq.Load() {
+			s.dbSeq.Store(*seq)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if err := s.copyUp(ctx, conn, &pos); err != nil {
-			return err
+		for {
+			more, err := s.copyUp(ctx, conn, pos)
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
 		}
 		s.setErr(nil)
 		select {
@@ -214,11 +234,12 @@ type row struct {
 	rec    map[string]any
 }
 
-// copyUp copies the lines after pos that are on disk, in batches, then the head.
-func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos *position) error {
+// copyUp copies the lines of each file after its position that are on disk, in batches, then
+// the head. more reports that a file had more lines than one round reads.
+func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*position) (more bool, err error) {
 	names, err := dayNames(s.o.Dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The head is read first and copied last: the records it names are on disk (it is written
 	// after them), so they are copied before it and the copy never names a record it lacks.
@@ -229,40 +250,42 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos *position) error 
 		head, _ = json.Marshal(h)
 	}
 	for _, name := range names {
-		if name < pos.file {
-			continue
+		p := pos[name]
+		if p == nil {
+			p = &position{file: name}
+			pos[name] = p
 		}
-		if name > pos.file {
-			*pos = position{file: name}
+		path := filepath.Join(s.o.Dir, name)
+		if fi, err := os.Stat(path); err != nil || p.offset > 0 && fi.Size() == p.offset {
+			continue // nothing new
 		}
-		rows, next, err := readFrom(filepath.Join(s.o.Dir, name), *pos, durable)
+		rows, next, err := readFrom(path, *p, durable)
 		if err != nil {
-			return err
+			return false, err
 		}
+		more = more || len(rows) == maxRows
 		for len(rows) > 0 {
 			n := min(len(rows), 500)
 			if err := insert(ctx, conn, rows[:n]); err != nil {
-				return err
+				return false, err
 			}
-			last := rows[n-1]
-			pos.lineNo = last.lineNo
-			if last.seq != nil {
-				s.dbSeq.Store(*last.seq)
+			for _, r := range rows[:n] {
+				if r.seq != nil && *r.seq > s.dbSeq.Load() {
+					s.dbSeq.Store(*r.seq)
+				}
 			}
 			s.rows.Add(int64(n))
 			rows = rows[n:]
 		}
-		if next.lineNo == pos.lineNo {
-			pos.offset = next.offset
-		}
+		*p = next
 	}
 	if head != nil {
 		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (one, head) VALUES (true, $1)
 			ON CONFLICT (one) DO UPDATE SET head = EXCLUDED.head`, string(head)); err != nil {
-			return fmt.Errorf("auditdb: write the head: %w", err)
+			return false, fmt.Errorf("auditdb: write the head: %w", err)
 		}
 	}
-	return nil
+	return more, nil
 }
 
 func insert(ctx context.Context, conn *pgx.Conn, rows []row) error {
