@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,6 +29,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/auditdb"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
@@ -49,6 +52,10 @@ type options struct {
 	listen                      string
 	console                     string
 	auditDir                    string
+	auditBudget                 string
+	auditSummarize              int
+	auditKey                    string
+	auditDSNFile                string
 	admin                       string
 	upstream                    string
 	roots                       string
@@ -72,6 +79,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:3130", "proxy listen address (host:port)")
 	fs.StringVar(&o.console, "console", "", "the console's unix socket, where the gate fetches its policy (required)")
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the audit files (required)")
+	fs.StringVar(&o.auditBudget, "audit-budget", "10GiB", "the most the audit directory may hold (a size such as 10GiB); past it the gate refuses traffic with E_NO_AUDIT until old files are archived; lockhttp doctor warns at 80%")
+	fs.IntVar(&o.auditSummarize, "audit-summarize-after", 20, "how many answers of the gate's own (refusals) to one container in one second get an audit record each; the rest of that second are written as one summary that lists their ids")
+	fs.StringVar(&o.auditKey, "audit-key", "", "the audit key (Ed25519, PEM, mode 0600) that signs the audit; created at first start when missing and the audit holds no signed log (default: AUDIT_DIR/audit.key; see lockhttp audit keygen)")
+	fs.StringVar(&o.auditDSNFile, "audit-dsn-file", "", "a file holding the PostgreSQL DSN of the audit's database copy (or set LOCKHTTP_AUDIT_DSN); empty: no copy")
 	fs.StringVar(&o.admin, "admin", "", "unix socket for GET /status (for lox and lockhttp doctor); empty: none")
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
@@ -102,6 +113,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.auditDir == "" {
 		return nil, errors.New("-audit is required: every request is audited")
+	}
+	if _, err := policy.ParseSize(o.auditBudget); err != nil {
+		return nil, fmt.Errorf("-audit-budget %q: %w; write a size such as 10GiB", o.auditBudget, err)
+	}
+	if o.auditSummarize < 1 {
+		return nil, fmt.Errorf("-audit-summarize-after %d: use 1 or more", o.auditSummarize)
 	}
 	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
 		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
@@ -163,11 +180,33 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return fmt.Errorf("-roots %s: no PEM certificates in it", o.roots)
 		}
 	}
-	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log})
+	budget, _ := policy.ParseSize(o.auditBudget) // checked by parse
+	key := o.auditKey
+	if key == "" {
+		key = filepath.Join(o.auditDir, audit.KeyFileName)
+	}
+	dsn := os.Getenv("LOCKHTTP_AUDIT_DSN")
+	if o.auditDSNFile != "" {
+		data, err := os.ReadFile(o.auditDSNFile)
+		if err != nil {
+			return fmt.Errorf("-audit-dsn-file: %w", err)
+		}
+		dsn = strings.TrimSpace(string(data))
+	}
+	var sink *auditdb.Sink
+	ao := audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize, KeyFile: key, CreateKey: true}
+	if dsn != "" {
+		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Logger: log})
+		ao.Sink = sink
+	}
+	aw, err := audit.Open(ao)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	defer aw.Close()
+	if sink != nil {
+		go sink.Run(ctx)
+	}
 	l, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -229,7 +268,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		if len(uids) == 0 {
 			uids = []int{os.Geteuid()}
 		}
-		var h http.Handler = g.StatusHandler(gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked})
+		info := gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked}
+		if sink != nil {
+			info.AuditSink = sink
+		}
+		var h http.Handler = g.StatusHandler(info)
 		if o.pprof {
 			mux := http.NewServeMux()
 			mux.Handle("/status", h)

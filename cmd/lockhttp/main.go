@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/layout"
 	"github.com/lockhttp/lockhttp/internal/signer"
@@ -27,7 +25,8 @@ const usage = `usage: lockhttp <command> [flags]
 commands:
   doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
   explain     what the gate would decide for a request (METHOD URL or a raw request), and why
-  verify-log  check the audit files' chains
+  verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub, --dsn)
+  audit       keygen (the audit key), checkpoint (copy the signed head out), migrate (the database)
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust); never over
               an existing one, or half of one: --replace moves the old pair aside, on purpose
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
@@ -48,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
 		return runVerifyLog(args[1:], stdout, stderr)
+	case "audit":
+		return runAudit(args[1:], stdout, stderr)
 	case "secrets":
 		return runSecrets(args[1:], stdin, stdout, stderr)
 	case "volumes":
@@ -67,50 +68,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "lockhttp: unknown command %q\n%s", args[0], usage)
 	return 2
-}
-
-func runVerifyLog(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lockhttp verify-log", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: lockhttp verify-log DIR|FILE...") }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
-	}
-	var files []string
-	for _, a := range fs.Args() {
-		fi, err := os.Stat(a)
-		if err != nil {
-			fmt.Fprintln(stderr, "lockhttp verify-log:", err)
-			return 2
-		}
-		if fi.IsDir() {
-			m, _ := filepath.Glob(filepath.Join(a, "*.jsonl"))
-			files = append(files, m...)
-		} else {
-			files = append(files, a)
-		}
-	}
-	bad := 0
-	for _, f := range files {
-		n, err := audit.Verify(f)
-		if err != nil {
-			fmt.Fprintf(stdout, "BAD  %s: %v\n", f, err)
-			bad++
-			continue
-		}
-		fmt.Fprintf(stdout, "OK   %s: %d records\n", f, n)
-	}
-	if bad > 0 {
-		return 1
-	}
-	return 0
 }
 
 func runCAInit(args []string, stdout, stderr io.Writer) int {

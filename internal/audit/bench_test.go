@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -24,16 +25,25 @@ func BenchmarkWriteParallel(b *testing.B) {
 	for _, bc := range []struct {
 		name        string
 		noSync      bool
-		parallelism int // goroutines per GOMAXPROCS
+		parallelism int  // goroutines per GOMAXPROCS
+		signed      bool // with an audit key: each batch signed, a signed head after it
 	}{
-		{"fsync/conc=1x", false, 1},
-		{"fsync/conc=8x", false, 8},
-		{"fsync/conc=64x", false, 64},
-		{"nosync/conc=1x", true, 1},
-		{"nosync/conc=64x", true, 64},
+		{"fsync/conc=1x", false, 1, false},
+		{"fsync/conc=8x", false, 8, false},
+		{"fsync/conc=64x", false, 64, false},
+		{"nosync/conc=1x", true, 1, false},
+		{"nosync/conc=64x", true, 64, false},
+		{"signed/fsync/conc=1x", false, 1, true},
+		{"signed/fsync/conc=64x", false, 64, true},
+		{"signed/nosync/conc=1x", true, 1, true},
+		{"signed/nosync/conc=64x", true, 64, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			w, err := Open(Options{Dir: b.TempDir(), NoSync: bc.noSync})
+			o := Options{Dir: b.TempDir(), NoSync: bc.noSync}
+			if bc.signed {
+				o.KeyFile, o.CreateKey = filepath.Join(o.Dir, KeyFileName), true
+			}
+			w, err := Open(o)
 			if err != nil {
 				b.Fatal(err)
 			}

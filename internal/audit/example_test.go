@@ -48,6 +48,6 @@ func ExampleOpen() {
 	fmt.Print(string(data))
 	fmt.Println(audit.Verify(path))
 	// Output:
-	// {"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
+	// {"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"seq":1,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
 	// 1 <nil>
 }

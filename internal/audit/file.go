@@ -3,12 +3,15 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,6 +30,7 @@ type file interface {
 	Sync() error
 	Close() error
 	Stat() (fs.FileInfo, error)
+	Truncate(size int64) error
 }
 
 // fileSystem opens audit files and syncs their directory; tests substitute failing ones.
@@ -86,6 +90,7 @@ type dayFile struct {
 	path string
 	f    file
 	prev [2 * hashLen]byte
+	size int64 // the file's size after the last batch that was written whole
 	// dirty reports records written (by Submit) and not yet fsync'ed.
 	dirty bool
 }
@@ -117,6 +122,7 @@ func (df *dayFile) resume(fsys fileSystem, dir, name string, sync bool) error {
 		return fmt.Errorf("audit: %s: not a regular file; move it aside", df.path)
 	}
 	size := fi.Size()
+	df.size = size
 	if size == 0 {
 		df.prev = chainHash(name)
 		if sync {
@@ -149,6 +155,7 @@ func (df *dayFile) resume(fsys fileSystem, dir, name string, sync bool) error {
 		if _, err := df.f.Write([]byte{'\n'}); err != nil {
 			return pathError("write", df.path, err)
 		}
+		df.size++
 		if sync {
 			if err := df.f.Sync(); err != nil {
 				return pathError("sync", df.path, err)
@@ -189,4 +196,104 @@ func pathError(op, path string, err error) error {
 		err = pe.Err
 	}
 	return fmt.Errorf("audit: %s %s: %w", op, path, err)
+}
+
+// lastInfo is what Open needs of the directory's last record to continue the global chain.
+type lastInfo struct {
+	seq    int64             // the highest record number (0: none, or only records without one)
+	hash   [2 * hashLen]byte // its line's hash
+	file   string            // its day file's base name
+	lines  bool              // the directory holds any line
+	signed bool              // the newest file's last line is signed
+}
+
+// dayFiles lists the day files of dir (names YYYY-MM-DD.jsonl), oldest first.
+func dayFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, pathError("read", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if _, ok := parseDay(e.Name()); ok && e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// lastRecord finds the directory's last record: the highest "seq" among the last lines of the
+// two newest non-empty day files (a record of the old day can follow the new day's first ones).
+func lastRecord(dir string) (lastInfo, error) {
+	var li lastInfo
+	names, err := dayFiles(dir)
+	if err != nil {
+		return li, err
+	}
+	looked := 0
+	for i := len(names) - 1; i >= 0 && looked < 2; i-- {
+		path := filepath.Join(dir, names[i])
+		lines, err := tailLines(path, 4)
+		if err != nil {
+			return li, err
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		if looked == 0 {
+			li.lines = true
+			li.signed = strings.Contains(string(lines[len(lines)-1]), sigPrefix)
+		}
+		looked++
+		for j := len(lines) - 1; j >= 0; j-- {
+			var r struct {
+				Seq int64 `json:"seq"`
+			}
+			if json.Unmarshal(lines[j], &r) != nil || r.Seq == 0 {
+				continue
+			}
+			if r.Seq > li.seq {
+				li.seq, li.hash, li.file = r.Seq, chainHash(lines[j]), names[i]
+			}
+			break
+		}
+	}
+	return li, nil
+}
+
+// tailLines returns up to n last lines of path (without newlines; a torn last line included).
+func tailLines(path string, n int) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, pathError("open", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, pathError("stat", path, err)
+	}
+	end := fi.Size()
+	var out [][]byte
+	for end > 0 && len(out) < n {
+		stop := end
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], end-1); err != nil {
+			return nil, pathError("read", path, err)
+		}
+		if last[0] == '\n' {
+			stop--
+		}
+		start, err := lineStart(f, stop)
+		if err != nil {
+			return nil, fmt.Errorf("audit: %s: %w", path, err)
+		}
+		line := make([]byte, stop-start)
+		if _, err := f.ReadAt(line, start); err != nil {
+			return nil, pathError("read", path, err)
+		}
+		out = append([][]byte{line}, out...)
+		end = start
+	}
+	return out, nil
 }

@@ -3,6 +3,8 @@
 package audit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"strconv"
 	"time"
@@ -32,6 +34,50 @@ type Record struct {
 	Approver  string        // who decided the ticket: facade and name ("terminal:alice")
 	Score     float64       // the exfiltration heuristics' score (0 when not scored)
 	Findings  string        // what the heuristics or checks found, in words (masked)
+	// Count is how many requests a summary record covers (0 for the record of one request);
+	// IDs lists their request ids, every one of them (see Writer's summaries).
+	Count int
+	IDs   []string
+}
+
+// Bounds of a record's fields: the most bytes each takes in the encoded line, its quotes and
+// escapes included. A longer value is clipped (see Clip). With these a line stays under
+// maxRecordLine, whatever the agent sent.
+const (
+	maxURLField   = 2048 // url
+	maxTextField  = 1024 // reason, detail, findings
+	maxShortField = 256  // every other string field, and each id of IDs
+	// maxIDs bounds IDs: a summary of more requests is written as more records.
+	maxIDs = 256
+)
+
+// clipMarker starts what replaces the clipped end of a field: "…[clipped: N bytes,
+// sha256:HEX]", N the whole value's length in bytes and HEX the first 16 bytes of the SHA-256 of
+// the whole value, so a clipped field can still be matched against the value it came from.
+const clipMarker = "…[clipped: "
+
+// clipMark is the marker that ends a clipped s.
+func clipMark(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	var h [2 * hashLen]byte
+	hex.Encode(h[:], sum[:hashLen])
+	return clipMarker + strconv.Itoa(len(s)) + " bytes, sha256:" + string(h[:]) + "]"
+}
+
+// Clip returns s when it is at most limit bytes long, else its first bytes (cut at a UTF-8
+// boundary) followed by the clip marker, in at most limit bytes in all (limit is raised to 96 so
+// the marker fits). The gate's log line clips with it as the audit does.
+func Clip(s string, limit int) string {
+	limit = max(limit, 96)
+	if len(s) <= limit {
+		return s
+	}
+	mark := clipMark(s)
+	cut := limit - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 // timeLayout is RFC 3339 with a fixed nine-digit fraction, so lines sort and align.
@@ -40,10 +86,14 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // AppendJSON appends the record as one JSON object (no newline) with snake_case keys, in this
 // order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
 // code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
-// away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings.
+// away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings,
+// count, ids (an array of strings).
 // Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
 // present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
-// becomes U+FFFD. A Time outside years 0000-9999 yields a time string that is not RFC 3339.
+// becomes U+FFFD. No field is unbounded: a string that would encode longer than its bound
+// (maxURLField, maxTextField, maxShortField) is clipped with a marker that gives the whole value's
+// length and hash (see Clip), and ids past maxIDs are left out (the writer never puts more in one
+// record). A Time outside years 0000-9999 yields a time string that is not RFC 3339.
 // AppendJSON does not use reflection and does not allocate when b has room.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = r.appendFields(b)
@@ -55,19 +105,19 @@ func (r *Record) appendFields(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendTime(b, r.Time)
 	b = append(b, '"')
-	b = appendStringField(b, `,"event":`, r.Event)
-	b = appendStringField(b, `,"id":`, r.ID)
-	b = appendStringField(b, `,"container":`, r.Container)
-	b = appendStringField(b, `,"agent":`, r.Agent)
-	b = appendStringField(b, `,"method":`, r.Method)
-	b = appendStringField(b, `,"url":`, r.URL)
+	b = appendStringField(b, `,"event":`, r.Event, maxShortField)
+	b = appendStringField(b, `,"id":`, r.ID, maxShortField)
+	b = appendStringField(b, `,"container":`, r.Container, maxShortField)
+	b = appendStringField(b, `,"agent":`, r.Agent, maxShortField)
+	b = appendStringField(b, `,"method":`, r.Method, maxShortField)
+	b = appendStringField(b, `,"url":`, r.URL, maxURLField)
 	b = append(b, `,"verdict":`...)
-	b = appendString(b, r.Verdict)
+	b = appendClipped(b, r.Verdict, maxShortField)
 	b = append(b, `,"code":`...)
-	b = appendString(b, r.Code)
-	b = appendStringField(b, `,"rule":`, r.Rule)
-	b = appendStringField(b, `,"reason":`, r.Reason)
-	b = appendStringField(b, `,"policy":`, r.Policy)
+	b = appendClipped(b, r.Code, maxShortField)
+	b = appendStringField(b, `,"rule":`, r.Rule, maxShortField)
+	b = appendStringField(b, `,"reason":`, r.Reason, maxTextField)
+	b = appendStringField(b, `,"policy":`, r.Policy, maxShortField)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	if r.BytesIn != 0 {
@@ -82,14 +132,28 @@ func (r *Record) appendFields(b []byte) []byte {
 		b = append(b, `,"duration_ms":`...)
 		b = appendMillis(b, us)
 	}
-	b = appendStringField(b, `,"detail":`, r.Detail)
-	b = appendStringField(b, `,"ticket":`, r.Ticket)
-	b = appendStringField(b, `,"approver":`, r.Approver)
+	b = appendStringField(b, `,"detail":`, r.Detail, maxTextField)
+	b = appendStringField(b, `,"ticket":`, r.Ticket, maxShortField)
+	b = appendStringField(b, `,"approver":`, r.Approver, maxShortField)
 	if r.Score != 0 && !math.IsNaN(r.Score) && !math.IsInf(r.Score, 0) {
 		b = append(b, `,"score":`...)
 		b = strconv.AppendFloat(b, r.Score, 'f', 2, 64)
 	}
-	b = appendStringField(b, `,"findings":`, r.Findings)
+	b = appendStringField(b, `,"findings":`, r.Findings, maxTextField)
+	if r.Count != 0 {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, int64(r.Count), 10)
+	}
+	if len(r.IDs) > 0 {
+		b = append(b, `,"ids":[`...)
+		for i, id := range r.IDs[:min(len(r.IDs), maxIDs)] {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendClipped(b, id, maxShortField)
+		}
+		b = append(b, ']')
+	}
 	return b
 }
 
@@ -128,12 +192,64 @@ func appendDigits(b []byte, v, width int) []byte {
 	return append(b, d[:width]...)
 }
 
-func appendStringField(b []byte, key, s string) []byte {
+func appendStringField(b []byte, key, s string, limit int) []byte {
 	if s == "" {
 		return b
 	}
 	b = append(b, key...)
-	return appendString(b, s)
+	return appendClipped(b, s, limit)
+}
+
+// appendClipped appends s as a quoted JSON string of at most limit bytes: when s encodes longer,
+// its first bytes (as many as fit) and the clip marker.
+func appendClipped(b []byte, s string, limit int) []byte {
+	if len(s) <= (limit-2)/6 { // even all-escaped it fits
+		return appendString(b, s)
+	}
+	start := len(b)
+	b = appendString(b, s)
+	if len(b)-start <= limit {
+		return b
+	}
+	b = b[:start]
+	mark := clipMark(s)
+	cut := encodedCut(s, limit-2-len(mark))
+	b = appendString(b, s[:cut])
+	b = b[:len(b)-1] // reopen the string for the marker (plain text: it encodes as it is)
+	b = append(b, mark...)
+	return append(b, '"')
+}
+
+// encodedCut returns the longest prefix of s, cut between runes, whose encoding (as appendString
+// escapes it, without the quotes) takes at most budget bytes.
+func encodedCut(s string, budget int) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		w, size := 1, 1
+		switch {
+		case c < utf8.RuneSelf && plain[c]:
+		case c < utf8.RuneSelf && (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t'):
+			w = 2
+		case c < utf8.RuneSelf:
+			w = 6
+		default:
+			r, sz := utf8.DecodeRuneInString(s[i:])
+			size = sz
+			switch {
+			case r == utf8.RuneError && sz == 1, r == '\u2028', r == '\u2029':
+				w = 6
+			default:
+				w = sz
+			}
+		}
+		if n+w > budget {
+			return i
+		}
+		n += w
+		i += size
+	}
+	return len(s)
 }
 
 // micros rounds d to microseconds, half away from zero.

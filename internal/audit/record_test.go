@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -58,28 +60,27 @@ func checkRoundTrip(t *testing.T, r *Record, line []byte) {
 	strs := []struct {
 		key       string
 		got, want string
+		limit     int
 	}{
-		{"event", d.Event, r.Event},
-		{"id", d.ID, r.ID},
-		{"container", d.Container, r.Container},
-		{"agent", d.Agent, r.Agent},
-		{"method", d.Method, r.Method},
-		{"url", d.URL, r.URL},
-		{"rule", d.Rule, r.Rule},
-		{"reason", d.Reason, r.Reason},
-		{"policy", d.Policy, r.Policy},
-		{"detail", d.Detail, r.Detail},
+		{"event", d.Event, r.Event, maxShortField},
+		{"id", d.ID, r.ID, maxShortField},
+		{"container", d.Container, r.Container, maxShortField},
+		{"agent", d.Agent, r.Agent, maxShortField},
+		{"method", d.Method, r.Method, maxShortField},
+		{"url", d.URL, r.URL, maxURLField},
+		{"rule", d.Rule, r.Rule, maxShortField},
+		{"reason", d.Reason, r.Reason, maxTextField},
+		{"policy", d.Policy, r.Policy, maxShortField},
+		{"detail", d.Detail, r.Detail, maxTextField},
 	}
 	for _, s := range strs {
-		if s.got != replaceInvalid(s.want) {
-			t.Errorf("%s = %q, want %q", s.key, s.got, s.want)
-		}
+		checkField(t, s.key, s.got, s.want, s.limit)
 	}
-	if d.Verdict == nil || *d.Verdict != replaceInvalid(r.Verdict) {
-		t.Errorf("verdict = %v, want %q (always present)", d.Verdict, r.Verdict)
-	}
-	if d.Code == nil || *d.Code != replaceInvalid(r.Code) {
-		t.Errorf("code = %v, want %q (always present)", d.Code, r.Code)
+	if d.Verdict == nil || d.Code == nil {
+		t.Errorf("verdict = %v, code = %v, want both present", d.Verdict, d.Code)
+	} else {
+		checkField(t, "verdict", *d.Verdict, r.Verdict, maxShortField)
+		checkField(t, "code", *d.Code, r.Code, maxShortField)
 	}
 	if d.Status == nil || *d.Status != r.Status {
 		t.Errorf("status = %v, want %d (always present)", d.Status, r.Status)
@@ -123,6 +124,29 @@ func checkRoundTrip(t *testing.T, r *Record, line []byte) {
 	}
 }
 
+// checkField checks that a field decoded as got from a record holding want is want (after a JSON
+// round trip) when it encodes within limit bytes, else want's first bytes and its clip marker,
+// encoded within limit.
+func checkField(t *testing.T, key, got, want string, limit int) {
+	t.Helper()
+	if enc := appendString(nil, want); len(enc) <= limit {
+		if got != replaceInvalid(want) {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+		return
+	}
+	mark := clipMark(want)
+	kept, ok := strings.CutSuffix(got, mark)
+	if !ok || !strings.HasPrefix(replaceInvalid(want), kept) {
+		t.Errorf("%s = %q, want a prefix of %q and then %q", key, got, want, mark)
+	}
+	// An invalid byte was \ufffd (6 bytes) in the line and is U+FFFD (3) in got: measure only
+	// what a round trip keeps.
+	if enc := appendString(nil, got); len(enc) > limit || utf8.ValidString(want) && len(enc) < limit-12 {
+		t.Errorf("%s takes %d bytes encoded, want at most %d and not much less", key, len(enc), limit)
+	}
+}
+
 // replaceInvalid is what a JSON round trip makes of s: each invalid byte becomes U+FFFD.
 func replaceInvalid(s string) string {
 	var b strings.Builder
@@ -157,6 +181,9 @@ func TestAppendJSON(t *testing.T) {
 		"</script><script>alert(1)</script> & more",
 		"\ufeffBOM and \ufffd replacement and \U0010FFFF",
 		strings.Repeat("long ", 1000),
+		strings.Repeat("<", 300) + "long",
+		strings.Repeat("é", 2000),
+		strings.Repeat("\xff", 200),
 	}
 	tests := []struct {
 		name string
@@ -352,4 +379,30 @@ func BenchmarkAppendJSON(b *testing.B) {
 		buf = r.AppendJSON(buf[:0])
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// TestClipLongURL: a refused request repeating a 60 KB URL (the attack of issue 15) gives a
+// record of bounded size whose url names the whole URL's length and hash.
+func TestClipLongURL(t *testing.T) {
+	url := "https://example.com/?q=" + strings.Repeat("A", 60<<10)
+	rec := Record{Time: testTime, URL: url, Reason: url, Detail: url, Findings: url, Verdict: "DENY", Code: "E_RULE", Status: 403}
+	line := rec.AppendJSON(nil)
+	if len(line) > 5<<10+512 {
+		t.Errorf("record of a 60 KB URL is %d bytes, want at most about 5 KiB", len(line))
+	}
+	var d decoded
+	if err := json.Unmarshal(line, &d); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(url))
+	want := "…[clipped: " + strconv.Itoa(len(url)) + " bytes, sha256:" + hex.EncodeToString(sum[:16]) + "]"
+	if !strings.HasSuffix(d.URL, want) || !strings.HasPrefix(d.URL, "https://example.com/?q=AAAA") {
+		t.Errorf("url = %q, want it to start with the URL and end with %q", d.URL, want)
+	}
+	if got := Clip(url, 300); len(got) > 300 || !strings.HasSuffix(got, want) {
+		t.Errorf("Clip(url, 300) = %q (%d bytes), want at most 300 bytes ending with %q", got, len(got), want)
+	}
+	if got := Clip("short", 300); got != "short" {
+		t.Errorf("Clip(short) = %q", got)
+	}
 }

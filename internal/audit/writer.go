@@ -2,9 +2,13 @@ package audit
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +28,32 @@ type Options struct {
 	// NoSync skips every fsync. For tests and benchmarks only: a crash can then lose records
 	// that Write reported as written.
 	NoSync bool
+	// SummarizeAfter is how many Writes of one container (Record.Container) in one second of
+	// the clock get a record each; the ones past it are written as that second's summaries (see
+	// summary.go). 0: every Write gets its own record.
+	SummarizeAfter int
+	// Budget bounds the bytes of the directory's files: a batch that would take them past it
+	// fails (ErrBudget), as a full disk would, and so the gate refuses traffic until old files
+	// are moved out or the budget is raised. 0: no budget.
+	Budget int64
+	// KeyFile is the audit key's private half (see key.go): the last record of every batch is
+	// signed with it, and a signed head is written after every batch that reached the disk. A
+	// key that cannot be read makes the writer unhealthy, as a failed write does, until it can
+	// be (tried again at most once a second). "": records are chained and numbered, not signed.
+	KeyFile string
+	// CreateKey creates KeyFile (and its .pub) at Open when it is missing and the directory
+	// holds no signed log yet; its public key is logged. A key is never created for a directory
+	// that holds a signed log: its loss is an error to fix, not to paper over.
+	CreateKey bool
+	// Sink is told, by the committer, of each record that reached the disk (the database copy
+	// reads them from the files). Nil: none.
+	Sink Sink
+}
+
+// Sink follows the audit files: Durable says that the records up to seq are on disk, the last
+// of them in file (a base name). It is called by the committer and must not block.
+type Sink interface {
+	Durable(seq int64, file string)
 }
 
 // Writer appends Records to the audit files of one directory.
@@ -33,7 +63,14 @@ type Options struct {
 // of the previous line in the same file (without its newline), or of the file's base name for
 // the first line. The first line of 2026-11-30.jsonl could be (see ExampleOpen):
 //
-//	{"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
+//	{"time":"2026-11-30T14:03:07.123456789Z","event":"request","id":"r-1","container":"c1","agent":"claude","method":"GET","url":"https://example.com/","verdict":"FREE","code":"","rule":"reads","status":200,"bytes_out":512,"duration_ms":1.250,"seq":1,"prev":"865b3a57bcbe6e74069abba52cb0cf31"}
+//
+// Before "prev" each record has "seq", its number in the directory's one chain (1, 2, … across
+// days), and the first record of a day file (after the first ever) has "prev_file", the hash of
+// the record before it in the day before, so a removed or emptied day file is found. With
+// Options.KeyFile, the last record of each batch ends with "sig" (key id, a colon and the
+// Ed25519 signature of the line's bytes before it), and DIR/head.json is a signed head naming the
+// last record on disk (see docs/audit.md and VerifyDir).
 //
 // One committer goroutine takes what is queued (up to maxBatch records), encodes it into one
 // buffer and appends it with one write and one fsync per day file (group commit), then wakes
@@ -48,6 +85,32 @@ type Writer struct {
 	items sync.Pool     // of *item
 	wake  chan struct{} // cap 1: the queue went from empty to non-empty, or Close was called
 	done  chan struct{} // closed when the committer has returned
+
+	summarizeAfter int
+	budget         int64
+
+	smu     sync.Mutex     // guards rateSec, rate and sums
+	rateSec int64          // the clock's second that rate counts
+	rate    map[string]int // Writes per container in rateSec
+	sums    *summaries     // the summaries of the current second, nil when none
+
+	size     atomic.Int64 // bytes of the directory's files, as last counted plus what was written since
+	syncs    atomic.Int64 // fsyncs that succeeded
+	written  atomic.Int64 // records written
+	lastScan time.Time    // when size was last counted (committer's)
+
+	seal *sealer // the audit key; nil: unsigned
+	sink Sink
+	// The global chain, owned by the committer: the last record's number, its line's hash and
+	// its day file's base name; unsynced reports records written since the last head.
+	seq      int64
+	lastHash [2 * hashLen]byte
+	lastFile string
+	unsynced bool
+	headFile *os.File // DIR/head.json, open once written
+	headSlot int      // the slot the next head goes into
+	headBuf  []byte
+	sigBuf   []byte // the message a batch's signature covers
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
@@ -78,7 +141,9 @@ type item struct {
 	rec  Record
 	done chan error // cap 1
 	refs atomic.Int32
-	wait bool // queued by Write: its batch is fsync'ed before the waiter is told
+	wait bool       // queued by Write: its batch is fsync'ed before the waiter is told
+	fan  *summaries // a summary record: its outcome goes to the summaries, not to done
+	err  error      // the outcome of its commit (the committer's, until it is told)
 }
 
 // syncDelay is how long records queued by Submit may stay written but not fsync'ed when no
@@ -110,6 +175,11 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 		fsys:   fsys,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+
+		summarizeAfter: o.SummarizeAfter,
+		budget:         o.Budget,
+		rate:           make(map[string]int),
+		sink:           o.Sink,
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -121,12 +191,56 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, pathError("create", o.Dir, err)
 	}
+	if err := w.scan(); err != nil {
+		return nil, err
+	}
+	last, err := lastRecord(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	w.seq, w.lastHash, w.lastFile = last.seq, last.hash, last.file
+	if o.KeyFile != "" {
+		if err := w.openKey(o); err != nil {
+			return nil, err
+		}
+	}
 	// Fail at start, not at the first request, when today's file cannot be opened or resumed.
 	if _, err := w.file(dayOf(w.now())); err != nil {
 		return nil, err
 	}
 	go w.run()
+	if w.seal != nil && last.lines && !last.signed {
+		// Records the gate wrote and did not sign (it stopped before their batch's end): sign
+		// over them now, saying so.
+		w.Submit(&Record{Event: EventSeal, Reason: "the gate started after records it had not signed (it stopped before signing their batch, or they were written without a key); this record's signature covers them"})
+	}
 	return w, nil
+}
+
+// EventSeal is the event of the record that signs over unsigned records at start.
+const EventSeal = "audit-seal"
+
+// openKey sets up the sealer, creating the key when asked and allowed.
+func (w *Writer) openKey(o Options) error {
+	w.seal = &sealer{path: o.KeyFile, now: w.now}
+	if _, err := os.Lstat(o.KeyFile); errors.Is(err, os.ErrNotExist) {
+		if !o.CreateKey || signedLog(o.Dir) {
+			var kerr error = &keyError{fmt.Errorf("%s is missing and %s holds a signed log (or the key is not to be created); fix: restore the key from a backup; only if it is lost for good, make a new one with lockhttp audit keygen --key %s (verify the old records with the old public key)", o.KeyFile, o.Dir, o.KeyFile)}
+			w.health.Store(&kerr)
+			w.seal.err, w.seal.tried = kerr, w.now()
+			return nil
+		}
+		pub, err := GenerateKey(o.KeyFile, nil)
+		if err != nil {
+			return err
+		}
+		w.log.Warn("audit: created the audit key; keep a copy of its public half out of reach of whoever can write the log",
+			"key", o.KeyFile, "public", o.KeyFile+PubSuffix, "key_id", KeyID(pub))
+	}
+	if _, _, err := w.seal.get(); err != nil {
+		w.health.Store(&err)
+	}
+	return nil
 }
 
 // Write queues r and waits until it is written (and fsync'ed unless NoSync); many concurrent
@@ -134,7 +248,15 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 // Write copies r, so the caller may reuse it when Write returns. It returns an error when the
 // write failed or the writer is closed (ErrClosed); when ctx ends first it returns ctx.Err() and
 // the record stays queued (it is still written, and Healthy reports if that fails).
+//
+// With Options.SummarizeAfter, a Write past the container's rate goes into its second's summary
+// and returns once that summary is on disk (within a second).
 func (w *Writer) Write(ctx context.Context, r *Record) error {
+	if w.summarizeAfter > 0 {
+		if s := w.summarize(r); s != nil {
+			return s.wait(ctx)
+		}
+	}
 	it := w.items.Get().(*item)
 	it.rec = *r
 	if it.rec.Time.IsZero() {
@@ -179,23 +301,30 @@ func (w *Writer) Submit(r *Record) {
 	}
 }
 
-// enqueue adds it to the queue and wakes the committer; false when the writer is closed (it is
-// then back in the pool).
-func (w *Writer) enqueue(it *item) bool {
+// enqueue adds items to the queue, together, and wakes the committer; false when the writer is
+// closed (they are then back in the pool).
+func (w *Writer) enqueue(items ...*item) bool {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		it.rec = Record{}
-		w.items.Put(it)
+		for _, it := range items {
+			it.rec, it.fan = Record{}, nil
+			w.items.Put(it)
+		}
 		return false
 	}
-	w.queue = append(w.queue, it)
-	if it.wait {
-		w.waiters++
+	n := len(w.queue)
+	w.queue = append(w.queue, items...)
+	signal := n == 0
+	for _, it := range items {
+		if it.wait {
+			w.waiters++
+			signal = true
+		}
 	}
 	// The committer sleeps after it saw an empty queue, or lingers over submitted records only:
 	// the first record, a Write, or a full batch of submitted records wakes it.
-	signal := len(w.queue) == 1 || it.wait || len(w.queue) == asyncBatch
+	signal = signal || n < asyncBatch && len(w.queue) >= asyncBatch
 	w.mu.Unlock()
 	if signal {
 		select {
@@ -215,7 +344,7 @@ func (w *Writer) release(it *item) {
 	case <-it.done: // a result nobody waited for
 	default:
 	}
-	it.rec = Record{}
+	it.rec, it.fan = Record{}, nil
 	w.items.Put(it)
 }
 
@@ -233,6 +362,7 @@ func (w *Writer) Healthy() error {
 // the same result.
 func (w *Writer) Close() error {
 	w.closeOnce.Do(func() {
+		w.flushSummaries()
 		w.mu.Lock()
 		w.closed = true
 		w.mu.Unlock()
@@ -248,6 +378,9 @@ func (w *Writer) Close() error {
 			}
 		}
 		w.files = nil
+		if w.headFile != nil {
+			w.headFile.Close()
+		}
 		w.closeErr = errors.Join(errs...)
 		closed := ErrClosed
 		w.health.Store(&closed)
@@ -334,6 +467,7 @@ func (w *Writer) syncDirty() {
 			return // w.files changed; the next round tries the rest
 		}
 	}
+	w.durable()
 }
 
 // take moves up to maxBatch queued items into w.batch and reports whether Close was called.
@@ -371,18 +505,78 @@ func (w *Writer) commit() {
 		for n < len(batch) && dayOf(batch[n].rec.Time) == d {
 			n++
 		}
-		err := w.commitDay(d, batch[:n])
+		err := classify(w.commitDay(d, batch[:n]))
 		w.report(err, n)
 		for _, it := range batch[:n] {
-			if it.wait {
-				it.done <- err
-			}
-			w.release(it)
+			it.err = err
 		}
 		batch = batch[n:]
 	}
+	// The head names the batch before anyone waiting on it is told.
+	if !w.anyDirty() {
+		w.durable()
+	}
+	for _, it := range w.batch {
+		switch {
+		case it.fan != nil:
+			it.fan.finish(it.err)
+		case it.wait:
+			it.done <- it.err
+		}
+		it.err = nil
+		w.release(it)
+	}
 	clear(w.batch)
 	w.spare, w.batch = w.batch[:0], nil
+}
+
+// durable writes the signed head and tells the sink, once what was written is on disk.
+func (w *Writer) durable() {
+	if !w.unsynced {
+		return
+	}
+	if err := w.writeHead(); err != nil {
+		w.report(err, 0)
+		return
+	}
+	w.unsynced = false
+	if w.sink != nil {
+		w.sink.Durable(w.seq, w.lastFile)
+	}
+}
+
+// writeHead writes a signed head naming the last record into DIR/head.json. The file has two
+// slots of headSlot bytes, written in turn with one pwrite each: a write cut short by a crash
+// spoils one slot, and the other still holds the head before it, so the head is replaced
+// atomically as a reader sees it (ReadHeads). It has no fsync of its own: after a crash the head
+// may be older than the log, never newer.
+func (w *Writer) writeHead() error {
+	if w.seal == nil || w.seq == 0 {
+		return nil
+	}
+	key, kid, err := w.seal.get()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(w.dir, HeadName)
+	if w.headFile == nil {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return classify(pathError("open", path, err))
+		}
+		w.headFile = f
+	}
+	h := Head{Seq: w.seq, Hash: string(w.lastHash[:]), File: w.lastFile, Time: w.now().UTC()}
+	h.sign(key, kid)
+	b := h.appendSlot(w.headBuf[:0])
+	w.headBuf = b
+	if _, err := w.headFile.WriteAt(b, int64(w.headSlot)*headSlot); err != nil {
+		w.headFile.Close()
+		w.headFile = nil
+		return classify(pathError("write", path, err))
+	}
+	w.headSlot ^= 1
+	return nil
 }
 
 // maxWrite is the size at which a batch's buffer is written out before the batch is complete
@@ -390,56 +584,121 @@ func (w *Writer) commit() {
 const maxWrite = 1 << 20
 
 // commitDay appends the records of items, all of day d, to d's file with one write (more when
-// they exceed maxWrite bytes) and one fsync.
+// they exceed maxWrite bytes) and one fsync. When a write or the fsync fails, the file is cut back
+// to where the batch began, so that a failed batch leaves no torn line and the chain goes on from
+// the last record that was written.
 func (w *Writer) commitDay(d day, items []*item) error {
 	df, err := w.file(d)
 	if err != nil {
 		return err
 	}
+	var (
+		key ed25519.PrivateKey
+		kid string
+	)
+	if w.seal != nil {
+		if key, kid, err = w.seal.get(); err != nil {
+			return err
+		}
+	}
 	buf := w.buf[:0]
 	prev := df.prev
+	seq, last := w.seq, w.lastHash
 	needSync := false
-	for _, it := range items {
+	var wrote int64
+	for i, it := range items {
 		needSync = needSync || it.wait
 		start := len(buf)
+		seq++
 		buf = it.rec.appendFields(buf)
+		buf = append(buf, `,"seq":`...)
+		buf = strconv.AppendInt(buf, seq, 10)
+		if i == 0 && df.size == 0 && seq > 1 {
+			// The first record of a day names the record before it, in the day before.
+			buf = append(buf, `,"prev_file":"`...)
+			buf = append(buf, last[:]...)
+			buf = append(buf, '"')
+		}
 		buf = append(buf, `,"prev":"`...)
 		buf = append(buf, prev[:]...)
-		buf = append(buf, '"', '}')
+		buf = append(buf, '"')
+		if key != nil && i == len(items)-1 {
+			buf = appendSig(buf, start, key, kid, &w.sigBuf)
+		} else {
+			buf = append(buf, '}')
+		}
 		prev = chainHash(buf[start:])
+		last = prev
 		buf = append(buf, '\n')
 		if len(buf) >= maxWrite {
-			if _, err = df.f.Write(buf); err != nil {
+			if err = w.write(df, buf); err != nil {
 				break
 			}
+			wrote += int64(len(buf))
 			buf = buf[:0]
 		}
 	}
 	if err == nil && len(buf) > 0 {
-		_, err = df.f.Write(buf)
+		err = w.write(df, buf)
+		wrote += int64(len(buf))
 	}
 	if cap(buf) > 4*maxWrite {
-		buf = nil // one huge record grew it; do not keep that much
+		buf = nil // one huge batch grew it; do not keep that much
 	}
 	w.buf = buf[:0]
-	if err != nil {
-		err = pathError("write", df.path, err)
-	} else if needSync && !w.noSync {
+	if err == nil && needSync && !w.noSync {
 		if err = df.f.Sync(); err != nil {
 			err = pathError("sync", df.path, err)
+		} else {
+			w.syncs.Add(1)
 		}
 	}
 	if err != nil {
-		// What reached the disk is unknown (a short write leaves a torn line): drop the file so
-		// the next batch reopens it and continues the chain from what is really there.
-		w.drop(df)
+		w.cutBack(df)
 		return err
 	}
+	df.size += wrote
 	df.prev = prev
 	df.dirty = !needSync
+	w.seq, w.lastHash, w.lastFile = seq, last, filepath.Base(df.path)
+	w.unsynced = true
 	w.batches++
 	w.records += int64(len(items))
+	w.written.Add(int64(len(items)))
 	return nil
+}
+
+// write appends buf to df's file, within the budget.
+func (w *Writer) write(df *dayFile, buf []byte) error {
+	if w.budget > 0 && w.size.Load()+int64(len(buf)) > w.budget {
+		// Old files may have been moved out since the last count.
+		if w.now().Sub(w.lastScan) >= time.Second {
+			w.scan()
+		}
+		if w.size.Load()+int64(len(buf)) > w.budget {
+			return &budgetError{dir: w.dir, budget: w.budget, size: w.size.Load()}
+		}
+	}
+	n, err := df.f.Write(buf)
+	w.size.Add(int64(n))
+	if err != nil {
+		return pathError("write", df.path, err)
+	}
+	return nil
+}
+
+// cutBack truncates df's file to where the failed batch began; when that fails too, df is
+// dropped, so that the next batch reopens it and continues the chain from what is really there.
+func (w *Writer) cutBack(df *dayFile) {
+	fi, err := df.f.Stat()
+	if err == nil {
+		err = df.f.Truncate(df.size)
+	}
+	if err != nil {
+		w.drop(df)
+		return
+	}
+	w.size.Add(df.size - fi.Size())
 }
 
 // file returns the open file for d, opening it (and closing the least recently used one) when
@@ -484,6 +743,7 @@ func (w *Writer) drop(df *dayFile) {
 // report sets Healthy from the outcome of one day's commit of n records and logs changes: one
 // line per failed commit, one when writes succeed again.
 func (w *Writer) report(err error, n int) {
+	err = classify(err)
 	if err != nil {
 		e := err // only a failure allocates
 		w.health.Store(&e)

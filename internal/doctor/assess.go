@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
 )
 
 // CAWarnBefore is how long before the CA expires the doctor starts warning.
@@ -240,9 +242,57 @@ func assessGate(r *Report, f *Facts) {
 	if st.ConsoleError != "" && (consoleVersion == "" || st.PolicyVersion == consoleVersion) {
 		r.add(Warn, "gate", "its last policy fetch failed: %s; it keeps deciding with the policy it has", st.ConsoleError)
 	}
-	if st.AuditError != "" {
+	switch u := st.Audit; {
+	case st.AuditError != "" && u != nil && u.Full && u.Budget > 0 && u.Bytes+64<<10 >= u.Budget:
+		r.add(Error, "audit", "the audit directory %s holds %s, its budget is %s: the gate writes no more and refuses all traffic with E_NO_AUDIT; "+
+			"fix: move old day files out of it to an archive (after lockhttp verify-log), or raise the gate's -audit-budget", u.Dir, size(u.Bytes), size(u.Budget))
+	case st.AuditError != "" && u != nil && u.Full:
+		r.add(Error, "audit", "the disk holding the audit (%s) is full, %s free: the gate refuses all traffic with E_NO_AUDIT until it can write; "+
+			"fix: free space on that disk (move old day files to an archive, after lockhttp verify-log); the gate passes traffic again at its next write", u.Dir, size(u.Free))
+	case strings.HasPrefix(st.AuditError, "audit: cannot sign:"):
+		r.add(Error, "audit", "the gate cannot sign its audit, so it refuses all traffic with E_NO_AUDIT until it can: %s", strings.TrimPrefix(st.AuditError, "audit: cannot sign: "))
+	case st.AuditError != "":
 		r.add(Error, "audit", "the gate cannot write its audit (%s): it refuses all traffic until it can; fix: free space or fix the audit directory's owner and mode", st.AuditError)
+	case u != nil:
+		assessAuditUsage(r, u)
 	}
+	if ss := st.AuditSink; ss != nil && ss.State != "ok" {
+		r.add(Warn, "audit", "the audit's database copy is %s (%s), %d records behind: nothing is lost, the files stay the record and the copy catches up from them when the database is back; fix: check the database and the gate's LOCKHTTP_AUDIT_DSN", ss.State, ss.Error, ss.Behind)
+	}
+}
+
+// budgetWarn is the share of the audit budget at which the doctor warns.
+const budgetWarn = 0.8
+
+// assessAuditUsage warns before the audit's budget or its disk is reached.
+func assessAuditUsage(r *Report, u *audit.Usage) {
+	room := int64(-1) // what may still be written, -1: unknown
+	if u.Budget > 0 {
+		room = u.Budget - u.Bytes
+	}
+	switch {
+	case u.Budget > 0 && float64(u.Bytes) >= budgetWarn*float64(u.Budget):
+		r.add(Warn, "audit", "the audit directory %s holds %s, %.0f%% of its %s budget: at the budget the gate refuses all traffic (E_NO_AUDIT); "+
+			"fix: move old day files out of it to an archive (after lockhttp verify-log), or raise the gate's -audit-budget", u.Dir, size(u.Bytes), 100*float64(u.Bytes)/float64(u.Budget), size(u.Budget))
+	case u.Total > 0 && (room < 0 || u.Free < room) && float64(u.Free) < (1-budgetWarn)*float64(u.Total):
+		r.add(Warn, "audit", "the disk holding the audit (%s) has %s free of %s, less than the audit may still grow: when it is full the gate refuses all traffic (E_NO_AUDIT); "+
+			"fix: free space on it, or lower the gate's -audit-budget below what is free", u.Dir, size(u.Free), size(u.Total))
+	case u.Budget > 0:
+		r.add(OK, "audit", "the audit takes %s of its %s budget (%.0f%%); %s free on its disk", size(u.Bytes), size(u.Budget), 100*float64(u.Bytes)/float64(u.Budget), size(u.Free))
+	}
+}
+
+// size writes n bytes in binary units.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func orNone(s string) string {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/signer"
@@ -105,6 +106,26 @@ func TestEachBreakage(t *testing.T) {
 		{"gate without policy", func(f *Facts) { f.Gate.Status.PolicyVersion = "" }, Error, "gate", "has no policy"},
 		{"gate's audit broken", func(f *Facts) { f.Gate.Status.AuditError = "disk full" }, Error, "audit", "disk full"},
 		{"audit record missing", func(f *Facts) { f.Audit.Found = false }, Error, "audit", "has no record of it"},
+		{"audit at 85% of its budget", func(f *Facts) {
+			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 85 << 20, Budget: 100 << 20, Free: 50 << 30, Total: 100 << 30}
+		}, Warn, "audit", "holds 85.0 MiB, 85% of its 100.0 MiB budget: at the budget the gate refuses all traffic (E_NO_AUDIT); fix: move old day files"},
+		{"audit at its budget", func(f *Facts) {
+			f.Gate.Status.AuditError = "audit: /vol/audit holds 104857600 bytes, its budget is 104857600"
+			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 100 << 20, Budget: 100 << 20, Free: 50 << 30, Total: 100 << 30, Full: true}
+		}, Error, "audit", "refuses all traffic with E_NO_AUDIT; fix: move old day files out of it to an archive (after lockhttp verify-log), or raise the gate's -audit-budget"},
+		{"audit disk full", func(f *Facts) {
+			f.Gate.Status.AuditError = "audit: write /vol/audit/2026-11-30.jsonl: no space left on device"
+			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 1 << 20, Budget: 10 << 30, Free: 0, Total: 1 << 30, Full: true}
+		}, Error, "audit", "the disk holding the audit (/vol/audit) is full, 0 bytes free: the gate refuses all traffic with E_NO_AUDIT until it can write; fix: free space"},
+		{"audit key unreadable", func(f *Facts) {
+			f.Gate.Status.AuditError = "audit: cannot sign: audit: read /vol/audit/audit.key: permission denied; fix: make /vol/audit/audit.key readable by the gate"
+		}, Error, "audit", "the gate cannot sign its audit, so it refuses all traffic with E_NO_AUDIT until it can: audit: read /vol/audit/audit.key: permission denied; fix: make"},
+		{"audit database copy down", func(f *Facts) {
+			f.Gate.Status.AuditSink = &audit.SinkStatus{State: "down", Error: "auditdb: connect: refused", Behind: 42}
+		}, Warn, "audit", "the audit's database copy is down (auditdb: connect: refused), 42 records behind: nothing is lost"},
+		{"audit disk nearly full", func(f *Facts) {
+			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 1 << 20, Budget: 10 << 30, Free: 1 << 30, Total: 20 << 30}
+		}, Warn, "audit", "has 1.0 GiB free of 20.0 GiB, less than the audit may still grow"},
 		{"CA untrusted", func(f *Facts) {
 			f.Self.Decrypted, f.Self.DecryptedErr, f.Self.Untrusted = nil, "x509: certificate signed by unknown authority", true
 		}, Error, "ca", "refused the gate's certificate"},

@@ -165,11 +165,17 @@ func (g *Gate) logRecord(r *audit.Record) {
 	}
 	g.log.LogAttrs(context.Background(), level, "request",
 		slog.String(logID, r.ID), slog.String(logEvent, r.Event), slog.String(logContainer, r.Container),
-		slog.String(logMethod, r.Method), slog.String(logURL, r.URL), slog.String(logVerdict, r.Verdict),
+		slog.String(logMethod, r.Method), slog.String(logURL, audit.Clip(r.URL, logMaxURL)), slog.String(logVerdict, r.Verdict),
 		slog.String(logCode, r.Code), slog.String(logRule, r.Rule), slog.Int(logStatus, r.Status),
 		slog.Int64(logBytesIn, r.BytesIn), slog.Int64(logBytesOut, r.BytesOut),
-		slog.Duration(logDuration, r.Duration), slog.String(logDetail, r.Detail))
+		slog.Duration(logDuration, r.Duration), slog.String(logDetail, audit.Clip(r.Detail, logMaxDetail)))
 }
+
+// The log line's URL and detail are clipped as the audit clips them (the agent chooses both).
+const (
+	logMaxURL    = 2048
+	logMaxDetail = 1024
+)
 
 // countingBody counts a response body and records the exchange when it is closed.
 type countingBody struct {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/budget"
 )
 
@@ -18,9 +19,14 @@ type Status struct {
 	PolicyName    string   `json:"policy_name,omitempty"`
 	Containers    []string `json:"containers,omitempty"`
 	// Budgets is what each container has used of each [[budget]] of the policy.
-	Budgets      []budget.Use `json:"budgets,omitempty"`
-	AuditError   string       `json:"audit_error,omitempty"`
-	ConsoleError string       `json:"console_error,omitempty"`
+	Budgets    []budget.Use `json:"budgets,omitempty"`
+	AuditError string       `json:"audit_error,omitempty"`
+	// Audit is how much the audit takes, its budget and the disk's free space (nil when the
+	// auditor does not say).
+	Audit *audit.Usage `json:"audit,omitempty"`
+	// AuditSink is the state of the audit's database copy (nil: none).
+	AuditSink    *audit.SinkStatus `json:"audit_sink,omitempty"`
+	ConsoleError string            `json:"console_error,omitempty"`
 	// Signer is "off" without decryption, "ok" when the signer answers, else its error.
 	Signer string `json:"signer"`
 	// ConsoleChecked is when the gate last asked the console for its policy.
@@ -36,6 +42,8 @@ type StatusInfo struct {
 	ConsoleError *atomic.Pointer[string]
 	// ConsoleChecked holds the time of the last policy fetch, in Unix nanoseconds.
 	ConsoleChecked *atomic.Int64
+	// AuditSink is the audit's database copy. Nil: none.
+	AuditSink interface{ Status() audit.SinkStatus }
 }
 
 // StatusHandler serves GET /status.
@@ -49,6 +57,14 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		}
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()
+		}
+		if info.AuditSink != nil {
+			ss := info.AuditSink.Status()
+			st.AuditSink = &ss
+		}
+		if u, ok := g.audit.(interface{ Usage() audit.Usage }); ok {
+			au := u.Usage()
+			st.Audit = &au
 		}
 		st.Signer = "off"
 		if g.certs != nil {

@@ -3,6 +3,7 @@
 package judge
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -153,6 +154,16 @@ var (
 		Reason: "the gate runs without a signer, so it decrypts nothing; http://" + floor.SelfName + "/ answers in plain HTTP"}
 )
 
+// noAudit is DecisionNoAudit, with the audit's own public reason when it gives one (a full disk).
+func noAudit(err error) policy.Decision {
+	d := DecisionNoAudit
+	var pr interface{ PublicReason() string }
+	if errors.As(err, &pr) {
+		d.Reason = pr.PublicReason()
+	}
+	return d
+}
+
 // Rule names of decisions made outside the policy's rules.
 const (
 	RuleSelf       = "self"
@@ -189,7 +200,7 @@ func decide(env *Env, r *Request) Result {
 		return res
 	}
 	if env.AuditErr != nil {
-		res.Decision = DecisionNoAudit
+		res.Decision = noAudit(env.AuditErr)
 		return res
 	}
 	// 2. Floor: the request's shape.

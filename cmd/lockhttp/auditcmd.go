@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/auditdb"
+)
+
+const verifyUsage = `usage: lockhttp verify-log [--pub KEY]... [--trusted-head FILE] [--json] DIR
+       lockhttp verify-log --dsn DSN [--pub KEY]... [--trusted-head FILE] [--json]
+
+Checks the gate's audit: every record's chain, number and signature, the day files' links, and
+that the log reaches its signed head (DIR/head.json) and any checkpoint (--trusted-head, made
+with lockhttp audit checkpoint and kept elsewhere). With --dsn it checks the database copy.
+Each finding names the file and line. Exit status: 0 clean, 1 tampered, 2 usage or a log that
+cannot be vouched for (no signed head, no signature).
+`
+
+type pubList []string
+
+func (l *pubList) String() string     { return strings.Join(*l, ",") }
+func (l *pubList) Set(s string) error { *l = append(*l, s); return nil }
+
+func runVerifyLog(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp verify-log", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, verifyUsage); fs.PrintDefaults() }
+	var pubs pubList
+	fs.Var(&pubs, "pub", "a trusted public `KEY` file (repeatable; default: DIR/audit.key.pub, which whoever can write DIR can replace)")
+	trusted := fs.String("trusted-head", "", "a checkpoint `FILE` (lockhttp audit checkpoint) the log must reach and match")
+	dsn := fs.String("dsn", "", "verify the PostgreSQL copy at `DSN` instead of a directory (or set LOCKHTTP_AUDIT_DSN and pass --dsn env)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dsn == "" && fs.NArg() != 1 || *dsn != "" && fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "lockhttp verify-log: "+format+"\n", a...)
+		return 2
+	}
+	var o audit.VerifyOptions
+	var dir string
+	if *dsn == "" {
+		dir = fs.Arg(0)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fail("%s: not a directory: give the audit directory (records chain across its day files)", dir)
+		}
+		if len(pubs) == 0 {
+			def := filepath.Join(dir, audit.KeyFileName+audit.PubSuffix)
+			if _, err := os.Stat(def); err != nil {
+				return fail("no --pub given and no %s: pass --pub with the audit key's public half", def)
+			}
+			pubs = append(pubs, def)
+			fmt.Fprintf(stdout, "NOTE     the public key is %s, in the log's own directory: whoever can write the log can replace it; pass --pub with a copy kept elsewhere\n", def)
+		}
+	} else if len(pubs) == 0 {
+		return fail("--dsn needs --pub: the database holds no key")
+	}
+	for _, p := range pubs {
+		k, err := audit.ReadPublicKey(p)
+		if err != nil {
+			return fail("--pub: %v", err)
+		}
+		o.Keys = append(o.Keys, k)
+	}
+	if *trusted != "" {
+		h, err := audit.ReadHead(*trusted, o.Keys...)
+		if err != nil {
+			return fail("--trusted-head: %v", err)
+		}
+		o.Trusted, o.TrustedName = h, *trusted
+	}
+	var srcs []audit.Source
+	if *dsn == "" {
+		var err error
+		if srcs, err = audit.DirSources(dir); err != nil {
+			return fail("%v", err)
+		}
+		o.HeadName = filepath.Join(dir, audit.HeadName)
+		if h, err := audit.ReadHead(o.HeadName, o.Keys...); err == nil {
+			o.Head = h
+		} else if !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stdout, "%s\n", audit.Finding{Severity: audit.Tampered, File: o.HeadName, Text: err.Error()})
+			return 1
+		}
+	} else {
+		d := *dsn
+		if d == "env" {
+			d = os.Getenv("LOCKHTTP_AUDIT_DSN")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		copyOf, err := auditdb.Load(ctx, d)
+		if err != nil {
+			return fail("%v", err)
+		}
+		srcs, o.Head, o.HeadName = copyOf.Sources, copyOf.Head, "the database's head"
+	}
+	rep, err := audit.VerifyDir(srcs, o)
+	if err != nil {
+		return fail("%v", err)
+	}
+	code := 0
+	switch rep.Worst() {
+	case audit.Tampered:
+		code = 1
+	case audit.Warning:
+		code = 2
+	}
+	if *asJSON {
+		json.NewEncoder(stdout).Encode(struct {
+			*audit.VerifyReport
+			Verdict string `json:"verdict"`
+		}{rep, verdict(code)})
+		return code
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintln(stdout, f)
+	}
+	fmt.Fprintf(stdout, "%s: %d records (%d to %d) in %d files, keys %s\n", verdict(code), rep.Records, rep.FirstSeq, rep.LastSeq, rep.Files, keyIDs(o.Keys))
+	return code
+}
+
+func verdict(code int) string {
+	switch code {
+	case 1:
+		return "TAMPERED"
+	case 2:
+		return "NOT VERIFIED"
+	}
+	return "CLEAN"
+}
+
+func keyIDs(keys []ed25519.PublicKey) string {
+	var ids []string
+	for _, k := range keys {
+		ids = append(ids, audit.KeyID(k))
+	}
+	return strings.Join(ids, ", ")
+}
+
+const auditUsage = `usage:
+  lockhttp audit keygen --key FILE         make the audit key (FILE, mode 0600, and FILE.pub); never replaces one
+  lockhttp audit checkpoint [--pub KEY] [-o FILE] DIR
+                                            copy DIR's signed head out, for verify-log --trusted-head
+  lockhttp audit migrate --dsn DSN          create the PostgreSQL table of the database copy
+`
+
+func runAudit(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	switch args[0] {
+	case "keygen":
+		return runKeygen(args[1:], stdout, stderr)
+	case "checkpoint":
+		return runCheckpoint(args[1:], stdout, stderr)
+	case "migrate":
+		return runMigrate(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "lockhttp audit: unknown command %q\n%s", args[0], auditUsage)
+	return 2
+}
+
+func runKeygen(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp audit keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	key := fs.String("key", "", "the private key `FILE` to create (the gate's -audit-key; default there: AUDIT_DIR/audit.key)")
+	if err := fs.Parse(args); err != nil || *key == "" || fs.NArg() > 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	pub, err := audit.GenerateKey(*key, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp audit keygen:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "audit key %s created (mode 0600), key id %s; its public half is %s:\n\n%s\n"+
+		"Keep a copy of the public half, and checkpoints (lockhttp audit checkpoint), out of reach of whoever can write the audit.\n",
+		*key, audit.KeyID(pub), *key+audit.PubSuffix, audit.EncodePublicKey(pub))
+	return 0
+}
+
+func runCheckpoint(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp audit checkpoint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pubPath := fs.String("pub", "", "the public `KEY` to check the head with (default: DIR/audit.key.pub)")
+	out := fs.String("o", "", "write the checkpoint to `FILE` (default: standard output)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	dir := fs.Arg(0)
+	if *pubPath == "" {
+		*pubPath = filepath.Join(dir, audit.KeyFileName+audit.PubSuffix)
+	}
+	pub, err := audit.ReadPublicKey(*pubPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp audit checkpoint:", err)
+		return 2
+	}
+	h, err := audit.ReadHead(filepath.Join(dir, audit.HeadName), pub)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp audit checkpoint:", err, "(the gate writes it after each batch; is DIR the gate's -audit?)")
+		return 2
+	}
+	if err := h.Check(map[string]ed25519.PublicKey{audit.KeyID(pub): pub}); err != nil {
+		fmt.Fprintf(stderr, "lockhttp audit checkpoint: %s: the head is %v\n", filepath.Join(dir, audit.HeadName), err)
+		return 1
+	}
+	data, _ := json.Marshal(h)
+	data = append(data, '\n')
+	if *out == "" {
+		stdout.Write(data)
+		return 0
+	}
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "lockhttp audit checkpoint:", err, "(a checkpoint is never overwritten: name a new file)")
+		return 1
+	}
+	fmt.Fprintf(stdout, "checkpoint of record %d (%s, %s) written to %s: keep it out of reach of whoever can write the audit, and pass it to verify-log --trusted-head\n",
+		h.Seq, h.File, h.Time.UTC().Format(time.RFC3339), *out)
+	return 0
+}
+
+func runMigrate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lockhttp audit migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("dsn", "", "the PostgreSQL `DSN` (env: the value of LOCKHTTP_AUDIT_DSN)")
+	if err := fs.Parse(args); err != nil || *dsn == "" || fs.NArg() > 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return 2
+	}
+	d := *dsn
+	if d == "env" {
+		d = os.Getenv("LOCKHTTP_AUDIT_DSN")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := auditdb.Migrate(ctx, d); err != nil {
+		fmt.Fprintln(stderr, "lockhttp audit migrate:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "the audit tables exist")
+	return 0
+}

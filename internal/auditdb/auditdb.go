@@ -1,0 +1,452 @@
+// Package auditdb keeps a copy of the gate's audit in PostgreSQL, one row per line of the day
+// files, copied from the files once they are on disk.
+package auditdb
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
+)
+
+// The tables: one row per line of a day file, keyed by the file and the line number, so a line
+// copied twice is kept once; and the last signed head.
+const schema = `
+CREATE TABLE IF NOT EXISTS lockhttp_audit (
+	file      text    NOT NULL,
+	line_no   integer NOT NULL,
+	seq       bigint  UNIQUE,
+	line      text    NOT NULL,
+	signed    boolean NOT NULL,
+	time      timestamptz,
+	event     text,
+	id        text,
+	container text,
+	verdict   text,
+	code      text,
+	rule      text,
+	status    integer,
+	record    json,
+	PRIMARY KEY (file, line_no)
+);
+CREATE TABLE IF NOT EXISTS lockhttp_audit_head (
+	one  boolean PRIMARY KEY DEFAULT true CHECK (one),
+	head json    NOT NULL
+);`
+
+// Migrate creates the tables when they are missing.
+func Migrate(ctx context.Context, dsn string) error {
+	conn, err := connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("auditdb: create the tables: %w", err)
+	}
+	return nil
+}
+
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's error may quote the DSN, password and all: say only where to look.
+		return nil, errors.New("auditdb: the DSN does not parse; write it as postgres://user@host:port/db or host=... dbname=...")
+	}
+	cfg.ConnectTimeout = 5 * time.Second
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("auditdb: connect to %s:%d database %s: %w", cfg.Host, cfg.Port, cfg.Database, errors.Unwrap(err))
+	}
+	return conn, nil
+}
+
+// Options configures a Sink.
+type Options struct {
+	Dir    string       // the audit directory the gate writes
+	DSN    string       // the database (never logged)
+	Logger *slog.Logger // nil: discard
+	// Retry is how long the sink waits after a failure before it tries again. Zero: 2s.
+	Retry time.Duration
+}
+
+// Sink copies the audit's records to the database as they reach the disk: it is told (Durable)
+// how far the files are on disk, and copies the lines after the last one the database has,
+// reading them from the files. So the queue is bounded (a position, not records in memory), a
+// database that is down loses nothing (the sink catches up from the files when it returns), and
+// no line is written twice (the table's key is the file and the line number).
+type Sink struct {
+	o      Options
+	log    *slog.Logger
+	notify chan struct{} // cap 1
+
+	durable atomic.Int64 // the last record number on disk
+	rows    atomic.Int64 // rows copied since start
+	dbSeq   atomic.Int64 // the last record number the database has
+	mu      sync.Mutex   // guards err
+	err     error        // the last failure, nil once copying succeeds
+}
+
+// New returns a sink; Run copies.
+func New(o Options) *Sink {
+	s := &Sink{o: o, log: o.Logger, notify: make(chan struct{}, 1)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.o.Retry == 0 {
+		s.o.Retry = 2 * time.Second
+	}
+	return s
+}
+
+// Durable implements audit.Sink.
+func (s *Sink) Durable(seq int64, file string) {
+	s.durable.Store(seq)
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Status is the sink's state, for the gate's status and the doctor.
+func (s *Sink) Status() audit.SinkStatus {
+	st := audit.SinkStatus{State: "ok", Rows: s.rows.Load(), Behind: max(s.durable.Load()-s.dbSeq.Load(), 0)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		st.State, st.Error = "down", s.err.Error()
+	}
+	return st
+}
+
+func (s *Sink) setErr(err error) {
+	s.mu.Lock()
+	was := s.err
+	s.err = err
+	s.mu.Unlock()
+	switch {
+	case err != nil && was == nil:
+		s.log.Warn("audit database copy failed; records stay in the files and are copied when it is back", "err", err)
+	case err == nil && was != nil:
+		s.log.Info("audit database copy works again", "after", was.Error())
+	}
+}
+
+// Run copies until ctx ends.
+func (s *Sink) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.setErr(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.o.Retry):
+		}
+	}
+}
+
+// position is where the copy stands in the files.
+type position struct {
+	file   string
+	lineNo int
+	offset int64 // of the line after lineNo, when known (0: read from the start)
+}
+
+// session connects, creates the tables, and copies until a failure.
+func (s *Sink) session(ctx context.Context) error {
+	conn, err := connect(ctx, s.o.DSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("auditdb: create the tables: %w", err)
+	}
+	// Where the copy stands in each file: a record of an old day can follow the new day's first
+	// ones, so every file is followed, not only the newest.
+	pos := map[string]*position{}
+	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit GROUP BY file`)
+	if err != nil {
+		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
+	}
+	for rows.Next() {
+		var p position
+		var seq *int64
+		if err := rows.Scan(&p.file, &p.lineNo, &seq); err != nil {
+			rows.Close()
+			return fmt.Errorf("auditdb: read where the copy stands: %w", err)
+		}
+		pos[p.file] = &p
+		if seq != nil && *seq > s.dbSeq.Load() {
+			s.dbSeq.Store(*seq)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		for {
+			more, err := s.copyUp(ctx, conn, pos)
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+		s.setErr(nil)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.notify:
+		case <-tick.C:
+		}
+	}
+}
+
+// row is one line to copy.
+type row struct {
+	file   string
+	lineNo int
+	line   string
+	seq    *int64
+	rec    map[string]any
+}
+
+// copyUp copies the lines of each file after its position that are on disk, in batches, then
+// the head. more reports that a file had more lines than one round reads.
+func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*position) (more bool, err error) {
+	names, err := dayNames(s.o.Dir)
+	if err != nil {
+		return false, err
+	}
+	// The head is read first and copied last: the records it names are on disk (it is written
+	// after them), so they are copied before it and the copy never names a record it lacks.
+	var head []byte
+	durable := s.durable.Load()
+	if h, err := audit.ReadHead(filepath.Join(s.o.Dir, audit.HeadName)); err == nil {
+		durable = max(durable, h.Seq)
+		head, _ = json.Marshal(h)
+	}
+	for _, name := range names {
+		p := pos[name]
+		if p == nil {
+			p = &position{file: name}
+			pos[name] = p
+		}
+		path := filepath.Join(s.o.Dir, name)
+		if fi, err := os.Stat(path); err != nil || p.offset > 0 && fi.Size() == p.offset {
+			continue // nothing new
+		}
+		rows, next, err := readFrom(path, *p, durable)
+		if err != nil {
+			return false, err
+		}
+		more = more || len(rows) == maxRows
+		for len(rows) > 0 {
+			n := min(len(rows), 500)
+			if err := insert(ctx, conn, rows[:n]); err != nil {
+				return false, err
+			}
+			for _, r := range rows[:n] {
+				if r.seq != nil && *r.seq > s.dbSeq.Load() {
+					s.dbSeq.Store(*r.seq)
+				}
+			}
+			s.rows.Add(int64(n))
+			rows = rows[n:]
+		}
+		*p = next
+	}
+	if head != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (one, head) VALUES (true, $1)
+			ON CONFLICT (one) DO UPDATE SET head = EXCLUDED.head`, string(head)); err != nil {
+			return false, fmt.Errorf("auditdb: write the head: %w", err)
+		}
+	}
+	return more, nil
+}
+
+func insert(ctx context.Context, conn *pgx.Conn, rows []row) error {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO lockhttp_audit (file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
+	args := make([]any, 0, len(rows)*14)
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "($%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d)", i*14+1, i*14+2, i*14+3, i*14+4, i*14+5, i*14+6, i*14+7, i*14+8, i*14+9, i*14+10, i*14+11, i*14+12, i*14+13, i*14+14)
+		var t *time.Time
+		if ts, ok := r.rec["time"].(string); ok {
+			if p, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				t = &p
+			}
+		}
+		var status *int
+		if f, ok := r.rec["status"].(float64); ok {
+			n := int(f)
+			status = &n
+		}
+		var record *string
+		if r.rec != nil {
+			record = &r.line
+		}
+		args = append(args, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
+			str(r.rec, "event"), str(r.rec, "id"), str(r.rec, "container"), str(r.rec, "verdict"), str(r.rec, "code"), str(r.rec, "rule"), status, record)
+	}
+	b.WriteString(" ON CONFLICT DO NOTHING")
+	if _, err := conn.Exec(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("auditdb: insert %d rows from %s: %w", len(rows), rows[0].file, err)
+	}
+	return nil
+}
+
+func str(m map[string]any, k string) *string {
+	if s, ok := m[k].(string); ok {
+		return &s
+	}
+	return nil
+}
+
+// dayNames lists the directory's day files, oldest first.
+func dayNames(dir string) ([]string, error) {
+	m, err := filepath.Glob(filepath.Join(dir, "????-??-??.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	slices.Sort(m)
+	return m, nil
+}
+
+// maxRows bounds one read of a file, so catching up after a long outage goes in steps.
+const maxRows = 20000
+
+// readFrom reads the complete lines of path after pos whose records are on disk (numbered at
+// most durable; a line without a number goes with the next one). It returns them and the
+// position after the last one.
+func readFrom(path string, pos position, durable int64) ([]row, position, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, pos, fmt.Errorf("auditdb: %w", err)
+	}
+	defer f.Close()
+	lineNo, offset := 0, int64(0)
+	if pos.offset > 0 {
+		if _, err := f.Seek(pos.offset, io.SeekStart); err != nil {
+			return nil, pos, err
+		}
+		lineNo, offset = pos.lineNo, pos.offset
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	var rows, held []row
+	next := position{file: pos.file, lineNo: lineNo, offset: offset}
+	for len(rows) < maxRows {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // EOF, or a line still being written
+		}
+		lineNo++
+		offset += int64(len(line))
+		if lineNo <= pos.lineNo {
+			next.lineNo, next.offset = lineNo, offset
+			continue
+		}
+		text := string(line[:len(line)-1])
+		rw := row{file: filepath.Base(path), lineNo: lineNo, line: text}
+		var rec map[string]any
+		if json.Unmarshal(line, &rec) == nil {
+			rw.rec = rec
+			if n, ok := rec["seq"].(float64); ok {
+				s := int64(n)
+				rw.seq = &s
+			}
+		}
+		if rw.seq == nil {
+			held = append(held, rw)
+			continue
+		}
+		if *rw.seq > durable {
+			break
+		}
+		rows = append(rows, held...)
+		held = held[:0]
+		rows = append(rows, rw)
+		next.lineNo, next.offset = lineNo, offset
+	}
+	return rows, next, nil
+}
+
+// Copy is the database copy read back: its lines as day files, and its head.
+type Copy struct {
+	Sources []audit.Source
+	Head    *audit.Head
+}
+
+// Load reads the database copy for verification.
+func Load(ctx context.Context, dsn string) (*Copy, error) {
+	conn, err := connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT file, line FROM lockhttp_audit ORDER BY file, line_no`)
+	if err != nil {
+		return nil, fmt.Errorf("auditdb: read the copy: %w (create it with lockhttp audit migrate)", err)
+	}
+	files := map[string]*bytes.Buffer{}
+	var order []string
+	for rows.Next() {
+		var file, line string
+		if err := rows.Scan(&file, &line); err != nil {
+			return nil, err
+		}
+		b := files[file]
+		if b == nil {
+			b = &bytes.Buffer{}
+			files[file] = b
+			order = append(order, file)
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("auditdb: read the copy: %w", err)
+	}
+	c := &Copy{}
+	for _, name := range order {
+		data := files[name].Bytes()
+		c.Sources = append(c.Sources, audit.Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+	}
+	var head string
+	if err := conn.QueryRow(ctx, `SELECT head::text FROM lockhttp_audit_head`).Scan(&head); err == nil {
+		var h audit.Head
+		if json.Unmarshal([]byte(head), &h) == nil {
+			c.Head = &h
+		}
+	}
+	return c, nil
+}
