@@ -124,6 +124,8 @@ type (
 	eventMsg struct {
 		gen    int
 		closed bool // the hub dropped the subscription: subscribe again and reread
+		// limits are the containers that hit max_pending in the burst.
+		limits []hub.Limit
 	}
 	tickMsg    struct{}
 	trafficMsg struct {
@@ -282,17 +284,22 @@ func (m *model) subscribe() tea.Cmd {
 func (m *model) wait() tea.Cmd {
 	ch, gen := m.events, m.gen
 	return func() tea.Msg {
-		if _, ok := <-ch; !ok {
+		ev, ok := <-ch
+		if !ok {
 			return eventMsg{gen: gen, closed: true}
 		}
+		msg := eventMsg{gen: gen}
 		for {
+			if ev.Type == "limit" && ev.Limit != nil && len(msg.limits) < 8 {
+				msg.limits = append(msg.limits, *ev.Limit)
+			}
 			select {
-			case _, ok := <-ch:
+			case ev, ok = <-ch:
 				if !ok {
 					return eventMsg{gen: gen, closed: true}
 				}
 			default:
-				return eventMsg{gen: gen}
+				return msg
 			}
 		}
 	}
@@ -398,6 +405,10 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		if msg.closed {
 			return m, m.subscribe()
+		}
+		for _, l := range msg.limits {
+			m.setErr("%s has %d requests waiting for a human (max_pending): its new asks are refused E_ASK_LIMIT until you answer some",
+				display.Escape(l.Container, false), l.Pending)
 		}
 		m.refresh()
 		return m, m.wait()

@@ -909,3 +909,15 @@ func TestSmallTerminals(t *testing.T) {
 		}
 	}
 }
+
+// A container that hits max_pending is named on the terminal: its new asks are refused until
+// the human answers some.
+func TestAskLimitShown(t *testing.T) {
+	s := newSetup(t)
+	d := s.start(t)
+	ask(t, s.hub, hub.AskRequest{Method: "POST", URL: "https://example.com/1", Fingerprint: "fp1:1", MaxPending: 1})
+	if a, err := s.hub.Ask(hub.AskRequest{Kind: hub.KindRequest, Container: "dev", Method: "POST", URL: "https://example.com/2", Rule: "r", Fingerprint: "fp1:2", MaxPending: 1}); err != nil || a.Outcome != hub.OutcomeLimit {
+		t.Fatalf("a second ask: %v %v", a.Outcome, err)
+	}
+	d.waitView("has 1 requests waiting for a human (max_pending)")
+}
