@@ -295,6 +295,13 @@ func (g *Gate) trackTunnel(c net.Conn, add bool) {
 	}
 }
 
+// tunnelCount is how many hijacked client connections the gate holds.
+func (g *Gate) tunnelCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.tunnels)
+}
+
 func (g *Gate) closeTunnels() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,11 @@ type Status struct {
 	ConsoleChecked time.Time `json:"console_checked"`
 	Requests       uint64    `json:"requests"`
 	Started        time.Time `json:"started"`
+	// Goroutines, Tunnels and HeldBytes are what the gate holds now: its goroutines, the
+	// hijacked client connections (CONNECT tunnels), and the body bytes held for decisions.
+	Goroutines int   `json:"goroutines"`
+	Tunnels    int   `json:"tunnels"`
+	HeldBytes  int64 `json:"held_bytes"`
 }
 
 // StatusInfo is what the gate's main knows and the gate does not.
@@ -50,7 +56,8 @@ type StatusInfo struct {
 func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load()}
+		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load(),
+			Goroutines: runtime.NumGoroutine(), Tunnels: g.tunnelCount(), HeldBytes: g.HeldBytes()}
 		if p := g.pol.Load(); p != nil {
 			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()
 			st.Budgets = g.budget.Usage(p)
