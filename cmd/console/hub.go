@@ -56,6 +56,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	mux := http.NewServeMux()
 	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { healthz(w, c.Current() != nil) })
 	if o.phoneURL != "" {
 		public := o.phoneURL
 		if public == "auto" {

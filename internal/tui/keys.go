@@ -27,7 +27,7 @@ func newKeyMap() keyMap {
 		Pair:      key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "phone pairing QR code")),
 		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command (:q quit)")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Refresh:   key.NewBinding(key.WithKeys("r", "ctrl+l"), key.WithHelp("r", "reread the hub")),
+		Refresh:   key.NewBinding(key.WithKeys("r", "ctrl+l"), key.WithHelp("r", "reread the hub and redraw")),
 		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
 	}

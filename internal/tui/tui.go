@@ -397,8 +397,11 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, m.keys.Pair):
 		return m.pair()
 	case key.Matches(msg, m.keys.Refresh):
+		// A full redraw, not only the lines that changed: a terminal attached after the UI
+		// started (docker attach) shows nothing the UI drew before.
 		m.refresh()
 		m.setMsg("reread the hub")
+		return tea.ClearScreen
 	case key.Matches(msg, m.keys.Approve):
 		m.decide(true)
 	case key.Matches(msg, m.keys.Deny):
