@@ -119,13 +119,14 @@ func runInsideCompose(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	auditID := fs.String("audit-id", "", "a request id to find in the gate's audit")
 	asGate := fs.Bool("as-gate", false, "the part that runs as the gate's uid")
+	secrets := fs.String("secrets", "", "the gate's secrets file, to load as the gate does")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if *asGate {
-		json.NewEncoder(stdout).Encode(doctor.GatherAsGate(ctx, *auditID))
+		json.NewEncoder(stdout).Encode(doctor.GatherAsGate(ctx, *auditID, *secrets))
 		return 0
 	}
 	self, err := os.Executable()
@@ -133,6 +134,6 @@ func runInsideCompose(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp doctor:", err)
 		return 1
 	}
-	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID))
+	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID, *secrets))
 	return 0
 }

@@ -30,7 +30,8 @@ commands:
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust)
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
               [--from-file F] (the value from F or stdin, never shown)
-  volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
+  volumes     prepare the compose setup's volumes (owners and modes) and the operator's policy
+              directory (the shipped policy on the first start); runs as root, once
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -134,10 +135,16 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp volumes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "/vol", "the `DIR` the volumes are mounted under")
+	policyDir := fs.String("policy-dir", "", "the operator's policy `DIR` (a host directory): checked, and given the shipped policy on the first start")
+	shipped := fs.String("shipped-policy", "", "the shipped policy `FILE` copied into --policy-dir when it has no policy.toml")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if (*policyDir == "") != (*shipped == "") {
+		fmt.Fprintln(stderr, "lockhttp volumes: --policy-dir and --shipped-policy go together")
 		return 2
 	}
 	done, err := layout.Prepare(*root)
@@ -147,6 +154,16 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "lockhttp volumes:", err)
 		return 1
+	}
+	if *policyDir != "" {
+		done, err := layout.SeedPolicy(*policyDir, *shipped)
+		for _, d := range done {
+			fmt.Fprintln(stdout, d)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp volumes:", err)
+			return 1
+		}
 	}
 	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -54,10 +55,21 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 		d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
 		a.Direct = append(a.Direct, d)
 	}
-	for _, d := range p.Host {
-		d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
-		a.Host = append(a.Host, d)
+	// This machine's ports, at once: a dropped connection waits for the timeout.
+	a.Host = make([]Direct, len(p.Host))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, d := range p.Host {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
+			a.Host[i] = d
+		}()
 	}
+	wg.Wait()
 	if p.DNSName != "" {
 		lctx, cancel := context.WithTimeout(ctx, p.Timeout)
 		addrs, err := net.DefaultResolver.LookupHost(lctx, p.DNSName)
