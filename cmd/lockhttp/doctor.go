@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +20,8 @@ import (
 const doctorUsage = `usage:
   lockhttp doctor [--state DIR] [--json]          the local stack (lox run)
   lockhttp doctor --compose PROJECT [--json] [--tools-image IMAGE] [--direct HOST:PORT]... [--dns NAME]
+      PROJECT is the compose project's name, or a deployment directory (one with a "/", or ".")
+      whose .env names it (COMPOSE_PROJECT_NAME, as compose/new-site.sh writes it)
 
 One line per check: OK, WARN (works, look at it) or ERROR (will not work), with the fix.
 Exit status 2 when any check is an ERROR.
@@ -60,6 +64,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	var f *doctor.Facts
 	if *project != "" {
+		name, err := composeProject(*project)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp doctor:", err)
+			return 2
+		}
+		*project = name
 		f = doctor.GatherCompose(ctx, doctor.Compose{Project: *project, ToolsImage: *tools, Direct: direct, DNSName: *dns})
 	} else {
 		f = doctor.GatherLocal(ctx, *state)
@@ -136,4 +146,32 @@ func runInsideCompose(args []string, stdout, stderr io.Writer) int {
 	}
 	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID, *secrets))
 	return 0
+}
+
+// composeProject is the project --compose names: v itself, or, when v is a directory (".", or a
+// path with a "/"), the COMPOSE_PROJECT_NAME of its .env, which docker-compose uses there.
+func composeProject(v string) (string, error) {
+	if v != "." && !strings.Contains(v, "/") {
+		return v, nil
+	}
+	envFile := filepath.Join(v, ".env")
+	f, err := os.Open(envFile)
+	if err != nil {
+		return "", fmt.Errorf("--compose %s: %w; fix: name a deployment directory (compose/new-site.sh makes one) or the project itself", v, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	name := ""
+	for sc.Scan() {
+		if k, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok && strings.TrimSpace(k) == "COMPOSE_PROJECT_NAME" {
+			name = strings.Trim(strings.TrimSpace(val), `"'`)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("%s: %w", envFile, err)
+	}
+	if name == "" {
+		return "", fmt.Errorf("%s has no COMPOSE_PROJECT_NAME; fix: add COMPOSE_PROJECT_NAME=NAME there (the name docker-compose gives the project), or pass the project's name", envFile)
+	}
+	return name, nil
 }
