@@ -349,15 +349,20 @@ networks:
 		return strings.HasPrefix(d.agent("dns", "example.com"), "failed:")
 	})
 	t.Run("the agent has no route out", func(t *testing.T) {
-		for _, probe := range [][]string{
+		probes := [][]string{
 			{"tcp", "172.30.20.10:80"}, // the origin, directly
 			{"tcp", "172.30.20.10:443"},
 			{"noproxy", "http://172.30.20.10/"}, // ignoring the proxy variables
 			{"dns", "example.com"},              // an outside name
 			{"tcp", "1.1.1.1:443"},
-		} {
-			if out := d.agent(probe...); !strings.HasPrefix(out, "failed:") {
-				t.Errorf("%v: %s", probe, out)
+		}
+		outs := make(chan [2]string, len(probes))
+		for _, probe := range probes { // at once: each waits for its timeout
+			go func() { outs <- [2]string{strings.Join(probe, " "), d.agent(probe...)} }()
+		}
+		for range probes {
+			if o := <-outs; !strings.HasPrefix(o[1], "failed:") {
+				t.Errorf("%s: %s", o[0], o[1])
 			}
 		}
 	})
