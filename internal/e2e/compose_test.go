@@ -64,11 +64,12 @@ func (d *deployment) step(name string) string {
 	}
 	b := d.blocks[d.next]
 	d.next++
+	began := time.Now()
 	out, err := d.sh(b.Script)
 	if err != nil {
 		d.t.Fatalf("docs/deploy.md:%d, block %q failed: %v\n%s", b.Line, name, err, out)
 	}
-	d.t.Logf("docs/deploy.md:%d %q:\n%s", b.Line, name, out)
+	d.t.Logf("docs/deploy.md:%d %q (%s):\n%s", b.Line, name, time.Since(began).Round(100*time.Millisecond), out)
 	return out
 }
 
@@ -478,20 +479,6 @@ allow_cidrs = ["172.30.20.0/24"]
 	out := d.step("pair")
 	d.pairAndApprove(browser, out)
 
-	t.Run("a dead pairing link: the doctor says ERROR and names the fix", func(t *testing.T) {
-		// The hub's port moved and the phone URL not: every pairing link is dead.
-		port := freePort(t)
-		d.setEnv("LOCKHTTP_HUB_PORT", fmt.Sprint(port))
-		d.must("up", "-d")
-		out, code := d.doctor()
-		if code != 2 || !hasLine(out, "ERROR", "phone", "pairing links name http://127.0.0.1:3131, which does not answer from this machine") ||
-			!hasLine(out, "OK", "phone", fmt.Sprintf("the phone page answers at http://127.0.0.1:%d/phone/", port)) {
-			t.Fatalf("a moved port: exit %d\n%s", code, out)
-		}
-		d.setEnv("LOCKHTTP_HUB_PORT", "3131")
-		d.must("up", "-d")
-	})
-
 	// This machine's ports, open to agents until the doc's firewall rule closes them.
 	l, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
@@ -529,6 +516,21 @@ allow_cidrs = ["172.30.20.0/24"]
 		t.Errorf("verify-log:\n%s", out)
 	}
 
+	t.Run("a dead pairing link: the doctor says ERROR and names the fix", func(t *testing.T) {
+		// The hub's port moved and the phone URL not: every pairing link is dead.
+		port := freePort(t)
+		d.setEnv("LOCKHTTP_HUB_PORT", fmt.Sprint(port))
+		d.must("up", "-d")
+		out, code := d.doctor()
+		if code != 2 || !hasLine(out, "ERROR", "phone", "pairing links name http://127.0.0.1:3131, which does not answer from this machine") ||
+			!hasLine(out, "OK", "phone", fmt.Sprintf("the phone page answers at http://127.0.0.1:%d/phone/", port)) {
+			t.Fatalf("a moved port: exit %d\n%s", code, out)
+		}
+		// The fix: the setting back; the doc's restart, next, applies it (and the doctor there
+		// says OK).
+		d.setEnv("LOCKHTTP_HUB_PORT", "3131")
+	})
+
 	// A full restart: the state is kept, and the gate decides as soon as up -d returns.
 	caBefore := d.caSHA()
 	d.step("restart")
@@ -538,7 +540,8 @@ allow_cidrs = ["172.30.20.0/24"]
 	if got := d.caSHA(); got != caBefore {
 		t.Errorf("the CA changed across the restart: %s → %s", caBefore, got)
 	}
-	d.doctorOK("after the restart", [3]string{"OK", "policy-file", "is the policy the console serves"})
+	d.doctorOK("after the restart", [3]string{"OK", "policy-file", "is the policy the console serves"},
+		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3131, which answers"})
 
 	// The upgrade: a new tag in .env; the settings (the roots, the port, the agent, the origin's
 	// file) and the state stay.
