@@ -15,14 +15,16 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$1"
-site=$(cd "$1" && pwd)
+parent=$(dirname "$1")
+mkdir -p "$parent"
+site=$(cd "$parent" && pwd)/$(basename "$1")
 case "$site/" in
 "$(dirname "$here")"/*)
 	echo "compose/new-site.sh: $site is inside the checkout $(dirname "$here"): choose a directory outside it, so that upgrades never touch your settings" >&2
 	exit 2
 	;;
 esac
+mkdir -p "$site"
 for f in .env services.yaml; do
 	if [ -e "$site/$f" ]; then
 		echo "compose/new-site.sh: $site/$f exists: this is a deployment directory already; edit it, or choose another DIR" >&2

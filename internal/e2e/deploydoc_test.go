@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,6 +136,78 @@ func TestReadDocBlocks(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("got %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewSite: compose/new-site.sh makes a deployment directory outside the checkout, and never
+// overwrites one or makes one inside the checkout.
+func TestNewSite(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	script := filepath.Join(root, "compose", "new-site.sh")
+	run := func(dir string) (string, error) {
+		out, err := exec.Command("sh", script, dir).CombinedOutput()
+		return string(out), err
+	}
+	site := filepath.Join(t.TempDir(), "site")
+	if out, err := run(site); err != nil {
+		t.Fatalf("new-site.sh: %v\n%s", err, out)
+	}
+	env, _ := os.ReadFile(filepath.Join(site, ".env"))
+	for _, want := range []string{"COMPOSE_PROJECT_NAME=lockhttp\n", "COMPOSE_FILE=" + filepath.Join(root, "compose", "compose.yaml") + ":" + filepath.Join(site, "services.yaml") + "\n",
+		"LOCKHTTP_SITE=" + site + "\n", "LOCKHTTP_TAG=latest\n", "LOCKHTTP_HUB_BIND=127.0.0.1\n", "LOCKHTTP_PHONE_URL=http://127.0.0.1:3131\n", "LOCKHTTP_ROOTS=\n"} {
+		if !strings.Contains(string(env), want) {
+			t.Errorf(".env lacks %q:\n%s", want, env)
+		}
+	}
+	for _, d := range []string{"policy", "gate"} {
+		if fi, err := os.Stat(filepath.Join(site, d)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s/: %v %v", d, fi, err)
+		}
+	}
+	if out, err := run(site); err == nil || !strings.Contains(out, "is a deployment directory already") {
+		t.Errorf("a second run: %v %s", err, out)
+	}
+	if out, err := run(filepath.Join(root, "compose", "site-in-the-checkout")); err == nil || !strings.Contains(out, "is inside the checkout") {
+		t.Errorf("inside the checkout: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "compose", "site-in-the-checkout")); err == nil {
+		os.RemoveAll(filepath.Join(root, "compose", "site-in-the-checkout"))
+		t.Error("the refused directory was made in the checkout")
+	}
+}
+
+// TestComposeRefusesMissingSettings: without the deployment's settings, every docker-compose
+// command refuses and names the setting and the fix (docker-compose config needs no daemon).
+func TestComposeRefusesMissingSettings(t *testing.T) {
+	dc, err := exec.LookPath("docker-compose")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("docker-compose is not installed; .ci/run must install it")
+		}
+		t.Skip("no docker-compose")
+	}
+	root, _ := filepath.Abs("../..")
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		files []string
+		want  string
+	}{
+		{"no LOCKHTTP_SITE", nil, []string{"compose.yaml"}, "LOCKHTTP_SITE is not set: run docker-compose in your deployment directory (compose/new-site.sh DIR makes one"},
+		{"an agent without AGENT_BUILD", []string{"LOCKHTTP_SITE=" + t.TempDir()}, []string{"compose.yaml", "agent.example.yaml"}, "AGENT_BUILD is not set: in .env, name the directory of your agent's Dockerfile (the image is built here, never pulled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{}
+			for _, f := range tc.files {
+				args = append(args, "-f", filepath.Join(root, "compose", f))
+			}
+			cmd := exec.Command(dc, append(args, "config", "-q")...)
+			cmd.Dir, cmd.Env = t.TempDir(), append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("docker-compose config: %v\n%s\nwant %q", err, out, tc.want)
 			}
 		})
 	}
