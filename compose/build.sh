@@ -1,18 +1,18 @@
 #!/bin/sh
 # Builds the lockhttp binaries (static, CGO_ENABLED=0) and the images, FROM scratch: nothing is
-# pulled. Usage: compose/build.sh [TAG]   (default tag: latest)
+# pulled. The binaries stay in bin/ of this checkout (bin/lockhttp is the operator's doctor).
+# Usage: compose/build.sh [TAG]   (default tag: latest)
 set -eu
 cd "$(dirname "$0")/.."
 TAG=${1:-latest}
-BIN=$(mktemp -d)
-trap 'rm -rf "$BIN"' EXIT
-CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$BIN/" ./cmd/gate ./cmd/signer ./cmd/console ./cmd/lox ./cmd/lockhttp
+mkdir -p bin
+CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/ ./cmd/gate ./cmd/signer ./cmd/console ./cmd/lox ./cmd/lockhttp
 build() { # image, binaries...
 	img=$1
 	shift
 	ctx=$(mktemp -d)
 	cp "compose/images/$img/Dockerfile" "$ctx/"
-	for b in "$@"; do cp "$BIN/$b" "$ctx/"; done
+	for b in "$@"; do cp "bin/$b" "$ctx/"; done
 	docker build -q -t "lockhttp-$img:$TAG" "$ctx" >/dev/null
 	rm -rf "$ctx"
 	echo "lockhttp-$img:$TAG"
@@ -21,3 +21,4 @@ build gate gate
 build signer signer
 build console console lox lockhttp
 build tools lockhttp
+echo "bin/: gate signer console lox lockhttp"

@@ -62,6 +62,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	mux.Handle("POST /v1/gate/traffic", hub.GateOnly(gateToken, hs.traffic.Handler()))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
 	mountCredentials(mux, h, facades, c) // lox credentials, lox unbind
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { healthz(w, c.Current() != nil) })
 	if o.phoneURL != "" {
 		public := o.phoneURL
 		if public == "auto" {

@@ -127,6 +127,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "health" {
+		return runHealth(args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +21,8 @@ import (
 const doctorUsage = `usage:
   lockhttp doctor [--state DIR] [--json]          the local stack (lox run)
   lockhttp doctor --compose PROJECT [--json] [--tools-image IMAGE] [--direct HOST:PORT]... [--dns NAME]
+      PROJECT is the compose project's name, or a deployment directory (one with a "/", or ".")
+      whose .env names it (COMPOSE_PROJECT_NAME, as compose/new-site.sh writes it)
 
 One line per check: OK, WARN (works, look at it) or ERROR (will not work), with the fix.
 Exit status 2 when any check is an ERROR.
@@ -61,6 +65,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	var f *doctor.Facts
 	if *project != "" {
+		name, err := composeProject(*project)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp doctor:", err)
+			return 2
+		}
+		*project = name
 		f = doctor.GatherCompose(ctx, doctor.Compose{Project: *project, ToolsImage: *tools, Direct: direct, DNSName: *dns})
 	} else {
 		f = doctor.GatherLocal(ctx, *state)
@@ -121,13 +131,14 @@ func runInsideCompose(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	auditID := fs.String("audit-id", "", "a request id to find in the gate's audit")
 	asGate := fs.Bool("as-gate", false, "the part that runs as the gate's uid")
+	secrets := fs.String("secrets", "", "the gate's secrets file, to load as the gate does")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if *asGate {
-		json.NewEncoder(stdout).Encode(doctor.GatherAsGate(ctx, *auditID))
+		json.NewEncoder(stdout).Encode(doctor.GatherAsGate(ctx, *auditID, *secrets))
 		return 0
 	}
 	self, err := os.Executable()
@@ -135,6 +146,34 @@ func runInsideCompose(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp doctor:", err)
 		return 1
 	}
-	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID))
+	json.NewEncoder(stdout).Encode(doctor.GatherInside(ctx, self, *auditID, *secrets))
 	return 0
+}
+
+// composeProject is the project --compose names: v itself, or, when v is a directory (".", or a
+// path with a "/"), the COMPOSE_PROJECT_NAME of its .env, which docker-compose uses there.
+func composeProject(v string) (string, error) {
+	if v != "." && !strings.Contains(v, "/") {
+		return v, nil
+	}
+	envFile := filepath.Join(v, ".env")
+	f, err := os.Open(envFile)
+	if err != nil {
+		return "", fmt.Errorf("--compose %s: %w; fix: name a deployment directory (compose/new-site.sh makes one) or the project itself", v, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	name := ""
+	for sc.Scan() {
+		if k, val, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok && strings.TrimSpace(k) == "COMPOSE_PROJECT_NAME" {
+			name = strings.Trim(strings.TrimSpace(val), `"'`)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("%s: %w", envFile, err)
+	}
+	if name == "" {
+		return "", fmt.Errorf("%s has no COMPOSE_PROJECT_NAME; fix: add COMPOSE_PROJECT_NAME=NAME there (the name docker-compose gives the project), or pass the project's name", envFile)
+	}
+	return name, nil
 }

@@ -31,7 +31,8 @@ commands:
               an existing one, or half of one: --replace moves the old pair aside, on purpose
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
               [--from-file F] (the value from F or stdin, never shown)
-  volumes     prepare the compose setup's volumes (owners and modes); runs as root, once
+  volumes     prepare the compose setup's volumes (owners and modes) and the operator's policy
+              directory (the shipped policy on the first start); runs as root, once
   version     print lockhttp's version (module version, revision, build); also --version
 `
 
@@ -107,10 +108,16 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp volumes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "/vol", "the `DIR` the volumes are mounted under")
+	policyDir := fs.String("policy-dir", "", "the operator's policy `DIR` (a host directory): checked, and given the shipped policy on the first start")
+	shipped := fs.String("shipped-policy", "", "the shipped policy `FILE` copied into --policy-dir when it has no policy.toml")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if (*policyDir == "") != (*shipped == "") {
+		fmt.Fprintln(stderr, "lockhttp volumes: --policy-dir and --shipped-policy go together")
 		return 2
 	}
 	done, err := layout.Prepare(*root)
@@ -120,6 +127,16 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "lockhttp volumes:", err)
 		return 1
+	}
+	if *policyDir != "" {
+		done, err := layout.SeedPolicy(*policyDir, *shipped)
+		for _, d := range done {
+			fmt.Fprintln(stdout, d)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp volumes:", err)
+			return 1
+		}
 	}
 	return 0
 }

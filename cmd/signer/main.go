@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +36,10 @@ const usage = `usage:
       The same as serve.
   signer --version
       Print the signer's version (module version, revision, build) and exit.
+  signer health --socket PATH
+      Exit 0 when a signer listens on PATH (a container's healthcheck): it connects and closes,
+      and asks for nothing. The signer closes such a connection from its own uid without a log
+      line.
 
 Run "signer init -h" or "signer serve -h" for the flags of each.
 `
@@ -67,6 +72,8 @@ func run(ctx context.Context, args []string, e env) int {
 	case args[0] == "--version" || args[0] == "-version" || args[0] == "version":
 		fmt.Fprintln(e.stdout, buildinfo.Line("signer"))
 		return 0
+	case args[0] == "health":
+		return runHealth(args[1:], e)
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "--h" || args[0] == "help":
 		fmt.Fprint(e.stdout, usage)
 		return 0
@@ -83,9 +90,12 @@ func run(ctx context.Context, args []string, e env) int {
 func parseFlags(flags *flag.FlagSet, args []string, e env) int {
 	flags.SetOutput(e.stderr)
 	flags.Usage = func() {
-		if flags.Name() == "init" {
+		switch flags.Name() {
+		case "init":
 			fmt.Fprint(flags.Output(), "usage: signer init --dir DIR\n")
-		} else {
+		case "health":
+			fmt.Fprint(flags.Output(), "usage: signer health --socket PATH\n")
+		default:
 			fmt.Fprint(flags.Output(), "usage: signer serve --ca DIR --socket PATH --allow-uid UID [--allow-uid UID]... [flags]\n"+
 				"  (signer --ca DIR ... is the same)\n")
 		}
@@ -208,12 +218,34 @@ func runServe(ctx context.Context, args []string, e env) int {
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst})
+	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst})
 	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
 		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
 	if err := srv.Serve(ctx, l); err != nil {
 		return fail(1, "%v", err)
 	}
 	log.Info("signer stopped")
+	return 0
+}
+
+// runHealth is the container's healthcheck: a signer listens on the socket. A socket file left
+// by a signer that stopped refuses the connection, so the file alone proves nothing.
+func runHealth(args []string, e env) int {
+	flags := flag.NewFlagSet("health", flag.ContinueOnError)
+	socket := flags.String("socket", "", "the signer's unix socket `PATH` (required)")
+	if code := parseFlags(flags, args, e); code >= 0 {
+		return code
+	}
+	if *socket == "" {
+		fmt.Fprintln(e.stderr, "signer health: --socket is required: the socket signer serve listens on")
+		return 2
+	}
+	c, err := net.DialTimeout("unix", *socket, 3*time.Second)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "signer health: no signer listens on %s: %v\n", *socket, err)
+		return 1
+	}
+	c.Close()
+	fmt.Fprintf(e.stdout, "signer health: a signer listens on %s\n", *socket)
 	return 0
 }

@@ -336,3 +336,52 @@ func snapshot(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestHealth: signer health passes only while a signer listens, and the health check's
+// connections (from the signer's own uid, which it does not serve) leave no log line.
+func TestHealth(t *testing.T) {
+	ca := initCA(t)
+	sock := filepath.Join(shortDir(t), "s.sock")
+	health := func() (int, string) {
+		e, out, errs := testEnv(os.Geteuid())
+		code := run(context.Background(), []string{"health", "--socket", sock}, e)
+		return code, out.String() + errs.String()
+	}
+	if code, out := health(); code != 1 || !strings.Contains(out, "no signer listens on "+sock) {
+		t.Fatalf("before the signer: exit %d: %s", code, out)
+	}
+	// A socket file a stopped signer left behind is no signer.
+	os.WriteFile(sock, nil, 0o600)
+	if code, out := health(); code != 1 {
+		t.Fatalf("a stale file: exit %d: %s", code, out)
+	}
+	os.Remove(sock)
+	args := []string{"serve", "--ca", ca, "--socket", sock, "--allow-uid", "10003"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--dev")
+	}
+	e, _, errs := testEnv(os.Geteuid())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan int, 1)
+	go func() { exited <- run(ctx, args, e) }()
+	waitSocket(t, sock, exited)
+	for range 3 {
+		if code, out := health(); code != 0 {
+			t.Fatalf("while serving: exit %d: %s", code, out)
+		}
+	}
+	// The signer's own uid is not served: a request from it is refused.
+	c, _ := signerclient.New(signerclient.Options{Socket: sock})
+	if err := c.Health(context.Background()); err == nil {
+		t.Fatal("the signer served its own uid, which --allow-uid does not name")
+	}
+	cancel()
+	<-exited
+	if strings.Contains(errs.String(), "connection refused") {
+		t.Errorf("the health check's connections were logged:\n%s", errs)
+	}
+	if code, _ := health(); code != 1 {
+		t.Errorf("after the signer stopped: exit %d", code)
+	}
+}

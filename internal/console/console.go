@@ -74,6 +74,9 @@ type Status struct {
 	// Differs reports that the file and the approved policy differ (a review waits, or was
 	// rejected).
 	Differs bool `json:"differs"`
+	// File is the version (hash) of the policy file as the console last read it, whether or not
+	// it loaded; "": not read yet. The doctor compares it with the file on disk.
+	File string `json:"file,omitempty"`
 }
 
 // Console serves the approved policy.
@@ -340,7 +343,7 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 		st.Version, st.Name, st.LoadedAt = s.Version, s.Name, s.LoadedAt
 	}
 	c.mu.Lock()
-	st.FileError, st.Hub = c.fileErr, c.hubAddr
+	st.FileError, st.Hub, st.File = c.fileErr, c.hubAddr, c.lastSeen
 	if a := c.state.Approved; a != nil {
 		st.ApprovedBy, st.ApprovedAt = a.By, a.At
 		st.Differs = c.lastSeen != "" && c.lastSeen != a.Version

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -50,23 +51,40 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 	}
 	a.Route4, a.Route4Err = udpRoute("udp4", routeProbe4)
 	a.Route6, a.Route6Err = udpRoute("udp6", routeProbe6)
-	for _, d := range p.Direct {
-		d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
-		a.Direct = append(a.Direct, d)
+	// The connections and the lookup at once: each that is dropped waits for the timeout.
+	a.Direct, a.Host = make([]Direct, len(p.Direct)), make([]Direct, len(p.Host))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	try := func(into []Direct, i int, d Direct) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
+			into[i] = d
+		}()
 	}
-	for _, d := range p.Host {
-		d.Reached, d.Err = tcpReach(ctx, d.Target, p.Timeout)
-		a.Host = append(a.Host, d)
+	for i, d := range p.Direct {
+		try(a.Direct, i, d)
+	}
+	for i, d := range p.Host {
+		try(a.Host, i, d)
 	}
 	if p.DNSName != "" {
-		lctx, cancel := context.WithTimeout(ctx, p.Timeout)
-		addrs, err := net.DefaultResolver.LookupHost(lctx, p.DNSName)
-		cancel()
-		if err != nil {
-			a.DNSErr = err.Error()
-		}
-		a.DNSAddrs = addrs
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(ctx, p.Timeout)
+			addrs, err := net.DefaultResolver.LookupHost(lctx, p.DNSName)
+			cancel()
+			if err != nil {
+				a.DNSErr = err.Error()
+			}
+			a.DNSAddrs = addrs
+		}()
 	}
+	wg.Wait()
 	return a
 }
 

@@ -24,13 +24,17 @@ func Assess(f *Facts) *Report {
 	assessCA(r, f)
 	assessSigner(r, f)
 	assessConsole(r, f)
+	assessPolicyFile(r, f)
 	assessPolicy(r, f)
+	assessSecrets(r, f)
 	assessHub(r, f)
 	assessGate(r, f)
 	assessBudgets(r, f)
 	assessSelf(r, f)
 	assessAudit(r, f)
 	assessAgent(r, f)
+	assessHost(r, f)
+	assessPhone(r, f)
 	return r
 }
 
@@ -373,11 +377,6 @@ func assessAgent(r *Report, f *Facts) {
 			route = "docker drops what an internal network sends out"
 		}
 		r.add(OK, "agent-net", "direct egress fails: %s (tried %s)", route, orNone(strings.Join(tried, ", ")))
-	}
-	for _, h := range a.Host {
-		if h.Reached {
-			r.add(Warn, "agent-net", "agents reach this machine at %s (%s: %s): every service here that listens on all addresses is open to them; fix: bind host services to 127.0.0.1, or drop the agent subnet in the host's INPUT chain", h.Target, h.What, h.Err)
-		}
 	}
 	switch {
 	case a.DefaultRoute6 || a.Route6:

@@ -24,15 +24,21 @@ func healthy() *Facts {
 			KeyPath: "/vol/ca/ca-key.pem", KeyStat: true, KeyMode: 0o600, KeyUID: 10004, SignerUID: 10004},
 		Signer: &SignerFacts{Socket: "/run/lockhttp/signer.sock", Health: &signer.Health{CASHA256: "aa11"},
 			OtherProbed: true, OtherUID: 65534, OtherRefused: true, OtherHow: "the signer closed the connection"},
-		Console: &ConsoleFacts{Socket: "/run/lockhttp/console.sock", Status: &console.Status{Version: "sha256:v1"}, Policy: "policy.toml, version v1"},
-		Hub:     &HubFacts{URL: "http://console:3131"},
-		Gate:    &GateFacts{Socket: "/run/lockhttp/gate.sock", Status: &gate.Status{Listen: "0.0.0.0:3130", PolicyVersion: "sha256:v1", Signer: "ok"}},
+		Console: &ConsoleFacts{Socket: "/run/lockhttp/console.sock", Status: &console.Status{Version: "sha256:v1", File: "sha256:v1"}, Policy: "policy.toml, version v1",
+			Injects: []InjectRule{{Name: "anthropic", Hosts: []string{"api.anthropic.com"}, Secret: "anthropic"}}},
+		PolicyFile: &PolicyFileFacts{Path: "/etc/lockhttp/policy/policy.toml", Host: "/srv/site/policy/policy.toml", Version: "sha256:v1"},
+		Secrets:    &SecretsFacts{Path: "/vol/secrets/secrets.toml", Names: []string{"anthropic"}},
+		Phone: &PhoneFacts{Container: "p_console_1", Wanted: []string{"127.0.0.1:3131"}, Published: []string{"127.0.0.1:3131"},
+			Networks: map[string]bool{"p_hub": true, "p_phone": false}, PageURL: "http://127.0.0.1:3131/phone/", URL: "http://127.0.0.1:3131", URLLoopback: true},
+		Hub:  &HubFacts{URL: "http://console:3131"},
+		Gate: &GateFacts{Socket: "/run/lockhttp/gate.sock", Status: &gate.Status{Listen: "0.0.0.0:3130", PolicyVersion: "sha256:v1", Signer: "ok"}},
 		Self: &SelfFacts{Proxy: "http://gate:3130", CAFile: "/ca/ca.pem", Plain: &gate.SelfAnswer{Gate: "lockhttp", Request: "r1"},
 			Decrypted: &gate.SelfAnswer{Gate: "lockhttp", Decrypted: true, Request: "r2"}},
 		Audit: &AuditFacts{Dir: "/vol/audit", ID: "r1", Found: true},
 		Agent: &AgentFacts{Network: "p_agent", Internal: &yes, DefaultRoute4: true, Route4: true, Route6Err: "network is unreachable", DNSName: "example.com", DNSErr: "no such host",
-			Direct: []Direct{{Target: "172.30.20.2:3130", What: "the gate on p_egress", Err: "timed out"}},
-			Host:   []Direct{{Target: "172.30.10.1:9", What: "this machine", Err: "timed out"}}},
+			Direct:  []Direct{{Target: "172.30.20.2:3130", What: "the gate on p_egress", Err: "timed out"}},
+			Host:    []Direct{{Target: "172.30.10.1:22", What: "port 22 of this machine, at br-1", Err: "timed out"}, {Target: "192.0.2.2:22", What: "port 22 of this machine, at eth0", Err: "timed out"}},
+			Subnets: []string{"172.30.10.0/24"}},
 		Containers: []ContainerFacts{
 			{Name: "p_signer_1", Service: "signer", Role: "signer", State: "running", User: "10004:10000"},
 			{Name: "p_console_1", Service: "console", Role: "console", State: "running", User: "10021:10000"},
@@ -51,7 +57,12 @@ func TestHealthyIsAllOK(t *testing.T) {
 		t.Fatalf("worst %s:\n%s", r.Worst(), b.String())
 	}
 	for _, want := range []string{"direct egress fails: docker drops what an internal network sends out (tried 172.30.20.2:3130", "direct IPv6 egress fails", "outside DNS fails", "a decrypted request through the gate succeeded",
-		"a caller with uid 65534 is refused", "owned by uid 10004 (the signer's)", "being written"} {
+		"a caller with uid 65534 is refused", "owned by uid 10004 (the signer's)", "being written",
+		"the phone page answers at http://127.0.0.1:3131/phone/ (published on 127.0.0.1:3131)",
+		"pairing links name http://127.0.0.1:3131, which answers",
+		"/srv/site/policy/policy.toml on this machine is the policy the console serves (version v1)",
+		`inject "anthropic": its secret "anthropic" loads from /vol/secrets/secrets.toml`,
+		"agents reach none of this machine's listening ports (2 tried"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())
 		}
@@ -132,9 +143,36 @@ func TestEachBreakage(t *testing.T) {
 		{"proxy unreachable", func(f *Facts) { f.Self.Plain, f.Self.PlainErr = nil, "connection refused" }, Error, "gate", "check the proxy address"},
 		{"not internal", func(f *Facts) { f.Agent.Internal = &no }, Error, "agent-net", "docker does not isolate p_agent (internal: false)"},
 		{"direct reached", func(f *Facts) { f.Agent.Direct[0].Reached, f.Agent.Direct[0].Err = true, "connected" }, Error, "agent-net", "got through"},
-		{"this machine reached", func(f *Facts) {
-			f.Agent.Host[0].Reached, f.Agent.Host[0].Err = true, "refused by a host that was reached"
-		}, Warn, "agent-net", "bind host services to 127.0.0.1"},
+		{"this machine's port reached", func(f *Facts) {
+			f.Agent.Host[0].Reached, f.Agent.Host[0].Err = true, "connected"
+			f.Agent.Host[1].Reached, f.Agent.Host[1].Err = true, "connected"
+		}, Warn, "agent-net", "agents reach port 22 of this machine at 172.30.10.1, 192.0.2.2: a service here that listens on every address is open to them; fix: drop what the agent network sends to this machine: iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
+		{"hub port not published (internal networks only)", func(f *Facts) {
+			f.Phone.Published, f.Phone.PageURL, f.Phone.Networks = nil, "", map[string]bool{"p_hub": true}
+			f.Phone.URLErr = "connection refused"
+		}, Error, "phone", "docker published no port: it does not publish the ports of a container on internal networks only (its networks: p_hub (internal))"},
+		{"phone page does not answer", func(f *Facts) { f.Phone.PageErr = "connection reset by peer" }, Error, "phone", "the phone page http://127.0.0.1:3131/phone/ does not answer from this machine (connection reset by peer)"},
+		{"pairing links name a dead port", func(f *Facts) {
+			f.Phone.URL, f.Phone.URLErr = "http://127.0.0.1:3199", "connection refused"
+		}, Error, "phone", "pairing links name http://127.0.0.1:3199, which does not answer from this machine (connection refused): every pairing link is dead; fix: set LOCKHTTP_PHONE_URL in .env to where the hub is published (127.0.0.1:3131)"},
+		{"pairing links name a LAN address", func(f *Facts) {
+			f.Phone.URL, f.Phone.URLErr, f.Phone.URLLoopback = "https://hub.lan", "no such host", false
+		}, Warn, "phone", "check it from the phone"},
+		{"hub published on every address", func(f *Facts) { f.Phone.Published = []string{"0.0.0.0:3131"} }, Warn, "phone", "the hub is published on 0.0.0.0:3131"},
+		{"policy file mounted alone", func(f *Facts) { f.PolicyFile.Single = true }, Error, "policy-file", "mounted into the console as a single file"},
+		{"policy file replaced, the console on the old inode", func(f *Facts) { f.PolicyFile.Version = "sha256:v2" }, Error, "policy-file", "(version v2) is not the file the console reads (version v1): edits made here are not seen"},
+		{"policy file waits for review", func(f *Facts) {
+			f.PolicyFile.Version, f.Console.Status.File, f.Console.Status.Review, f.Console.Status.Differs = "sha256:v2", "sha256:v2", "sha256:v2", true
+		}, Warn, "policy-file", "(version v2) loosens the served policy (v1) and waits for review"},
+		{"policy file invalid", func(f *Facts) {
+			f.PolicyFile.Version, f.Console.Status.File, f.Console.Status.FileError = "sha256:v2", "sha256:v2", "policy.toml:3: unknown key"
+		}, Warn, "policy-file", "does not load; the console keeps serving v1"},
+		{"policy file unreadable here", func(f *Facts) { f.PolicyFile.Err = "permission denied" }, Warn, "policy-file", "cannot be read on this machine (permission denied)"},
+		{"inject secret missing", func(f *Facts) { f.Secrets.Names = []string{"github"} }, Error, "secrets",
+			`inject "anthropic": its secret "anthropic" is not in /vol/secrets/secrets.toml: requests to api.anthropic.com are refused with E_INJECT; fix: docker-compose run --rm -T --user 10003:10003 volumes secrets add anthropic --secrets /vol/secrets/secrets.toml < FILE`},
+		{"secrets file broken", func(f *Facts) {
+			f.Secrets.Names, f.Secrets.Err = nil, "secrets file: /vol/secrets/secrets.toml has mode 0644"
+		}, Error, "secrets", "the gate refuses every request"},
 		{"ipv6 route", func(f *Facts) { f.Agent.Route6 = true }, Warn, "agent-net", "ip6tables"},
 		{"outside DNS", func(f *Facts) { f.Agent.DNSAddrs, f.Agent.DNSErr = []string{"93.184.215.14"}, "" }, Error, "agent-net", "DNS is a channel out"},
 		{"probe did not run", func(f *Facts) { f.Agent = &AgentFacts{Err: "no such image"} }, Error, "agent-net", "no such image"},
@@ -208,19 +246,6 @@ func TestReportLinesStayOnOneLine(t *testing.T) {
 		}
 		if !strings.HasPrefix(l, "OK ") && !strings.HasPrefix(l, "WARN ") && !strings.HasPrefix(l, "ERROR ") {
 			t.Fatalf("line %q does not start with a level:\n%s", l, b.String())
-		}
-	}
-}
-
-func TestGateway(t *testing.T) {
-	for _, tc := range [][3]string{
-		{"172.30.10.0/24", "", "172.30.10.1"},
-		{"172.30.10.0/24", "172.30.10.254", "172.30.10.254"},
-		{"fd00:1::/64", "", "fd00:1::1"},
-		{"", "", ""},
-	} {
-		if got := gateway(tc[0], tc[1]); got != tc[2] {
-			t.Errorf("gateway(%q, %q) = %q, want %q", tc[0], tc[1], got, tc[2])
 		}
 	}
 }

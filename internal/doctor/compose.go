@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
+	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
 // Compose says how to examine a compose project from the machine that runs its daemon.
@@ -44,18 +51,27 @@ type dockerContainer struct {
 		Status string `json:"Status"`
 	} `json:"State"`
 	HostConfig struct {
-		ReadonlyRootfs bool `json:"ReadonlyRootfs"`
+		ReadonlyRootfs bool                     `json:"ReadonlyRootfs"`
+		PortBindings   map[string][]portBinding `json:"PortBindings"`
 	} `json:"HostConfig"`
 	NetworkSettings struct {
 		Networks map[string]struct {
 			IPAddress string `json:"IPAddress"`
 		} `json:"Networks"`
+		Ports map[string][]portBinding `json:"Ports"`
 	} `json:"NetworkSettings"`
 	Mounts []struct {
 		Type        string `json:"Type"`
 		Name        string `json:"Name"`
+		Source      string `json:"Source"`
 		Destination string `json:"Destination"`
 	} `json:"Mounts"`
+}
+
+// portBinding is a published port as docker inspect shows it.
+type portBinding struct {
+	HostIP   string `json:"HostIp"`
+	HostPort string `json:"HostPort"`
 }
 
 func (c *Compose) docker(ctx context.Context, args ...string) ([]byte, error) {
@@ -199,10 +215,21 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	for _, t := range targets {
 		probe = append(probe, "--direct", t)
 	}
-	for _, ipam := range netInfo.IPAM.Config {
-		if gw := gateway(ipam.Subnet, ipam.Gateway); gw != "" {
-			probe = append(probe, "--host", net.JoinHostPort(gw, "9")+"=this machine, the agent network's gateway")
-		}
+	// This machine's listening ports, at each of its addresses (every docker network's gateway
+	// among them): an agent reaches them through its network's gateway unless the host's
+	// firewall drops what the agent network sends it.
+	var hostErr string
+	socks, err := listening("/proc/net")
+	addrs, aerr := hostAddrs()
+	if err = errors.Join(err, aerr); err != nil {
+		hostErr = err.Error()
+	}
+	hostT, left := hostTargets(socks, addrs, maxHostTargets)
+	if left > 0 {
+		hostErr = fmt.Sprintf("%d more host ports not tried (the doctor tries %d)", left, maxHostTargets)
+	}
+	for _, t := range hostT {
+		probe = append(probe, "--host", t.Target+"="+t.What)
 	}
 	var pr probeResult
 	if out, err := c.docker(ctx, probe...); err != nil {
@@ -214,6 +241,15 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	}
 	internal := netInfo.Internal
 	f.Agent.Network, f.Agent.Internal, f.Agent.IPv6 = agentNet, &internal, netInfo.EnableIPv6
+	f.Agent.HostErr = hostErr
+	for _, ipam := range netInfo.IPAM.Config {
+		f.Agent.Subnets = append(f.Agent.Subnets, ipam.Subnet)
+	}
+	if con := byService["console"]; con != nil {
+		f.Phone = c.gatherPhone(ctx, con)
+		// Read before the console is asked, so that the console has had the time to see it.
+		f.PolicyFile = policyFileFacts(con)
+	}
 	// The services, from a container with their volumes.
 	inside := []string{"run", "--rm", "--network", hubNet, "--user", "0:0", "--label", "lockhttp.doctor=inside"}
 	for _, m := range []struct {
@@ -234,7 +270,19 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 			inside = append(inside, "-v", v+":"+m.dst)
 		}
 	}
+	// The gate's secrets file, in the volume it is in, at the same path.
+	secretsFile := flagValue(gate.Config.Cmd, "-secrets")
+	if secretsFile != "" {
+		if v := gate.mount(path.Dir(secretsFile)); v != "" {
+			inside = append(inside, "-v", v+":"+path.Dir(secretsFile)+":ro")
+		} else {
+			secretsFile = ""
+		}
+	}
 	inside = append(inside, tools, "doctor", "inside-compose")
+	if secretsFile != "" {
+		inside = append(inside, "--secrets", secretsFile)
+	}
 	if f.Self != nil && f.Self.Plain != nil {
 		inside = append(inside, "--audit-id", f.Self.Plain.Request)
 	}
@@ -244,7 +292,7 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	} else if err := json.Unmarshal(out, &in); err != nil {
 		f.Stack = fmt.Sprintf("the doctor inside the project answered: %v: %s", err, display.Line(string(out), 300))
 	} else {
-		f.CA, f.Signer, f.Console, f.Hub, f.Gate, f.Audit = in.CA, in.Signer, in.Console, in.Hub, in.Gate, in.Audit
+		f.CA, f.Signer, f.Console, f.Hub, f.Gate, f.Audit, f.Secrets = in.CA, in.Signer, in.Console, in.Hub, in.Gate, in.Audit, in.Secrets
 		if in.Stack != "" {
 			f.Stack = in.Stack
 		}
@@ -294,15 +342,116 @@ func containerFacts(d *dockerContainer, role string) ContainerFacts {
 	return cf
 }
 
-// gateway is a docker network's gateway: the one configured, else the subnet's first address
-// (docker's choice when a subnet is given without one).
-func gateway(subnet, gw string) string {
-	if gw != "" {
-		return gw
+// gatherPhone reads where docker published the console's hub port and tries the phone page
+// there and at the console's -phone-url, from this machine.
+func (c *Compose) gatherPhone(ctx context.Context, d *dockerContainer) *PhoneFacts {
+	p := &PhoneFacts{Container: strings.TrimPrefix(d.Name, "/"), URL: flagValue(d.Config.Cmd, "-phone-url"), Networks: map[string]bool{}}
+	_, port, _ := net.SplitHostPort(flagValue(d.Config.Cmd, "-hub-listen"))
+	if port == "" {
+		port = "3131"
 	}
-	p, err := netip.ParsePrefix(subnet)
+	key := port + "/tcp"
+	for _, b := range d.HostConfig.PortBindings[key] {
+		p.Wanted = append(p.Wanted, net.JoinHostPort(orAll(b.HostIP), b.HostPort))
+	}
+	var first *portBinding
+	for _, b := range d.NetworkSettings.Ports[key] {
+		if first == nil {
+			first = &b
+		}
+		p.Published = append(p.Published, net.JoinHostPort(orAll(b.HostIP), b.HostPort))
+	}
+	for name := range d.NetworkSettings.Networks {
+		out, err := c.docker(ctx, "network", "inspect", "-f", "{{.Internal}}", name)
+		p.Networks[name] = err == nil && strings.TrimSpace(string(out)) == "true"
+	}
+	if first != nil {
+		host := first.HostIP
+		switch host {
+		case "", "0.0.0.0":
+			host = "127.0.0.1"
+		case "::":
+			host = "::1"
+		}
+		p.PageURL = "http://" + net.JoinHostPort(host, first.HostPort) + "/phone/"
+		p.PageErr = phonePage(ctx, p.PageURL)
+	}
+	if p.URL != "" && p.URL != "auto" {
+		if u, err := url.Parse(p.URL); err == nil {
+			h := u.Hostname()
+			a, err := netip.ParseAddr(h)
+			p.URLLoopback = h == "localhost" || err == nil && a.IsLoopback()
+		}
+		p.URLErr = phonePage(ctx, strings.TrimSuffix(p.URL, "/")+"/phone/")
+	}
+	return p
+}
+
+func orAll(ip string) string {
+	if ip == "" {
+		return "0.0.0.0"
+	}
+	return ip
+}
+
+// phonePage GETs the phone page at u, never through a proxy; "" when it answers 200 with HTML.
+func phonePage(ctx context.Context, u string) string {
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
-		return ""
+		return err.Error()
 	}
-	return p.Masked().Addr().Next().String()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return unwrapURL(err).Error()
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		return fmt.Sprintf("answered %d (%s), not the phone page", resp.StatusCode, orNone(resp.Header.Get("Content-Type")))
+	}
+	return ""
+}
+
+// maxPolicyFile bounds the policy file the doctor reads.
+const maxPolicyFile = 4 << 20
+
+// policyFileFacts finds the console's policy file on this machine (the bind mount it is in) and
+// hashes it as the console does.
+func policyFileFacts(d *dockerContainer) *PolicyFileFacts {
+	pf := &PolicyFileFacts{Path: flagValue(d.Config.Cmd, "-policy")}
+	if pf.Path == "" {
+		return nil
+	}
+	for _, m := range d.Mounts {
+		if m.Type != "bind" {
+			continue
+		}
+		switch {
+		case m.Destination == pf.Path:
+			pf.Host, pf.Single = m.Source, true
+		case strings.HasPrefix(pf.Path, strings.TrimSuffix(m.Destination, "/")+"/"):
+			pf.Host = path.Join(m.Source, strings.TrimPrefix(pf.Path, strings.TrimSuffix(m.Destination, "/")+"/"))
+		}
+	}
+	if pf.Host == "" {
+		pf.Err = "it is not mounted from this machine"
+		return pf
+	}
+	fh, err := os.Open(pf.Host)
+	if err != nil {
+		pf.Err = err.Error()
+		return pf
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxPolicyFile+1))
+	switch {
+	case err != nil:
+		pf.Err = err.Error()
+	case len(data) > maxPolicyFile:
+		pf.Err = fmt.Sprintf("larger than %d bytes", maxPolicyFile)
+	default:
+		pf.Version = policy.Hash(data)
+	}
+	return pf
 }

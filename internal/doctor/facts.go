@@ -32,6 +32,59 @@ type Facts struct {
 	Agent *AgentFacts `json:"agent,omitempty"`
 	// Containers are the compose project's containers (compose only).
 	Containers []ContainerFacts `json:"containers,omitempty"`
+	// Phone is the hub's published port and the phone URL, tried from this machine (compose
+	// only).
+	Phone *PhoneFacts `json:"phone,omitempty"`
+	// PolicyFile is the console's policy file as it is on this machine's disk (compose only).
+	PolicyFile *PolicyFileFacts `json:"policy_file,omitempty"`
+	// Secrets is the gate's secrets file as the gate's uid reads it.
+	Secrets *SecretsFacts `json:"secrets,omitempty"`
+}
+
+// PhoneFacts: where the hub and the phone page are published, and whether they answer there.
+type PhoneFacts struct {
+	Container string `json:"container"`
+	// Wanted are the port bindings the compose file asks for (host ip:port), Published those
+	// docker made: none when the console is on internal networks only.
+	Wanted    []string `json:"wanted,omitempty"`
+	Published []string `json:"published,omitempty"`
+	// Networks are the console's networks and whether each is internal.
+	Networks map[string]bool `json:"networks,omitempty"`
+	// Page is GET /phone/ on the first published binding, from this machine ("" URL: not tried).
+	PageURL string `json:"page_url,omitempty"`
+	PageErr string `json:"page_err,omitempty"`
+	// URL is the console's -phone-url (what pairing links name); URLErr why GET URL/phone/
+	// failed from this machine; URLLoopback that its host is this machine's loopback.
+	URL         string `json:"url,omitempty"`
+	URLErr      string `json:"url_err,omitempty"`
+	URLLoopback bool   `json:"url_loopback,omitempty"`
+}
+
+// PolicyFileFacts: the policy file the console reads, as this machine's disk has it.
+type PolicyFileFacts struct {
+	// Path is the console's -policy; Host the same file on this machine ("": not mounted from
+	// it).
+	Path string `json:"path"`
+	Host string `json:"host,omitempty"`
+	// Single: the file itself is bind-mounted, not its directory (an editor's rename is not
+	// seen in the container).
+	Single  bool   `json:"single,omitempty"`
+	Version string `json:"version,omitempty"` // policy.Hash of the file on disk
+	Err     string `json:"err,omitempty"`
+}
+
+// SecretsFacts: the gate's secrets file, as the gate's uid reads it. Names only, never a value.
+type SecretsFacts struct {
+	Path  string   `json:"path"`
+	Err   string   `json:"err,omitempty"`
+	Names []string `json:"names,omitempty"`
+}
+
+// InjectRule is one [[inject]] rule of the served policy: its name, hosts and secret's name.
+type InjectRule struct {
+	Name   string   `json:"name"`
+	Hosts  []string `json:"hosts"`
+	Secret string   `json:"secret"`
 }
 
 // CAFacts: the certificate agents trust and the key the signer holds.
@@ -80,6 +133,8 @@ type ConsoleFacts struct {
 	AllowPorts []int             `json:"allow_ports,omitempty"` // beyond 80 and 443
 	FloorHosts map[string]string `json:"floor_hosts,omitempty"`
 	Heuristics string            `json:"heuristics,omitempty"`
+	// Injects are the served policy's [[inject]] rules.
+	Injects []InjectRule `json:"injects,omitempty"`
 }
 
 // HubFacts: the hub as a facade sees it.
@@ -152,6 +207,10 @@ type AgentFacts struct {
 	// (the network's gateway), whose services listening on every address agents then reach.
 	Direct []Direct `json:"direct,omitempty"`
 	Host   []Direct `json:"host,omitempty"`
+	// Subnets are the agent network's subnets (for the host firewall rule's fix); HostErr why
+	// this machine's listening ports could not be listed.
+	Subnets []string `json:"subnets,omitempty"`
+	HostErr string   `json:"host_err,omitempty"`
 	// DNS is a lookup of an outside name through the agent's resolver.
 	DNSName  string   `json:"dns_name"`
 	DNSAddrs []string `json:"dns_addrs,omitempty"`

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -55,6 +56,8 @@ type Setup struct {
 	// VersionWait is how long to wait for the gate to take the console's policy (it polls
 	// every 2 s). Zero: 6 s.
 	VersionWait time.Duration
+	// SecretsFile is the gate's secrets file ("": not checked).
+	SecretsFile string
 }
 
 // Gather collects the facts of s.
@@ -83,6 +86,9 @@ func Gather(ctx context.Context, s Setup, f *Facts) {
 	}
 	if s.Proxy != "" {
 		f.Self = SelfRequests(ctx, s.Proxy, s.ProxyCA)
+	}
+	if s.SecretsFile != "" {
+		f.Secrets = gatherSecrets(s.SecretsFile)
 	}
 	if s.AuditDir != "" {
 		id := s.AuditID
@@ -204,7 +210,25 @@ func gatherConsole(ctx context.Context, socket string) *ConsoleFacts {
 		}
 	}
 	c.Heuristics = p.Settings.Heuristics
+	for _, in := range p.Injections() {
+		c.Injects = append(c.Injects, InjectRule{Name: in.Name, Hosts: in.Hosts, Secret: in.Secret})
+	}
 	return c
+}
+
+// gatherSecrets loads the gate's secrets file as the gate does and keeps the names in it.
+func gatherSecrets(path string) *SecretsFacts {
+	sf := &SecretsFacts{Path: path}
+	m, err := gatefiles.Secrets(path)
+	if err != nil {
+		sf.Err = err.Error()
+		return sf
+	}
+	for name := range m {
+		sf.Names = append(sf.Names, name)
+	}
+	slices.Sort(sf.Names)
+	return sf
 }
 
 func gatherGate(ctx context.Context, socket, want string, wait time.Duration) *GateFacts {

@@ -119,13 +119,13 @@ const (
 // reads here (the CA key's mode and owner, the hub token) and probes the signer as another uid
 // of the lockhttp group; then self (this executable) runs again as the gate's uid for the
 // sockets, which serve only it (doctor inside-compose --as-gate).
-func GatherInside(ctx context.Context, self, auditID string) *Facts {
+func GatherInside(ctx context.Context, self, auditID, secretsFile string) *Facts {
 	f := &Facts{Mode: "compose", Now: time.Now()}
 	s := insideSetup(auditID)
 	f.CA = gatherCA(s)
 	f.Hub = gatherHub(ctx, s.Hub, s.HubToken)
 	uid, refused, how, perr := Probe(s.SignerSocket, nobodyUID, layout.Group)(ctx)
-	cmd := exec.CommandContext(ctx, self, "doctor", "inside-compose", "--as-gate", "--audit-id", auditID)
+	cmd := exec.CommandContext(ctx, self, "doctor", "inside-compose", "--as-gate", "--audit-id", auditID, "--secrets", secretsFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: layout.GateUID, Gid: layout.Group, Groups: []uint32{}}}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -138,7 +138,7 @@ func GatherInside(ctx context.Context, self, auditID string) *Facts {
 		f.Stack = fmt.Sprintf("the doctor as the gate's uid (%d) failed: %v %s", layout.GateUID, err, display.Line(strings.TrimSpace(stderr.String()), 300))
 		return f
 	}
-	f.Signer, f.Console, f.Gate, f.Audit = g.Signer, g.Console, g.Gate, g.Audit
+	f.Signer, f.Console, f.Gate, f.Audit, f.Secrets = g.Signer, g.Console, g.Gate, g.Audit, g.Secrets
 	if f.Signer != nil {
 		if perr != nil {
 			f.Signer.NotProbed = perr.Error()
@@ -151,9 +151,10 @@ func GatherInside(ctx context.Context, self, auditID string) *Facts {
 
 // GatherAsGate is the part of GatherInside that runs as the gate's uid: the sockets and the
 // audit.
-func GatherAsGate(ctx context.Context, auditID string) *Facts {
+func GatherAsGate(ctx context.Context, auditID, secretsFile string) *Facts {
 	f := &Facts{Mode: "compose", Now: time.Now()}
 	s := insideSetup(auditID)
+	s.SecretsFile = secretsFile
 	s.CACert, s.Hub = "", ""
 	Gather(ctx, s, f)
 	return f

@@ -1,18 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
@@ -30,86 +33,6 @@ func requireDocker(t *testing.T) {
 	}
 }
 
-// composeStack is the compose setup with the test origin and the test agent.
-type composeStack struct {
-	t       *testing.T
-	project string
-	env     []string
-	dir     string // compose/
-}
-
-func (c *composeStack) run(args ...string) (string, error) {
-	return c.runStdin(nil, args...)
-}
-
-// runStdin is run with stdin (nil: none).
-func (c *composeStack) runStdin(stdin io.Reader, args ...string) (string, error) {
-	full := append([]string{"-p", c.project, "-f", "compose.yaml", "-f", "test/compose.test.yaml"}, args...)
-	cmd := exec.Command("docker-compose", full...)
-	cmd.Dir, cmd.Stdin = c.dir, stdin
-	cmd.Env = append(os.Environ(), c.env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func (c *composeStack) must(args ...string) string {
-	c.t.Helper()
-	out, err := c.run(args...)
-	if err != nil {
-		c.t.Fatalf("docker-compose %v: %v\n%s", args, err, out)
-	}
-	return out
-}
-
-// agent runs the test agent's command inside the agent container.
-func (c *composeStack) agent(args ...string) string {
-	c.t.Helper()
-	out, _ := c.run(append([]string{"exec", "-T", "agent", "/agent"}, args...)...)
-	return strings.TrimSpace(out)
-}
-
-func (c *composeStack) lox(args ...string) (string, error) {
-	full := append([]string{"exec", "-T", "console", "/lox"}, args...)
-	full = append(full, "--hub", "http://127.0.0.1:3131", "--hub-token", "/vol/console/cli.token")
-	return c.run(full...)
-}
-
-// buildTestImages builds the lockhttp images and the test origin and agent, tagged e2e.
-func buildTestImages(t *testing.T, root string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "compose", "build.sh"), "e2e")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("compose/build.sh: %v\n%s", err, out)
-	}
-	pki := newTestPKI(t)
-	cert := pki.leaf(t, []string{"origin.test", "api.origin.test"}, time.Now().Add(24*time.Hour), false)
-	for _, img := range []struct{ name, pkg, dockerfile string }{
-		{"testorigin", "./compose/test/origin", "Dockerfile.origin"},
-		{"testagent", "./compose/test/agent", "Dockerfile.agent"},
-	} {
-		ctx := t.TempDir()
-		b := exec.Command("go", "build", "-o", ctx+"/", img.pkg)
-		b.Dir, b.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := b.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", img.pkg, err, out)
-		}
-		data, _ := os.ReadFile(filepath.Join(root, "compose", "test", img.dockerfile))
-		os.WriteFile(filepath.Join(ctx, "Dockerfile"), data, 0o644)
-		if img.name == "testorigin" {
-			keyDER, _ := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-			os.WriteFile(filepath.Join(ctx, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644)
-			os.WriteFile(filepath.Join(ctx, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o644)
-		}
-		if out, err := exec.Command("docker", "build", "-q", "-t", "lockhttp-"+img.name+":e2e", ctx).CombinedOutput(); err != nil {
-			t.Fatalf("docker build %s: %v\n%s", img.name, err, out)
-		}
-	}
-	rootPEM := filepath.Join(os.TempDir(), fmt.Sprintf("lockhttp-e2e-root-%d.pem", os.Getpid()))
-	os.WriteFile(rootPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pki.root.Raw}), 0o644)
-	t.Cleanup(func() { os.Remove(rootPEM) })
-	t.Setenv("LOCKHTTP_TEST_ROOT", rootPEM)
-}
-
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -119,197 +42,722 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestComposeSidecar builds the images, brings the compose setup up with a test origin playing the
-// internet, and checks from inside the agent container that the gate is its only way out.
-func TestComposeSidecar(t *testing.T) {
-	requireDocker(t)
-	root, _ := filepath.Abs("../..")
-	buildTestImages(t, root)
-	c := &composeStack{t: t, project: fmt.Sprintf("lockhttp-e2e-%d", os.Getpid()), dir: filepath.Join(root, "compose"),
-		env: []string{"LOCKHTTP_TAG=e2e", "LOCKHTTP_POLICY=" + filepath.Join(root, "compose", "test", "policy.toml"),
-			"LOCKHTTP_TEST_ROOT=" + os.Getenv("LOCKHTTP_TEST_ROOT"), fmt.Sprintf("LOCKHTTP_HUB_PORT=%d", freePort(t))}}
-	c.run("down", "-v")
-	// Networks an interrupted run left behind hold the fixed subnets this one needs.
-	if out, err := exec.Command("docker", "network", "ls", "-q", "--filter", "name=lockhttp-e2e-").Output(); err == nil {
-		for _, id := range strings.Fields(string(out)) {
-			exec.Command("docker", "network", "rm", id).Run() // refused while in use: left alone
+// composeProject is the test deployment's COMPOSE_PROJECT_NAME: the test's own, never the
+// documented "lockhttp" of a real deployment on this machine.
+const composeProject = "lockhttp-e2e"
+
+// deployment is docs/deploy.md followed from the top: a clean checkout in HOME/lockhttp, the
+// deployment directory HOME/lockhttp-site, the doc's test blocks run in order by sh.
+type deployment struct {
+	t                    *testing.T
+	home, checkout, site string
+	env                  []string
+	blocks               []docBlock
+	next                 int
+}
+
+// step runs the doc's next test block, which must be name.
+func (d *deployment) step(name string) string {
+	d.t.Helper()
+	if d.next >= len(d.blocks) || d.blocks[d.next].Name != name {
+		d.t.Fatalf("the test runs %q next; docs/deploy.md's next test block is %+v", name, d.blocks[min(d.next, len(d.blocks)-1)])
+	}
+	b := d.blocks[d.next]
+	d.next++
+	began := time.Now()
+	out, err := d.sh(b.Script)
+	if err != nil {
+		d.t.Fatalf("docs/deploy.md:%d, block %q failed: %v\n%s", b.Line, name, err, out)
+	}
+	d.t.Logf("docs/deploy.md:%d %q (%s):\n%s", b.Line, name, time.Since(began).Round(100*time.Millisecond), out)
+	return out
+}
+
+func (d *deployment) sh(script string) (string, error) {
+	cmd := exec.Command("sh", "-e", "-x", "-c", script)
+	cmd.Dir, cmd.Env = d.home, d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// compose runs docker-compose in the deployment directory, as an operator there would.
+func (d *deployment) compose(args ...string) (string, error) {
+	cmd := exec.Command("docker-compose", args...)
+	cmd.Dir, cmd.Env = d.site, d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (d *deployment) must(args ...string) string {
+	d.t.Helper()
+	out, err := d.compose(args...)
+	if err != nil {
+		d.t.Fatalf("docker-compose %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// agent runs the test agent's command inside the agent container.
+func (d *deployment) agent(args ...string) string {
+	out, _ := d.compose(append([]string{"exec", "-T", "agent", "/agent"}, args...)...)
+	return strings.TrimSpace(out)
+}
+
+func (d *deployment) lox(args ...string) (string, error) {
+	full := append([]string{"exec", "-T", "console", "/lox"}, args...)
+	return d.compose(append(full, "--hub", "http://127.0.0.1:3131", "--hub-token", "/vol/console/cli.token")...)
+}
+
+// doctor runs the doctor the doc built, on the deployment directory.
+func (d *deployment) doctor() (string, int) {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(d.checkout, "bin", "lockhttp"), "doctor", "--compose", d.site)
+	cmd.Env = d.env
+	out, err := cmd.CombinedOutput()
+	if err != nil && cmd.ProcessState == nil {
+		d.t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// doctorOK runs the doctor and wants no ERROR and each of the lines.
+func (d *deployment) doctorOK(when string, lines ...[3]string) string {
+	d.t.Helper()
+	out, code := d.doctor()
+	if code != 0 || strings.Contains(out, "ERROR ") {
+		d.t.Fatalf("doctor %s: exit %d\n%s", when, code, out)
+	}
+	for _, l := range lines {
+		if !hasLine(out, l[0], l[1], l[2]) {
+			d.t.Errorf("doctor %s: no %s %s line with %q", when, l[0], l[1], l[2])
+		}
+	}
+	if d.t.Failed() {
+		d.t.Fatalf("doctor %s:\n%s", when, out)
+	}
+	return out
+}
+
+// setEnv changes one line of the deployment's .env, as an operator edits it.
+func (d *deployment) setEnv(key, value string) {
+	d.t.Helper()
+	p := filepath.Join(d.site, ".env")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `=.*$`)
+	if !re.Match(data) {
+		d.t.Fatalf(".env has no %s line:\n%s", key, data)
+	}
+	os.WriteFile(p, re.ReplaceAll(data, []byte(key+"="+value)), 0o644)
+}
+
+// writeAtomic writes a new file and renames it over path, as editors and git do.
+func writeAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyCheckout copies the repository's files (tracked, and new ones not ignored) to dir: a clean
+// checkout, with no .env, bin/ or state of a previous run.
+func copyCheckout(t *testing.T, root, dir string) {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(root, f)
+		fi, err := os.Lstat(src)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := os.WriteFile(dst, data, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testEnv is the environment of the doc's commands: this one with HOME moved, Go's caches kept,
+// and no setting of the deployment (the shell's variables would override .env).
+func testEnv(t *testing.T, home string) []string {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "HOME" || strings.HasPrefix(k, "LOCKHTTP_") || strings.HasPrefix(k, "COMPOSE_") || strings.HasPrefix(k, "AGENT_") || strings.HasPrefix(k, "DOCKER_") && k != "DOCKER_HOST" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for _, k := range []string{"GOPATH", "GOMODCACHE", "GOCACHE"} {
+		out, err := exec.Command("go", "env", k).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, k+"="+strings.TrimSpace(string(out)))
+	}
+	return append(env, "HOME="+home)
+}
+
+// lockhttpImages are the images the doc's builds tag; keepImages puts back the ones this machine
+// had before the test and removes the others.
+var lockhttpImages = []string{"lockhttp-gate", "lockhttp-signer", "lockhttp-console", "lockhttp-tools"}
+
+func keepImages(t *testing.T, names []string) {
+	t.Helper()
+	had := map[string]string{}
+	for _, n := range names {
+		if out, err := exec.Command("docker", "image", "inspect", "-f", "{{.Id}}", n).Output(); err == nil {
+			had[n] = strings.TrimSpace(string(out))
 		}
 	}
 	t.Cleanup(func() {
+		for _, n := range names {
+			if id := had[n]; id != "" {
+				exec.Command("docker", "tag", id, n).Run()
+			} else {
+				exec.Command("docker", "rmi", "-f", n).Run()
+			}
+		}
+	})
+}
+
+// removeProject removes what an interrupted run of this test left: the test's project only.
+func removeProject(project string) {
+	label := "label=com.docker.compose.project=" + project
+	for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
+		out, _ := exec.Command("docker", append(kind, "--filter", label)...).Output()
+		ids := strings.Fields(string(out))
+		if len(ids) == 0 {
+			continue
+		}
+		switch kind[0] {
+		case "ps":
+			exec.Command("docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		default:
+			exec.Command("docker", append([]string{kind[0], "rm"}, ids...)...).Run()
+		}
+	}
+}
+
+// TestComposeDeployment follows docs/deploy.md from the top on a clean checkout: it runs the
+// doc's test blocks in order (a block that fails fails the test), adding only what the doc tells
+// operators to add for their own: an origin playing the internet (a service in a compose file of
+// COMPOSE_FILE, its root in gate/, its hosts in the policy) and an agent (its Dockerfile in
+// ~/my-agent). Between the blocks it checks what an operator would: the agent's requests, the
+// phone page in a browser through the published port, the review at the console's terminal,
+// the doctor at each step, OK, and ERROR when the phone port or a secret is broken.
+func TestComposeDeployment(t *testing.T) {
+	requireDocker(t)
+	tmux := requireTool(t, "tmux")
+	browser := chromium(t)
+	root, _ := filepath.Abs("../..")
+	blocks, err := readDocBlocks(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, err := os.MkdirTemp("", "lockhttp-e2e-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	d := &deployment{t: t, home: home, checkout: filepath.Join(home, "lockhttp"), site: filepath.Join(home, "lockhttp-site"),
+		env: testEnv(t, home), blocks: blocks}
+	copyCheckout(t, root, d.checkout)
+	keepImages(t, append(tagged(lockhttpImages, "latest", "v2"), "lockhttp-agent:local", "lockhttp-testorigin:e2e"))
+	removeProject(composeProject)
+	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := c.run("logs", "--tail=30")
+			out, _ := d.compose("logs", "--tail=40")
 			t.Logf("logs:\n%s", out)
 		}
-		c.run("down", "-v", "--rmi", "all")
-	})
-	c.must("up", "-d")
-	testkit.WaitFor(t, 90*time.Second, "the agent to reach the origin through the gate", func() bool {
-		return strings.HasPrefix(c.agent("get", "http://origin.test/ready"), "status=200")
+		if _, err := os.Stat(filepath.Join(d.site, ".env")); err == nil {
+			d.compose("down", "-v")
+		}
+		removeProject(composeProject)
 	})
 
-	t.Run("a free request reaches the origin", func(t *testing.T) {
-		for _, u := range []string{"http://origin.test/free", "https://origin.test/free"} {
-			if out := c.agent("get", u); out != "status=200 code= ticket= body=origin saw GET /free (0 bytes)" {
-				t.Errorf("%s: %s", u, out)
-			}
+	// What the operator has before starting: the internet (here, the test origin, with its TLS
+	// certificate from a private CA whose root the gate is given), and an agent's Dockerfile.
+	pki := newTestPKI(t)
+	cert := pki.leaf(t, []string{"origin.test", "api.anthropic.com"}, time.Now().Add(24*time.Hour), false)
+	os.WriteFile(filepath.Join(home, "corp-root.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pki.root.Raw}), 0o644)
+	originDir, agentDir := filepath.Join(home, "test-origin"), filepath.Join(home, "my-agent")
+	for _, b := range []struct{ dir, pkg, dockerfile string }{
+		{originDir, "./compose/test/origin", "Dockerfile.origin"},
+		{agentDir, "./compose/test/agent", "Dockerfile.agent"},
+	} {
+		os.MkdirAll(b.dir, 0o755)
+		cmd := exec.Command("go", "build", "-o", b.dir+"/", b.pkg)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", b.pkg, err, out)
 		}
-	})
-	t.Run("the gate injects the key from its secrets volume, the agent holds a placeholder", func(t *testing.T) {
-		// The volumes service created an empty secrets file: the gate loads it (the requests
-		// above went through) and refuses only the host whose [[inject]] lacks its secret.
-		if out := c.agent("key", "https://api.origin.test/key"); !strings.HasPrefix(out, "status=403 code=E_INJECT") {
-			t.Fatalf("before the key is added: %s", out)
-		}
-		saw := func(v string) string {
-			return fmt.Sprintf("status=200 code= ticket= body=origin saw x-api-key sha256:%x", sha256.Sum256([]byte(v)))
-		}
-		// docs/deploy.md, "Claude key": lockhttp secrets add in the volumes service, as the
-		// gate's uid, the key on stdin.
-		key := "sk-ant-api03-" + strings.Repeat("e2e", 20) + "-" + fmt.Sprint(os.Getpid())
-		if out, err := c.runStdin(strings.NewReader(key+"\n"), "run", "--rm", "-T", "--user", "10003:10003", "volumes",
-			"secrets", "add", "anthropic", "--secrets", "/vol/secrets/secrets.toml"); err != nil {
-			t.Fatalf("lockhttp secrets add: %v\n%s", err, out)
-		}
-		testkit.WaitFor(t, 20*time.Second, "the gate to read the new secrets file (no restart)", func() bool {
-			return c.agent("key", "https://api.origin.test/key") == saw(key)
-		})
-		// The documented alternative, a new key: the file copied into the volumes service's
-		// container, then that service run again for the gate's owner and mode 0600.
-		key2 := strings.Replace(key, "e2e", "two", 1)
-		local := filepath.Join(t.TempDir(), "secrets.toml")
-		os.WriteFile(local, []byte("version = 1\n\n[secrets]\nanthropic = \""+key2+"\"\n"), 0o600)
-		vid := strings.TrimSpace(c.must("ps", "-q", "volumes"))
-		if out, err := exec.Command("docker", "cp", local, vid+":/vol/secrets/secrets.toml").CombinedOutput(); err != nil {
-			t.Fatalf("docker cp: %v\n%s", err, out)
-		}
-		c.must("run", "--rm", "volumes")
-		testkit.WaitFor(t, 20*time.Second, "the gate to read the copied secrets file", func() bool {
-			return c.agent("key", "https://api.origin.test/key") == saw(key2)
-		})
-		// What the agent sent: its placeholder, which goes unchanged to a host with no [[inject]].
-		if out := c.agent("key", "https://origin.test/key"); out != saw("sk-ant-"+strings.Repeat("x", 64)) {
-			t.Errorf("origin.test, which has no [[inject]]: %s", out)
-		}
-	})
-	t.Run("a decrypted POST refused by a rule", func(t *testing.T) {
-		if out := c.agent("post", "https://origin.test/api/items", "secret=1"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
-			t.Errorf("%s", out)
-		}
-	})
-	t.Run("an ASK approved with lox approve in the console container", func(t *testing.T) {
-		done := make(chan string, 1)
-		go func() { done <- c.agent("delete", "https://origin.test/thing") }()
-		var id string
-		testkit.WaitFor(t, 20*time.Second, "the ticket", func() bool {
-			out, err := c.lox("tickets")
-			for _, line := range strings.Split(out, "\n") {
-				if f := strings.Fields(line); err == nil && len(f) > 4 && f[3] == "DELETE" {
-					id = f[0]
-				}
-			}
-			return id != ""
-		})
-		if out, err := c.lox("approve", id); err != nil {
-			t.Fatalf("lox approve: %v\n%s", err, out)
-		}
-		select {
-		case out := <-done:
-			if out != "status=200 code= ticket= body=origin saw DELETE /thing (0 bytes)" {
-				t.Fatalf("after approval: %s", out)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the approved request did not reach the origin")
-		}
+		data, _ := os.ReadFile(filepath.Join(root, "compose", "test", b.dockerfile))
+		os.WriteFile(filepath.Join(b.dir, "Dockerfile"), data, 0o644)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	os.WriteFile(filepath.Join(originDir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644)
+	os.WriteFile(filepath.Join(originDir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o644)
+
+	start := time.Now()
+	d.step("build")
+	// Before the first start, as the doc's Settings say: the project's name (the test's own), and
+	// the origin in a compose file of the operator's, added to COMPOSE_FILE.
+	d.setEnv("COMPOSE_PROJECT_NAME", composeProject)
+	originYAML := filepath.Join(d.site, "test-origin.yaml")
+	os.WriteFile(originYAML, []byte(`version: "3.8"
+services:
+  origin:
+    build: `+originDir+`
+    image: lockhttp-testorigin:e2e
+    networks:
+      egress: {ipv4_address: 172.30.20.10}
+networks:
+  egress:
+    ipam:
+      config: [{subnet: "172.30.20.0/24"}]
+`), 0o644)
+	d.setEnv("COMPOSE_FILE", d.envValue("COMPOSE_FILE")+":"+originYAML)
+
+	d.step("first-start")
+	if data, err := os.ReadFile(filepath.Join(d.site, "policy", "policy.toml")); err != nil || !strings.Contains(string(data), "[sources]") {
+		t.Fatalf("the first start did not copy the shipped policy into policy/: %v", err)
+	}
+	d.doctorOK("after the first start",
+		[3]string{"OK", "phone", "the phone page answers at http://127.0.0.1:3131/phone/ (published on 127.0.0.1:3131)"},
+		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3131, which answers"},
+		[3]string{"OK", "policy-file", filepath.Join(d.site, "policy", "policy.toml") + " on this machine is the policy the console serves"},
+		[3]string{"OK", "gate", "decides with the console's policy"})
+
+	d.step("roots")
+	d.step("agent")
+	testkit.WaitFor(t, 60*time.Second, "the agent container", func() bool {
+		return strings.HasPrefix(d.agent("dns", "example.com"), "failed:")
 	})
 	t.Run("the agent has no route out", func(t *testing.T) {
-		for _, probe := range [][]string{
+		probes := [][]string{
 			{"tcp", "172.30.20.10:80"}, // the origin, directly
 			{"tcp", "172.30.20.10:443"},
 			{"noproxy", "http://172.30.20.10/"}, // ignoring the proxy variables
 			{"dns", "example.com"},              // an outside name
 			{"tcp", "1.1.1.1:443"},
-		} {
-			if out := c.agent(probe...); !strings.HasPrefix(out, "failed:") {
-				t.Errorf("%v: %s", probe, out)
+		}
+		outs := make(chan [2]string, len(probes))
+		for _, probe := range probes { // at once: each waits for its timeout
+			go func() { outs <- [2]string{strings.Join(probe, " "), d.agent(probe...)} }()
+		}
+		for range probes {
+			if o := <-outs; !strings.HasPrefix(o[1], "failed:") {
+				t.Errorf("%s: %s", o[0], o[1])
 			}
 		}
 	})
 	t.Run("the gate container cannot read the CA key", func(t *testing.T) {
-		ids := strings.TrimSpace(c.must("ps", "-q", "gate"))
+		gid := strings.TrimSpace(d.must("ps", "-q", "gate"))
 		for _, p := range []string{"/vol/ca/ca-key.pem", "/vol/ca", "/run/lockhttp/ca-key.pem"} {
-			out, err := exec.Command("docker", "cp", ids+":"+p, t.TempDir()).CombinedOutput()
+			out, err := exec.Command("docker", "cp", gid+":"+p, t.TempDir()).CombinedOutput()
 			if err == nil {
 				t.Errorf("%s is in the gate's filesystem", p)
 			} else if !strings.Contains(string(out), "Could not find") {
 				t.Errorf("docker cp %s: %s", p, out)
 			}
 		}
-		// The signer's container has it: the check above can tell.
-		sid := strings.TrimSpace(c.must("ps", "-q", "signer"))
+		sid := strings.TrimSpace(d.must("ps", "-q", "signer"))
 		if out, err := exec.Command("docker", "cp", sid+":/vol/ca/ca-key.pem", t.TempDir()).CombinedOutput(); err != nil {
 			t.Errorf("the signer's CA key is not where the check looks: %s", out)
 		}
 	})
-	t.Run("lockhttp doctor --compose", func(t *testing.T) {
-		out, code := runDoctor(t, "--compose", c.project, "--direct", "172.30.20.10:443")
-		if code != 0 || strings.Contains(out, "ERROR ") {
-			t.Fatalf("healthy setup: exit %d\n%s", code, out)
-		}
-		for _, l := range []struct{ level, check, want string }{
-			{"OK", "ca-key", "owned by uid 10004 (the signer's)"},
-			{"OK", "signer", "the gate reaches it"},
-			{"OK", "signer", "a caller with uid 65534 is refused (the signer closed the connection)"},
-			{"OK", "console", "serves /etc/lockhttp/policy.toml"},
-			{"OK", "hub", "no ticket pending"},
-			{"OK", "gate", "decides with the console's policy"},
-			{"OK", "gate", `source "agent"`},
-			{"OK", "ca", "a decrypted request through the gate succeeded"},
-			{"OK", "audit", "being written"},
-			{"OK", "agent-net", "direct egress fails"},
-			{"OK", "agent-net", "direct IPv6 egress fails"},
-			{"OK", "agent-net", "outside DNS fails"},
-			{"OK", "compose", "agent network only, proxy set, trusts the CA through SSL_CERT_FILE"},
-			// The test policy's floor exceptions, which map origin.test on the egress network.
-			{"WARN", "policy", "allow_cidrs opens 172.30.20.0/24"},
-			{"WARN", "policy", "maps origin.test to 172.30.20.10"},
-		} {
-			if !hasLine(out, l.level, l.check, l.want) {
-				t.Errorf("no %s %s line with %q", l.level, l.check, l.want)
-			}
-		}
-		if t.Failed() {
-			t.Fatalf("doctor:\n%s", out)
-		}
-		t.Logf("doctor:\n%s", out)
-		c.must("stop", "signer")
-		out, code = runDoctor(t, "--compose", c.project)
-		c.must("start", "signer")
-		if code != 2 || !hasLine(out, "ERROR", "compose", "signer") || !hasLine(out, "ERROR", "signer", "") {
-			t.Fatalf("a stopped signer: exit %d\n%s", code, out)
-		}
-		testkit.WaitFor(t, 30*time.Second, "decrypted requests again", func() bool {
-			return strings.HasPrefix(c.agent("get", "https://origin.test/after-signer"), "status=200")
-		})
+
+	// The operator's policy edit for their origin (sed -i and an editor's write-and-rename: both
+	// replace the file), then the doc's inject rule: loosenings, which wait for review.
+	pol := filepath.Join(d.site, "policy", "policy.toml")
+	if out, err := exec.Command("sed", "-i", `s/^trusted = \[/trusted = ["origin.test", "api.anthropic.com",/`, pol).CombinedOutput(); err != nil {
+		t.Fatalf("sed -i: %v %s", err, out)
+	}
+	data, _ := os.ReadFile(pol)
+	writeAtomic(t, pol, append(data, []byte(`
+# The test's origin, playing the internet (api.anthropic.com is mapped to it too).
+[[rule]]
+name = "no-api-posts"
+hosts = ["origin.test"]
+methods = ["POST"]
+paths = ["/api/**"]
+verdict = "deny"
+
+[[rule]]
+name = "ask-deletes"
+hosts = ["origin.test"]
+methods = ["DELETE"]
+verdict = "ask"
+
+[floor]
+allow_cidrs = ["172.30.20.0/24"]
+
+[floor.hosts]
+"origin.test" = "172.30.20.10"
+"api.anthropic.com" = "172.30.20.10"
+`)...))
+	d.step("policy-edit")
+	testkit.WaitFor(t, 30*time.Second, "the doctor to see the edit waiting for review", func() bool {
+		out, code := d.doctor()
+		return code == 0 && hasLine(out, "WARN", "policy-file", "loosens the served policy") && hasLine(out, "WARN", "policy-file", "waits for review")
 	})
-	t.Run("the console away: the gate keeps its policy, ASKs get E_NO_CONSOLE", func(t *testing.T) {
-		c.must("stop", "console")
-		testkit.WaitFor(t, 30*time.Second, "ASKs refused at once", func() bool {
-			return strings.HasPrefix(c.agent("delete", "https://origin.test/while-away"), "status=403 code=E_NO_CONSOLE")
-		})
-		if out := c.agent("get", "https://origin.test/while-away"); !strings.HasPrefix(out, "status=200") {
-			t.Errorf("a free request while the console is away: %s", out)
+
+	key := "sk-ant-api03-" + strings.Repeat("e2e", 20) + "-" + fmt.Sprint(os.Getpid())
+	saw := func(v string) string {
+		return fmt.Sprintf("status=200 code= ticket= body=origin saw x-api-key sha256:%x", sha256.Sum256([]byte(v)))
+	}
+	os.WriteFile(filepath.Join(d.site, "anthropic.key"), []byte(key+"\n"), 0o600)
+	d.step("secret")
+	if _, err := os.Stat(filepath.Join(d.site, "anthropic.key")); err == nil {
+		t.Error("the key file is still there after the doc's shred -u")
+	}
+
+	// The review, at the console's terminal: docker attach in a real terminal (tmux).
+	d.review(tmux)
+	testkit.WaitFor(t, 20*time.Second, "the approved policy to reach the gate", func() bool {
+		return d.agent("get", "https://origin.test/free") == "status=200 code= ticket= body=origin saw GET /free (0 bytes)"
+	})
+	if out := d.agent("key", "https://api.anthropic.com/key"); out != saw(key) {
+		t.Fatalf("the injected key: %s", out)
+	}
+	if out := d.agent("key", "https://origin.test/key"); out != saw("sk-ant-"+strings.Repeat("x", 64)) {
+		t.Errorf("origin.test, which has no [[inject]], got the placeholder's: %s", out)
+	}
+	if out := d.agent("post", "https://origin.test/api/items", "secret=1"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
+		t.Errorf("a decrypted POST refused by a rule: %s", out)
+	}
+	d.doctorOK("after the review",
+		[3]string{"OK", "policy-file", "is the policy the console serves"},
+		[3]string{"OK", "secrets", `inject "anthropic": its secret "anthropic" loads from /vol/secrets/secrets.toml`},
+		[3]string{"WARN", "policy", "allow_cidrs opens 172.30.20.0/24"},
+		[3]string{"OK", "compose", "agent network only, proxy set, trusts the CA through"})
+
+	t.Run("a broken secret: the doctor says ERROR and names the fix", func(t *testing.T) {
+		// The doc's other way in, with a file that lacks the key.
+		local := filepath.Join(t.TempDir(), "secrets.toml")
+		os.WriteFile(local, []byte("version = 1\n\n[secrets]\nother = \"not-the-anthropic-key-0123456789\"\n"), 0o600)
+		vid := strings.TrimSpace(d.must("ps", "-q", "volumes"))
+		if out, err := exec.Command("docker", "cp", local, vid+":/vol/secrets/secrets.toml").CombinedOutput(); err != nil {
+			t.Fatalf("docker cp: %v\n%s", err, out)
 		}
-		if out := c.agent("post", "https://origin.test/api/x", "y"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
+		d.must("run", "--rm", "volumes")
+		testkit.WaitFor(t, 20*time.Second, "the gate to read the file", func() bool {
+			return strings.HasPrefix(d.agent("key", "https://api.anthropic.com/key"), "status=403 code=E_INJECT")
+		})
+		out, code := d.doctor()
+		if code != 2 || !hasLine(out, "ERROR", "secrets", `inject "anthropic": its secret "anthropic" is not in /vol/secrets/secrets.toml`) ||
+			!strings.Contains(out, "volumes secrets add anthropic") {
+			t.Fatalf("a missing secret: exit %d\n%s", code, out)
+		}
+		if strings.Contains(out, key) {
+			t.Fatal("the doctor printed the key")
+		}
+		// The fix: step 2 of "Claude key" again.
+		os.WriteFile(filepath.Join(d.site, "anthropic.key"), []byte(key+"\n"), 0o600)
+		if out, err := d.sh(d.blockScript("secret")); err != nil {
+			t.Fatalf("the secret block again: %v\n%s", err, out)
+		}
+		testkit.WaitFor(t, 20*time.Second, "the key back", func() bool { return d.agent("key", "https://api.anthropic.com/key") == saw(key) })
+	})
+
+	out := d.step("pair")
+	d.pairAndApprove(browser, out)
+
+	// This machine's ports, open to agents until the doc's firewall rule closes them.
+	l, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	hostPort := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	out = d.doctorOK("with a port open on every address", [3]string{"WARN", "agent-net", "agents reach port " + hostPort + " of this machine at"})
+	if !hasLine(out, "WARN", "agent-net", "iptables -I INPUT -s 172.30.10.0/24 -j DROP") {
+		t.Errorf("the WARN does not name the doc's rule:\n%s", out)
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the firewall block needs root (iptables)")
+	}
+	t.Cleanup(func() { exec.Command("iptables", "-D", "INPUT", "-s", "172.30.10.0/24", "-j", "DROP").Run() })
+	d.step("firewall")
+	out = d.doctorOK("after the firewall rule", [3]string{"OK", "agent-net", "agents reach none of this machine's listening ports"})
+	if strings.Contains(out, "agents reach port "+hostPort) {
+		t.Errorf("the port is still reached after the rule:\n%s", out)
+	}
+	if got := d.agent("get", "https://origin.test/after-the-firewall"); !strings.HasPrefix(got, "status=200") {
+		t.Errorf("the gate through the firewall rule: %s", got)
+	}
+
+	if out := d.step("verify-log"); !strings.Contains(out, "OK   /vol/audit/") || strings.Contains(out, "BAD") {
+		t.Errorf("verify-log:\n%s", out)
+	}
+
+	t.Run("a dead pairing link: the doctor says ERROR and names the fix", func(t *testing.T) {
+		// The hub's port moved and the phone URL not: every pairing link is dead.
+		port := freePort(t)
+		d.setEnv("LOCKHTTP_HUB_PORT", fmt.Sprint(port))
+		d.must("up", "-d")
+		out, code := d.doctor()
+		if code != 2 || !hasLine(out, "ERROR", "phone", "pairing links name http://127.0.0.1:3131, which does not answer from this machine") ||
+			!hasLine(out, "OK", "phone", fmt.Sprintf("the phone page answers at http://127.0.0.1:%d/phone/", port)) {
+			t.Fatalf("a moved port: exit %d\n%s", code, out)
+		}
+		// The fix: the setting back; the doc's restart, next, applies it (and the doctor there
+		// says OK).
+		d.setEnv("LOCKHTTP_HUB_PORT", "3131")
+	})
+
+	// A full restart: the state is kept, and the gate decides as soon as up -d returns.
+	caBefore := d.caSHA()
+	d.step("restart")
+	if out := d.agent("key", "https://api.anthropic.com/key"); out != saw(key) {
+		t.Errorf("the first request after the restart: %s", out)
+	}
+	if got := d.caSHA(); got != caBefore {
+		t.Errorf("the CA changed across the restart: %s → %s", caBefore, got)
+	}
+	d.doctorOK("after the restart", [3]string{"OK", "policy-file", "is the policy the console serves"},
+		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3131, which answers"})
+
+	// The upgrade: a new tag in .env; the settings (the roots, the port, the agent, the origin's
+	// file) and the state stay.
+	d.step("upgrade")
+	for _, svc := range []string{"signer", "console", "gate", "volumes"} {
+		id := strings.TrimSpace(d.must("ps", "-q", svc))
+		img, _ := exec.Command("docker", "inspect", "-f", "{{.Config.Image}}", id).Output()
+		if !strings.HasSuffix(strings.TrimSpace(string(img)), ":v2") {
+			t.Errorf("%s runs %s after the upgrade", svc, img)
+		}
+	}
+	if out := d.agent("key", "https://api.anthropic.com/key"); out != saw(key) {
+		t.Errorf("after the upgrade (roots, policy, secret): %s", out)
+	}
+	if got := d.caSHA(); got != caBefore {
+		t.Errorf("the CA changed across the upgrade: %s → %s", caBefore, got)
+	}
+	if d.next != len(d.blocks) {
+		t.Errorf("docs/deploy.md's test blocks from %q on were not run", d.blocks[d.next].Name)
+	}
+
+	t.Run("the console away: the gate keeps its policy, ASKs get E_NO_CONSOLE", func(t *testing.T) {
+		d.must("stop", "console")
+		testkit.WaitFor(t, 30*time.Second, "ASKs refused at once", func() bool {
+			return strings.HasPrefix(d.agent("delete", "https://origin.test/while-away"), "status=403 code=E_NO_CONSOLE")
+		})
+		if out := d.agent("post", "https://origin.test/api/x", "y"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
 			t.Errorf("a deny rule while the console is away: %s", out)
 		}
-		c.must("start", "console")
+		d.must("up", "-d")
 		testkit.WaitFor(t, 60*time.Second, "the hub back", func() bool {
-			out, err := c.lox("tickets", "--json")
+			out, err := d.lox("tickets", "--json")
 			return err == nil && strings.HasPrefix(strings.TrimSpace(out), "[")
 		})
-		// The approved policy survived the restart.
-		if out := c.agent("post", "https://origin.test/api/x", "y"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
-			t.Errorf("after the restart: %s", out)
-		}
 	})
+	t.Logf("the deployment, followed from the doc, in %s", time.Since(start).Round(time.Second))
+}
+
+func tagged(names []string, tags ...string) []string {
+	var out []string
+	for _, n := range names {
+		for _, tag := range tags {
+			out = append(out, n+":"+tag)
+		}
+	}
+	return out
+}
+
+// envValue is a setting of the deployment's .env.
+func (d *deployment) envValue(key string) string {
+	d.t.Helper()
+	data, _ := os.ReadFile(filepath.Join(d.site, ".env"))
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `=(.*)$`).FindSubmatch(data)
+	if m == nil {
+		d.t.Fatalf(".env has no %s", key)
+	}
+	return string(m[1])
+}
+
+func (d *deployment) blockScript(name string) string {
+	for _, b := range d.blocks {
+		if b.Name == name {
+			return b.Script
+		}
+	}
+	d.t.Fatalf("docs/deploy.md has no test block %q", name)
+	return ""
+}
+
+// caSHA is the sha256 of the ca.pem agents trust.
+func (d *deployment) caSHA() string {
+	d.t.Helper()
+	sid := strings.TrimSpace(d.must("ps", "-q", "signer"))
+	dir := d.t.TempDir()
+	if out, err := exec.Command("docker", "cp", sid+":/vol/ca-public/ca.pem", dir).CombinedOutput(); err != nil {
+		d.t.Fatalf("docker cp ca.pem: %v %s", err, out)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+var (
+	reviewVersionRE = regexp.MustCompile(`:review approve ([0-9a-f]{12})`)
+	waitingRE       = regexp.MustCompile(`policy file ([0-9a-f]{12}) loosens the policy`)
+)
+
+// review runs the doc's terminal block in tmux (docker attach), redraws, and approves the
+// waiting loosening with :review, then detaches.
+func (d *deployment) review(tmux string) {
+	t := d.t
+	t.Helper()
+	b := d.blocks[d.next]
+	if b.Name != "terminal" {
+		t.Fatalf("the test runs \"terminal\" next; docs/deploy.md's next test block is %q", b.Name)
+	}
+	d.next++
+	session := fmt.Sprintf("lockhttp-e2e-attach-%d", os.Getpid())
+	// tmux runs the command with its server's environment: give it the doc's.
+	script := fmt.Sprintf("cd %s && exec env -i %s sh -e -c %s", shellQuote(d.home), strings.Join(quoteAll(append(d.env, "TERM=xterm-256color")), " "), shellQuote(b.Script))
+	if out, err := exec.Command(tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "120", script).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	defer exec.Command(tmux, "kill-session", "-t", session).Run()
+	screen := func() string {
+		out, _ := exec.Command(tmux, "capture-pane", "-p", "-t", session).Output() // the screen as it is now
+		return string(out)
+	}
+	keys := func(k ...string) { exec.Command(tmux, append([]string{"send-keys", "-t", session}, k...)...).Run() }
+	// The doc: Ctrl-L draws the screen, drawn before the terminal attached.
+	testkit.WaitFor(t, 20*time.Second, "the console's screen after Ctrl-L", func() bool {
+		keys("C-l")
+		return strings.Contains(screen(), "WAIT FOR REVIEW")
+	})
+	command := func(cmd string) {
+		keys(":")
+		testkit.WaitFor(t, 5*time.Second, "the : prompt", func() bool { return strings.Contains(screen(), "help for the list") })
+		keys("-l", cmd)
+		keys("Enter")
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the console's terminal:\n%s", screen())
+		}
+	}()
+	// The version waiting for review, on the status line; :review shows what it loosens.
+	var version string
+	if m := waitingRE.FindStringSubmatch(screen()); m != nil {
+		version = m[1]
+	}
+	command("review")
+	testkit.WaitFor(t, 10*time.Second, "the review on the screen", func() bool {
+		s := screen()
+		if m := reviewVersionRE.FindStringSubmatch(s); m != nil {
+			version = m[1]
+		}
+		return version != "" && strings.Contains(s, "inject") && strings.Contains(s, "floor")
+	})
+	keys("Escape")
+	command("review approve " + version)
+	testkit.WaitFor(t, 10*time.Second, "the approval on the screen", func() bool { return strings.Contains(screen(), "Approved: the gate applies it") })
+	keys("C-p", "C-q") // detach: the console goes on
+	testkit.WaitFor(t, 10*time.Second, "docker attach to end", func() bool {
+		out, err := exec.Command(tmux, "list-panes", "-t", session, "-F", "#{pane_dead}").Output()
+		return err != nil || strings.TrimSpace(string(out)) != "0"
+	})
+	if out := d.must("ps", "console"); !strings.Contains(out, "Up") {
+		t.Fatalf("the console after detaching:\n%s", out)
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = shellQuote(s)
+	}
+	return out
+}
+
+// pairAndApprove opens the doc's pairing link in a headless Chromium on this machine (through
+// the published port), holds a request, and approves it on the phone page with two taps.
+func (d *deployment) pairAndApprove(browser, pairOut string) {
+	t := d.t
+	t.Helper()
+	var link string
+	for _, f := range strings.Fields(pairOut) {
+		if strings.HasPrefix(f, "http://127.0.0.1:3131/phone/#pair=") {
+			link = f
+		}
+	}
+	if link == "" {
+		t.Fatalf("no pairing link through the published port in:\n%s", pairOut)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.DisableGPU, chromedp.WindowSize(412, 915))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	do("pair", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("pair-form")),
+		chromedp.Click(chromedp.ID("pair-button")), chromedp.WaitVisible(chromedp.ID("list-view")),
+		chromedp.WaitVisible(chromedp.CSS("#conn.live")))
+	done := make(chan string, 1)
+	go func() { done <- d.agent("delete", "https://origin.test/thing") }()
+	var id string
+	testkit.WaitFor(t, 20*time.Second, "the ticket", func() bool {
+		out, err := d.lox("tickets")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); err == nil && len(f) > 4 && f[3] == "DELETE" {
+				id = f[0]
+			}
+		}
+		return id != ""
+	})
+	sel := chromedp.CSS(`#pending li[data-ticket-id="` + id + `"] button`)
+	do("the ticket on the phone", chromedp.WaitVisible(sel))
+	do("open and approve", chromedp.Click(sel), chromedp.WaitVisible(chromedp.ID("detail-view")),
+		chromedp.Click(chromedp.ID("approve")), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.WaitEnabled(chromedp.ID("approve-confirm")), chromedp.Click(chromedp.ID("approve-confirm")))
+	select {
+	case out := <-done:
+		if out != "status=200 code= ticket= body=origin saw DELETE /thing (0 bytes)" {
+			t.Fatalf("after approving on the phone: %s", out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the approval on the phone did not release the request")
+	}
 }

@@ -78,3 +78,60 @@ func TestPrepareCA(t *testing.T) {
 		})
 	}
 }
+
+func TestSeedPolicy(t *testing.T) {
+	shipped := filepath.Join(t.TempDir(), "shipped.toml")
+	os.WriteFile(shipped, []byte("version = 1\n"), 0o644)
+	mk := func(t *testing.T, mode os.FileMode) string {
+		d := filepath.Join(t.TempDir(), "policy")
+		os.Mkdir(d, 0o755)
+		os.Chmod(d, mode)
+		return d
+	}
+	t.Run("the first start copies the shipped policy", func(t *testing.T) {
+		d := mk(t, 0o755)
+		done, err := SeedPolicy(d, shipped)
+		if err != nil || len(done) != 1 || !strings.Contains(done[0], "copied on the first start") {
+			t.Fatalf("%v %v", done, err)
+		}
+		fi, _ := os.Stat(filepath.Join(d, PolicyFile))
+		if data, _ := os.ReadFile(filepath.Join(d, PolicyFile)); string(data) != "version = 1\n" || fi.Mode().Perm() != 0o644 {
+			t.Errorf("copied %q mode %04o", data, fi.Mode().Perm())
+		}
+	})
+	t.Run("an existing policy is left as it is", func(t *testing.T) {
+		d := mk(t, 0o755)
+		os.WriteFile(filepath.Join(d, PolicyFile), []byte("# mine\nversion = 1\n"), 0o644)
+		done, err := SeedPolicy(d, shipped)
+		data, _ := os.ReadFile(filepath.Join(d, PolicyFile))
+		if err != nil || string(data) != "# mine\nversion = 1\n" || !strings.Contains(done[0], "left as it is") {
+			t.Fatalf("%v %v %q", done, err, data)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T) string
+		want  string
+	}{
+		{"no directory", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none") }, "mount the operator's policy directory there"},
+		{"a single file mounted", func(t *testing.T) string { return shipped }, "keeps its old inode"},
+		{"a directory the console cannot read", func(t *testing.T) string { return mk(t, 0o700) }, "the console (uid 10021) cannot read it; fix: chmod 755"},
+		{"a policy the console cannot read", func(t *testing.T) string {
+			d := mk(t, 0o755)
+			os.WriteFile(filepath.Join(d, PolicyFile), []byte("version = 1\n"), 0o600)
+			return d
+		}, "fix: chmod 644 policy.toml"},
+		{"a link", func(t *testing.T) string {
+			d := mk(t, 0o755)
+			os.Symlink(shipped, filepath.Join(d, PolicyFile))
+			return d
+		}, "is not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.setup(t)
+			if _, err := SeedPolicy(d, shipped); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -89,6 +89,10 @@ type ServerConfig struct {
 	CA *CA
 	// AllowUIDs are the uids (the gate's) that may ask for certificates; no uid means nobody.
 	AllowUIDs []int
+	// HealthUIDs are uids whose connections are closed like every refused one, but without a log
+	// line: the health check's (signer health), which only asks whether the socket accepts. The
+	// signer's own uid is the one to give: it reads the CA key anyway. Nil: none.
+	HealthUIDs []int
 	// Logger receives one line per request and one per refused connection. Nil: none.
 	Logger *slog.Logger
 	// Now is the clock. Nil: time.Now.
@@ -109,6 +113,7 @@ type ServerConfig struct {
 type Server struct {
 	ca     *CA
 	uids   []int
+	health []int
 	log    *slog.Logger
 	now    func() time.Time
 	rand   io.Reader
@@ -121,7 +126,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.CA == nil {
 		panic("signer.NewServer: ServerConfig.CA is nil")
 	}
-	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout}
+	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -191,7 +196,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			srv.Close()
 		}
 	}()
-	err := srv.Serve(AllowUIDs(l, s.uids, s.log))
+	err := srv.Serve(&uidListener{Listener: l, uids: s.uids, quiet: s.health, log: s.log})
 	close(served)
 	<-stopped
 	if errors.Is(err, http.ErrServerClosed) {
@@ -307,8 +312,9 @@ func AllowUIDs(l net.Listener, uids []int, log *slog.Logger) net.Listener {
 
 type uidListener struct {
 	net.Listener
-	uids []int
-	log  *slog.Logger
+	uids  []int
+	quiet []int // refused without a log line (the health check's uid)
+	log   *slog.Logger
 }
 
 func (l *uidListener) Accept() (net.Conn, error) {
@@ -325,6 +331,9 @@ func (l *uidListener) Accept() (net.Conn, error) {
 		}
 		if !slices.Contains(l.uids, p.UID) {
 			c.Close()
+			if slices.Contains(l.quiet, p.UID) {
+				continue
+			}
 			l.log.Warn("connection refused: uid not allowed", logUID, p.UID, logGID, p.GID, logPID, p.PID)
 			continue
 		}

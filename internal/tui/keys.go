@@ -28,7 +28,7 @@ func newKeyMap() keyMap {
 		Pair:      key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "phone pairing QR code")),
 		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command (:q quit)")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Refresh:   key.NewBinding(key.WithKeys("r", "ctrl+l"), key.WithHelp("r", "reread the hub")),
+		Refresh:   key.NewBinding(key.WithKeys("r", "ctrl+l"), key.WithHelp("r", "reread the hub and redraw")),
 		Filter:    key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "recent decisions: all, refused, asks")),
 		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),

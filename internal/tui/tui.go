@@ -482,8 +482,11 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, m.keys.Pair):
 		return m.pair()
 	case key.Matches(msg, m.keys.Refresh):
+		// A full redraw, not only the lines that changed: a terminal attached after the UI
+		// started (docker attach) shows nothing the UI drew before.
 		m.refresh()
 		m.setMsg("reread the hub")
+		return tea.ClearScreen
 	case key.Matches(msg, m.keys.Filter):
 		m.filter = m.filter.Next()
 		m.refreshTraffic()

@@ -921,3 +921,18 @@ func TestAskLimitShown(t *testing.T) {
 	}
 	d.waitView("has 1 requests waiting for a human (max_pending)")
 }
+
+// TestRedrawKey: ctrl+l (and r) redraw the whole screen, so a terminal attached after the UI
+// started (docker attach console) shows the UI at once.
+func TestRedrawKey(t *testing.T) {
+	d := newSetup(t).start(t)
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyCtrlL}, {Type: tea.KeyRunes, Runes: []rune("r")}} {
+		_, cmd := d.m.Update(k)
+		if cmd == nil {
+			t.Fatalf("%s: no command", k)
+		}
+		if got, want := fmt.Sprintf("%T", cmd()), fmt.Sprintf("%T", tea.ClearScreen()); got != want {
+			t.Errorf("%s: %s, want %s (a full redraw)", k, got, want)
+		}
+	}
+}
