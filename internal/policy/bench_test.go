@@ -47,8 +47,11 @@ func bigPolicy(n int) string {
 	return b.String()
 }
 
-func BenchmarkEvaluate1000(b *testing.B) {
-	p := mustLoad(b, bigPolicy(1000))
+func BenchmarkEvaluate1000(b *testing.B)  { benchmarkEvaluate(b, 1000) }
+func BenchmarkEvaluate10000(b *testing.B) { benchmarkEvaluate(b, 10000) }
+
+func benchmarkEvaluate(b *testing.B, n int) {
+	p := mustLoad(b, bigPolicy(n))
 	reqs := []Request{
 		{Host: "github.com", Method: "GET", Path: "/lockhttp/lockhttp/pulls"},
 		{Host: "github.com", Method: "POST", Path: "/org2/repo.git/git-receive-pack"},
