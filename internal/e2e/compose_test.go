@@ -512,7 +512,7 @@ allow_cidrs = ["172.30.20.0/24"]
 		t.Errorf("the gate through the firewall rule: %s", got)
 	}
 
-	if out := d.step("verify-log"); !strings.Contains(out, "OK   /vol/audit/") || strings.Contains(out, "BAD") {
+	if out := d.step("verify-log"); !strings.Contains(out, "CLEAN: ") || strings.Contains(out, "TAMPERED") {
 		t.Errorf("verify-log:\n%s", out)
 	}
 
