@@ -25,7 +25,7 @@ func NewFacade(base, token string) *Facade {
 
 // Pending lists the pending tickets, newest first.
 func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
-	var out []hub.Ticket
+	out := []hub.Ticket{} // none is an empty list, as the hub answers it
 	cursor := ""
 	for {
 		var page []hub.Ticket
