@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
@@ -19,6 +20,9 @@ type Facts struct {
 	Version      string `json:"version,omitempty"`
 	StackVersion string `json:"stack_version,omitempty"`
 
+	// Supervision is what lox run's supervisor wrote in up.json (local only).
+	Supervision *SupervisionFacts `json:"supervision,omitempty"`
+
 	CA      *CAFacts      `json:"ca,omitempty"`
 	Signer  *SignerFacts  `json:"signer,omitempty"`
 	Console *ConsoleFacts `json:"console,omitempty"`
@@ -32,6 +36,15 @@ type Facts struct {
 	Agent *AgentFacts `json:"agent,omitempty"`
 	// Containers are the compose project's containers (compose only).
 	Containers []ContainerFacts `json:"containers,omitempty"`
+}
+
+// SupervisionFacts: the local stack's processes as lox run's supervisor keeps them.
+type SupervisionFacts struct {
+	Started time.Time `json:"started"` // when the stack came up
+	Logs    string    `json:"logs"`    // the processes' logs
+	// Restarts are the processes lox restarted ("signer", "console", "gate"); one that never
+	// exited is not in it.
+	Restarts map[string]restarts.Tally `json:"restarts,omitempty"`
 }
 
 // CAFacts: the certificate agents trust and the key the signer holds.
