@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -33,8 +35,10 @@ type options struct {
 	socket   string
 	auditDir string
 	gateUIDs unixsock.UIDs
-	watch    time.Duration
-	logLevel string
+	// supervisorUIDs may report restarts of the stack's processes (lox run's uid).
+	supervisorUIDs unixsock.UIDs
+	watch          time.Duration
+	logLevel       string
 
 	hubListen    string
 	hubState     string
@@ -56,6 +60,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.socket, "socket", "", "unix socket to serve the policy on (required)")
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the console's audit files (required)")
 	fs.Var(&o.gateUIDs, "gate-uid", "uid allowed to fetch the policy (repeatable; default: the console's own uid)")
+	fs.Var(&o.supervisorUIDs, "supervisor-uid", "uid allowed to report restarts of the stack's processes (lox run passes its own; repeatable): each is written to the console's audit and shown on its terminal; default: none, no restart reports")
 	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.hubListen, "hub-listen", "", "host the hub on this TCP address (the gate's and the facades' API); empty: no hub, every ASK is refused with E_NO_CONSOLE")
@@ -140,6 +145,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go c.Watch(ctx, o.watch)
+	rlog := &restarts.Log{} // lox's restarts of the stack's processes, for the terminal
 	var hs *hubServer
 	if o.hubListen != "" {
 		hs, err = serveHub(ctx, o, log, aw, c)
@@ -149,9 +155,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		c.SetHub(hs.addr)
 	}
-	// The policy socket is mode 0666 (the handler answers 403 to all but the gate's uids).
-	pl := connlimit.ForUIDs(l, o.gateUIDs, log, "console")
-	srv := pl.Server(&http.Server{Handler: c.Handler(), ConnContext: unixsock.ConnContext,
+	// The policy socket is mode 0666 (the handler answers 403 to all but the gate's uids, and on
+	// restarts.Path to all but the supervisor's).
+	var h http.Handler = c.Handler()
+	if len(o.supervisorUIDs) > 0 {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.Handle(restarts.Path, unixsock.RequireUID(o.supervisorUIDs, restarts.Handler(rlog, aw, log), func(r *http.Request, p unixsock.Peer, err error) {
+			log.Warn("console: restart report refused", "uid", p.UID, "pid", p.PID)
+		}))
+		h = mux
+	}
+	pl := connlimit.ForUIDs(l, append(slices.Clone(o.gateUIDs), o.supervisorUIDs...), log, "console")
+	srv := pl.Server(&http.Server{Handler: h, ConnContext: unixsock.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10})
 	go func() {
@@ -167,7 +183,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		go srv.Serve(pl)
-		err := runTUI(ctx, hs, c, msgs)
+		err := runTUI(ctx, hs, c, msgs, rlog)
 		stop()
 		if err != nil {
 			fmt.Fprintln(stderr, "console: terminal:", err)

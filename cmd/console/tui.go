@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/tui"
 )
 
@@ -38,15 +39,16 @@ func (m *messages) last() []string {
 }
 
 // runTUI runs the terminal UI on this process's terminal until the user quits or ctx ends.
-func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages) error {
+func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log) error {
 	name := "console"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
 	}
 	cfg := tui.Config{
-		Hub:     hs.hub,
-		Traffic: hs.traffic,
-		User:    name,
+		Hub:      hs.hub,
+		Traffic:  hs.traffic,
+		Restarts: rlog.Recent,
+		User:     name,
 		Status: func() []string {
 			var out []string
 			if g := hs.hub.GateState(); g.Listen != "" {

@@ -21,6 +21,13 @@ func (f feedAuditor) Submit(r *audit.Record) {
 	f.q.Add(e)
 }
 
+func (f feedAuditor) Append(ctx context.Context, r *audit.Record) error {
+	e := traffic.FromRecord(r)
+	err := f.Writer.Append(ctx, r)
+	f.q.Add(e)
+	return err
+}
+
 func (f feedAuditor) Write(ctx context.Context, r *audit.Record) error {
 	e := traffic.FromRecord(r)
 	err := f.Writer.Write(ctx, r)

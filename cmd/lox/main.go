@@ -101,6 +101,7 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	fs.StringVar(&o.Secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; never shown to the agent")
 	fs.StringVar(&o.ClaudeKeyFile, "claude-key-file", "", "a file holding a Claude API key: lox puts it in the gate's secrets file as \"anthropic\" (--secrets, default STATE/secrets.toml) for the shipped [[inject]] rule; with -- COMMAND the agent gets a placeholder ANTHROPIC_API_KEY, never the key (docs/claude-code.md)")
 	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")
+	fs.DurationVar(&o.RestartDelay, "restart-delay", stack.DefaultRestartDelay, "how long lox waits before it restarts a process of the stack (signer, console, gate) that exited; doubled for each further exit within a minute, and the fifth exit within a minute stops the stack")
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the gate and console binaries (default: next to lox, then PATH)")
 	a := &stack.Agent{}
 	fs.IntVar(&a.UID, "agent-uid", stack.DefaultAgentUID, "with -- COMMAND: the agent's uid and gid (never 0 or yours)")
@@ -132,6 +133,9 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q; to start an agent, put -- before its command", fs.Arg(0))
+	}
+	if o.RestartDelay <= 0 || o.RestartDelay > stack.MaxRestartDelay {
+		return o, fmt.Errorf("--restart-delay %s: give a duration above 0 and at most %s (with a longer one, a process that keeps crashing would never exit five times within a minute, and never stop the stack)", o.RestartDelay, stack.MaxRestartDelay)
 	}
 	agentFlags := 0
 	fs.Visit(func(f *flag.Flag) {

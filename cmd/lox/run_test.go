@@ -43,6 +43,9 @@ func TestParseRun(t *testing.T) {
 		{name: "a variable lox sets", args: []string{"--agent-env", "HTTPS_PROXY", "--", "sh"}, err: "lox sets HTTPS_PROXY"},
 		{name: "a value instead of a name", args: []string{"--agent-env", "TOKEN=x", "--", "sh"}, err: "not a variable name"},
 		{name: "a name that is no URL user", args: []string{"--agent-name", "a b", "--", "sh"}, err: "--agent-name"},
+		{name: "a restart delay", args: []string{"--headless", "--restart-delay", "50ms"}, headless: true},
+		{name: "no restart delay", args: []string{"--restart-delay", "0s"}, err: "--restart-delay 0s: give a duration above 0 and at most 3s"},
+		{name: "a restart delay too long to see a crash loop", args: []string{"--restart-delay", "10s"}, err: "would never exit five times within a minute"},
 		{name: "-- is never a flag's value", args: []string{"--policy", "--", "sh"}, err: "flag needs an argument: -policy"},
 	}
 	for _, tc := range tests {

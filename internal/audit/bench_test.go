@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -81,6 +82,45 @@ func BenchmarkWriteParallel(b *testing.B) {
 				b.ReportMetric(float64(w.records)/float64(w.batches), unit)
 			}
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkAppendParallel is what the gate pays per forwarded request: the record written
+// before the answer's last byte, its fsync shared and later.
+func BenchmarkAppendParallel(b *testing.B) {
+	for _, parallelism := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("conc=%dx", parallelism), func(b *testing.B) {
+			w, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := Record{
+				Event: "request", ID: "01JDXQ3Z5K8M2N4P6R8T0V2X4Z", Container: "agent-1", Agent: "claude",
+				Method: "GET", URL: "https://api.github.com/repos/lockhttp/lockhttp/issues?per_page=100",
+				Verdict: "FREE", Rule: "reads", Status: 200, BytesOut: 48213, Duration: 182 * time.Millisecond,
+			}
+			b.ReportAllocs()
+			b.SetParallelism(parallelism)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				rec := r
+				for pb.Next() {
+					rec.Time = time.Now()
+					if err := w.Append(ctx, &rec); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			if w.batches > 0 {
+				b.ReportMetric(float64(w.records)/float64(w.batches), "records/write")
+			}
 		})
 	}
 }

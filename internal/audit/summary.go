@@ -127,7 +127,7 @@ func (w *Writer) flushLocked(s *summaries) {
 		it := w.items.Get().(*item)
 		it.rec = *rec
 		it.refs.Store(1)
-		it.wait = true
+		it.wait, it.sync = true, true
 		it.fan = s
 		items[i] = it
 	}

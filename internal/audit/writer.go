@@ -114,7 +114,7 @@ type Writer struct {
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
-	waiters int        // items in queue queued by Write
+	waiters int        // items in queue queued by Write or Append
 	closed  bool       // set by Close; Write then fails
 
 	health atomic.Pointer[error] // last batch error; nil after a success
@@ -141,7 +141,8 @@ type item struct {
 	rec  Record
 	done chan error // cap 1
 	refs atomic.Int32
-	wait bool       // queued by Write: its batch is fsync'ed before the waiter is told
+	wait bool       // queued by Write, Append or a summary: a caller waits to be told
+	sync bool       // queued by Write or a summary: its batch is fsync'ed before the waiter is told
 	fan  *summaries // a summary record: its outcome goes to the summaries, not to done
 	err  error      // the outcome of its commit (the committer's, until it is told)
 }
@@ -257,13 +258,28 @@ func (w *Writer) Write(ctx context.Context, r *Record) error {
 			return s.wait(ctx)
 		}
 	}
+	return w.await(ctx, r, true)
+}
+
+// Append queues r and waits until it is written to its file, not until it is fsync'ed: that
+// follows within syncDelay, or with the next Write's batch. A record Append returned for is in
+// the file when the process is killed (the kernel has it); only a crash of the machine within
+// syncDelay can lose it. Concurrent Appends share one write. The gate appends the record of a
+// request it forwarded before the answer's last byte leaves it, so that no client holds an
+// answer whose record a killed gate never wrote. Errors and ctx as for Write.
+func (w *Writer) Append(ctx context.Context, r *Record) error {
+	return w.await(ctx, r, false)
+}
+
+// await queues r for Write (sync) or Append and waits for the committer's word.
+func (w *Writer) await(ctx context.Context, r *Record, sync bool) error {
 	it := w.items.Get().(*item)
 	it.rec = *r
 	if it.rec.Time.IsZero() {
 		it.rec.Time = w.now()
 	}
 	it.refs.Store(2)
-	it.wait = true
+	it.wait, it.sync = true, sync
 	if !w.enqueue(it) {
 		return ErrClosed
 	}
@@ -295,7 +311,7 @@ func (w *Writer) Submit(r *Record) {
 		it.rec.Time = w.now()
 	}
 	it.refs.Store(1)
-	it.wait = false
+	it.wait, it.sync = false, false
 	if !w.enqueue(it) {
 		w.log.Error("audit record submitted after close: lost", "id", r.ID)
 	}
@@ -607,7 +623,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	needSync := false
 	var wrote int64
 	for i, it := range items {
-		needSync = needSync || it.wait
+		needSync = needSync || it.sync
 		start := len(buf)
 		seq++
 		buf = it.rec.appendFields(buf)

@@ -240,7 +240,7 @@ func commitBatch(w *Writer, recs []Record) []error {
 		it := w.items.Get().(*item)
 		it.rec = r
 		it.refs.Store(2)
-		it.wait = true
+		it.wait, it.sync = true, true
 		items = append(items, it)
 	}
 	w.queue = append(w.queue, items...)

@@ -20,6 +20,7 @@ func Assess(f *Facts) *Report {
 		r.add(Error, "stack", "%s", f.Stack)
 	}
 	assessVersion(r, f)
+	assessRestarts(r, f)
 	assessContainers(r, f)
 	assessCA(r, f)
 	assessSigner(r, f)

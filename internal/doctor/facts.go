@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
@@ -18,6 +19,9 @@ type Facts struct {
 	// lox that started the local stack, from its up.json ("" in compose, or an older up.json).
 	Version      string `json:"version,omitempty"`
 	StackVersion string `json:"stack_version,omitempty"`
+
+	// Supervision is what lox run's supervisor wrote in up.json (local only).
+	Supervision *SupervisionFacts `json:"supervision,omitempty"`
 
 	CA      *CAFacts      `json:"ca,omitempty"`
 	Signer  *SignerFacts  `json:"signer,omitempty"`
@@ -85,6 +89,15 @@ type InjectRule struct {
 	Name   string   `json:"name"`
 	Hosts  []string `json:"hosts"`
 	Secret string   `json:"secret"`
+}
+
+// SupervisionFacts: the local stack's processes as lox run's supervisor keeps them.
+type SupervisionFacts struct {
+	Started time.Time `json:"started"` // when the stack came up
+	Logs    string    `json:"logs"`    // the processes' logs
+	// Restarts are the processes lox restarted ("signer", "console", "gate"); one that never
+	// exited is not in it.
+	Restarts map[string]restarts.Tally `json:"restarts,omitempty"`
 }
 
 // CAFacts: the certificate agents trust and the key the signer holds.

@@ -37,6 +37,7 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 		return f
 	}
 	f.StackVersion = up.Version
+	f.Supervision = &SupervisionFacts{Started: up.Started, Logs: up.Logs, Restarts: up.Restarts}
 	if up.CACert != "" {
 		s.CACert = up.CACert
 		s.CAKey = filepath.Join(filepath.Dir(up.CACert), "ca-key.pem")

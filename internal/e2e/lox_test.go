@@ -39,20 +39,6 @@ func TestLoxStopsEverythingOnSIGTERM(t *testing.T) {
 	}
 }
 
-func TestLoxStopsWhenTheGateDies(t *testing.T) {
-	r := startStack(t, minimalPolicy)
-	syscall.Kill(r.up.PIDs["gate"], syscall.SIGKILL)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("lox kept running without its gate")
-	}
-	if r.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(r.out.String(), "the gate exited") {
-		t.Errorf("exit %d, output:\n%s", r.cmd.ProcessState.ExitCode(), r.out)
-	}
-	testkit.WaitFor(t, 5*time.Second, "console gone", func() bool { return !alive(r.up.PIDs["console"]) })
-}
-
 func TestLoxRefusesAnInvalidPolicy(t *testing.T) {
 	state := t.TempDir()
 	pol := filepath.Join(state, "bad.toml")

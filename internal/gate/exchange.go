@@ -123,13 +123,20 @@ func (ex *exchange) fill(status int, bytesOut int64, detail string) {
 	}
 }
 
-// finish queues the audit record of a request whose response has been sent.
+// finish writes the audit record of a request whose response is complete but for what is
+// still on its way to the client, and returns once the record is in the audit file (not
+// fsync'ed: Auditor.Append): a gate killed after it loses no record of an answer a client got.
+// Many requests' records share one write.
 func (ex *exchange) finish(status int, bytesOut int64, detail string) {
 	if ex.recorded.Swap(true) {
 		return
 	}
 	ex.fill(status, bytesOut, detail)
-	ex.g.audit.Submit(&ex.rec)
+	ctx, cancel := context.WithTimeout(context.Background(), auditWait)
+	defer cancel()
+	if err := ex.g.audit.Append(ctx, &ex.rec); err != nil {
+		ex.g.log.Error("audit write failed", logID, ex.rec.ID, "err", err)
+	}
 	ex.g.logRecord(&ex.rec)
 }
 
@@ -182,18 +189,33 @@ type countingBody struct {
 	rc     io.ReadCloser
 	ex     *exchange
 	status int
+	length int64 // the response's Content-Length; -1 when unknown
 	n      int64
+	done   atomic.Bool // the exchange is recorded
 }
 
+// Read counts the bytes of the body; the read that brings its last bytes (the Content-Length
+// reached, or the end) records the exchange before it returns them, so that its record is in
+// the audit before the client can hold the whole answer.
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
+	if err == io.EOF || (b.length >= 0 && b.n >= b.length) {
+		b.record()
+	}
 	return n, err
 }
 
 func (b *countingBody) Close() error {
 	err := b.rc.Close()
+	b.record()
+	return err
+}
+
+func (b *countingBody) record() {
+	if b.done.Swap(true) {
+		return
+	}
 	b.ex.g.exfil.Replied(b.ex.target.Host, b.n)
 	b.ex.finish(b.status, b.n, "")
-	return err
 }

@@ -35,6 +35,9 @@ import (
 type Auditor interface {
 	// Write returns once the record is on disk.
 	Write(ctx context.Context, r *audit.Record) error
+	// Append returns once the record is in its file (the kernel has it: a killed gate loses
+	// it not), its fsync following soon.
+	Append(ctx context.Context, r *audit.Record) error
 	// Submit queues the record without waiting.
 	Submit(r *audit.Record)
 	// Healthy is nil while writes succeed.

@@ -317,6 +317,48 @@ func TestRefusalIsAuditedBeforeTheAnswer(t *testing.T) {
 	}
 }
 
+// TestForwardedIsAuditedBeforeItsLastByte reads the audit as soon as a forwarded answer is
+// complete, small, large (its last bytes written through before the handler returns) or
+// streamed without a length: the record must already be in the file, so that a gate killed at
+// that moment has lost no record of an answer its client holds.
+func TestForwardedIsAuditedBeforeItsLastByte(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	tg := startGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/big/"):
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+			w.Write(big)
+		case strings.HasPrefix(r.URL.Path, "/stream/"):
+			for range 3 {
+				w.Write([]byte("part "))
+				w.(http.Flusher).Flush()
+			}
+		default:
+			fmt.Fprintf(w, "ok %s", r.URL.Path)
+		}
+	}))
+	for i := range 30 {
+		path := []string{"/small/", "/big/", "/stream/"}[i%3] + fmt.Sprint(i)
+		resp, err := tg.client().Get(tg.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) == 0 {
+			t.Fatalf("%s: %d, %d bytes, %v", path, resp.StatusCode, len(body), err)
+		}
+		id := resp.Header.Get(HeaderRequest)
+		found := false
+		for _, m := range tg.records(t) {
+			found = found || (m["id"] == id && m["status"] == float64(200) && m["bytes_out"] == float64(len(body)))
+		}
+		if !found {
+			t.Fatalf("%s: answer %s complete before its record (status 200, %d bytes out) was in the audit", path, id, len(body))
+		}
+	}
+}
+
 // TestLongStreamKeepsGoing sends a slow stream that outlasts the gate's header and idle
 // timeouts; while it moves, it is not cut.
 func TestLongStreamKeepsGoing(t *testing.T) {

@@ -152,7 +152,7 @@ func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Respons
 	stripHopResponse(resp)
 	resp.Header.Set(HeaderRequest, ex.rec.ID)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode}
+		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode, length: resp.ContentLength}
 	}
 	return resp, nil
 }

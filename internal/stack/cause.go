@@ -24,9 +24,15 @@ const (
 // startError is the error of a child that did not come up: why waiting for it ended, the last
 // lines it wrote to its log in this run, and the fix lockhttp knows for them.
 func startError(c *child, what string, cause error, o Options) error {
+	return exitError(c, fmt.Sprintf("%s did not come up: %v", what, cause), o)
+}
+
+// exitError is the error of a child that ended the stack, headline first: the last lines it
+// wrote to its log in its run, and the fix lockhttp knows for them.
+func exitError(c *child, headline string, o Options) error {
 	lines := logTail(c.log, c.logFrom)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s did not come up: %v", what, cause)
+	b.WriteString(headline)
 	if len(lines) == 0 {
 		fmt.Fprintf(&b, "; %s holds nothing of this run", c.log)
 		return fmt.Errorf("%s", b.String())
@@ -145,6 +151,8 @@ func hint(name string, lines []string, o Options) string {
 		case strings.Contains(text, "permission denied"):
 			return fmt.Sprintf("--roots %s cannot be read by this user: chmod a+r it, or copy it where it can be", o.Roots)
 		}
+	case name == "signer" && strings.Contains(text, "load CA") && !strings.Contains(text, "fix:"):
+		return fmt.Sprintf("the CA in %s does not load: restore ca.pem and ca-key.pem together from your backup; never make a new CA to fix this, every agent trusts this one (docs/deploy.md, \"Replacing the CA\")", filepath.Join(filepath.Clean(o.StateDir), "ca"))
 	case strings.Contains(text, ".sock") && strings.Contains(text, "invalid argument"):
 		return fmt.Sprintf("the path of a unix socket in %s is longer than the 107 bytes the system allows: use a shorter --state", filepath.Clean(o.StateDir))
 	}

@@ -30,6 +30,8 @@ func TestHint(t *testing.T) {
 		{"roots unreadable", "gate", "gate: -roots: open /etc/roots.pem: permission denied", o, "cannot be read"},
 		{"a socket path too long", "signer", "signer serve: listen on /a/long/state/signer.sock: listen unix /a/long/state/signer.sock: bind: invalid argument", o,
 			"longer than the 107 bytes the system allows: use a shorter --state"},
+		{"the CA's key damaged", "signer", "signer serve: load CA: /a/long/state/ca/ca-key.pem holds no PRIVATE KEY (PKCS#8) PEM block", o,
+			"the CA in /a/long/state/ca does not load: restore ca.pem and ca-key.pem together from your backup; never make a new CA"},
 		{"a line that says its own fix", "signer", "signer serve: load CA: the key in ca-key.pem does not match; fix: restore", o, ""},
 		{"the signer's socket is no address", "signer", "bind: address already in use", o, ""},
 	}

@@ -66,7 +66,7 @@ func TestClaudeKey(t *testing.T) {
 					t.Errorf("entry %s lost", k)
 				}
 			}
-			args, err := gateArgs(o, up, "/s/tok", "/s/hub-key.pem")
+			args, err := gateArgs(o, o.Listen, up, "/s/tok", "/s/hub-key.pem")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestClaudeKey(t *testing.T) {
 		})
 	}
 	o := Options{Listen: "127.0.0.1:0"}
-	if args, _ := gateArgs(o, up, "/s/tok", "/s/k.pem"); slices.Contains(args, "-secrets") {
+	if args, _ := gateArgs(o, o.Listen, up, "/s/tok", "/s/k.pem"); slices.Contains(args, "-secrets") {
 		t.Errorf("-secrets without a secrets file: %q", args)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 	"github.com/lockhttp/lockhttp/shipped"
 )
@@ -62,6 +63,10 @@ type Options struct {
 	Headless bool
 	// Follow prints a line per audit record (headless only).
 	Follow bool
+	// RestartDelay is how long lox waits before it restarts a process of the stack that exited
+	// for the first time within a minute; each further exit within the minute doubles it, and
+	// the fifth stops the stack (restarts.Limit, restarts.Window). Zero: DefaultRestartDelay.
+	RestartDelay time.Duration
 	// Agent, when set, is a command started once the stack is up, as a uid of its own; the stack
 	// stops when it exits. It implies Headless, and lox's own lines go to Stderr: the command has
 	// Stdout.
@@ -90,6 +95,9 @@ type Up struct {
 	// Version is the build of the lox that started the stack (buildinfo.Info.String), which
 	// starts the signer, console and gate found next to it.
 	Version string `json:"version"`
+	// Restarts are the processes lox restarted since the stack started ("signer", "console",
+	// "gate"): how often, and how each last exited. A process that never exited is not in it.
+	Restarts map[string]restarts.Tally `json:"restarts,omitempty"`
 }
 
 // UpFile is the name of up.json in the state directory.
@@ -98,19 +106,24 @@ const UpFile = "up.json"
 type child struct {
 	name    string
 	cmd     *exec.Cmd
+	pid     int
 	log     string // the log file its stderr goes to
 	logFrom int64  // the log's size when it started: this run's lines follow
 	done    chan struct{}
-	err     error
+	// Set before done is closed: how it exited (cmd.Wait's error), and when.
+	err      error
+	exitedAt time.Time
 }
 
 // defaultHubListen is the hub's address when Options.HubListen is empty.
 const defaultHubListen = "127.0.0.1:3131"
 
 // Run starts the stack, writes up.json when the gate is deciding with the console's policy, and
-// runs until ctx ends or a process of the stack exits; then it stops the others and removes
-// up.json. With an Agent it runs until the agent's command exits, and returns an *ExitError
-// when that did not succeed.
+// runs until ctx ends; then it stops the processes and removes up.json. A process of the stack
+// that exits is restarted (supervisor); one that exits restarts.Limit times within
+// restarts.Window stops the stack, and Run returns an error with its last lines. Without
+// Headless, the person quitting the console's terminal UI stops the stack too. With an Agent it
+// runs until the agent's command exits, and returns an *ExitError when that did not succeed.
 func Run(ctx context.Context, o Options) error {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
@@ -195,13 +208,19 @@ func Run(ctx context.Context, o Options) error {
 		PIDs:          map[string]int{"lox": os.Getpid()},
 		Version:       buildinfo.Read().String(),
 	}
-	var children []*child
-	stopAll := func() {
-		for i := len(children) - 1; i >= 0; i-- {
-			stop(children[i])
-		}
-		removeOwnUp(state)
+	loxLog, llog, err := openLoxLog(up.Logs)
+	if err != nil {
+		return err
 	}
+	defer loxLog.Close()
+	s := &supervisor{o: o, up: up, state: state, log: llog, delay: o.RestartDelay, now: time.Now, kick: make(chan struct{}, 1)}
+	if s.delay <= 0 {
+		s.delay = DefaultRestartDelay
+	}
+	if o.Headless {
+		s.out = out
+	}
+	up.Restarts = map[string]restarts.Tally{}
 	if createCA {
 		msg, err := exec.Command(bins["signer"], "init", "--dir", caDir).CombinedOutput()
 		if err != nil {
@@ -214,86 +233,142 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	// The three processes, in the order they start. A restart starts the same command line,
+	// with the addresses the first start resolved (a port the system picked stays the same).
 	signerArgs := []string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}
 	if os.Geteuid() == 0 {
 		signerArgs = append(signerArgs, "--dev")
 	}
-	signer, err := start("signer", bins["signer"], filepath.Join(up.Logs, "signer.log"), nil, signerArgs...)
-	if err != nil {
-		return err
-	}
-	children = append(children, signer)
-	if err := waitFor(ctx, signer, 15*time.Second, func() bool { return get(up.SignerSocket, "/health") == nil }); err != nil {
-		stopAll()
-		return startError(signer, "the signer", err, o)
-	}
+	signerLog := filepath.Join(up.Logs, "signer.log")
+	signerProc := &proc{name: "signer", what: "the signer",
+		start: func() (*child, error) { return start("signer", bins["signer"], signerLog, nil, signerArgs...) },
+		ready: func(ctx context.Context, c *child) error {
+			return waitFor(ctx, c, readyTimeout, func() bool { return get(up.SignerSocket, "/health") == nil })
+		}}
 	hubListen := o.HubListen
 	if hubListen == "" {
 		hubListen = defaultHubListen
 	}
 	hubKey := filepath.Join(state, "hub-key.pem")
 	hubGateToken := filepath.Join(state, "hub-gate.token")
-	consoleArgs := []string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
-		"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
-		"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL)}
-	var console *child
-	if o.Headless {
-		console, err = start("console", bins["console"], filepath.Join(up.Logs, "console.log"), out, consoleArgs...)
-	} else {
-		// The console's terminal UI owns this terminal: same process group (the foreground one),
-		// this process's stdin and stdout.
-		console, err = startInteractive("console", bins["console"], filepath.Join(up.Logs, "console.log"), append(consoleArgs, "-tui")...)
+	consoleArgs := func() []string {
+		return []string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
+			"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
+			"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL),
+			"-supervisor-uid", strconv.Itoa(os.Geteuid())}
 	}
-	if err != nil {
-		stopAll()
-		return err
-	}
-	children = append(children, console)
+	consoleLog := filepath.Join(up.Logs, "console.log")
 	var cst struct {
 		Hub string `json:"hub"`
 	}
-	if err := waitFor(ctx, console, 15*time.Second, func() bool {
-		return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
-	}); err != nil {
-		stopAll()
-		return startError(console, "the console", err, o)
+	consoleProc := &proc{name: "console", what: "the console",
+		ready: func(ctx context.Context, c *child) error {
+			return waitFor(ctx, c, readyTimeout, func() bool {
+				return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
+			})
+		}}
+	var tty *terminalState
+	if o.Headless {
+		consoleProc.start = func() (*child, error) {
+			return start("console", bins["console"], consoleLog, out, consoleArgs()...)
+		}
+	} else {
+		// The console's terminal UI owns this terminal: same process group (the foreground one),
+		// this process's stdin and stdout. Its clean exit is the person quitting: the stack stops.
+		tty = saveTerminal(os.Stdin)
+		consoleProc.start = func() (*child, error) {
+			return startInteractive("console", bins["console"], consoleLog, append(consoleArgs(), "-tui")...)
+		}
+		consoleProc.quit = func(c *child) bool { return c.err == nil }
 	}
-	up.Hub = "http://" + cst.Hub
-	gargs, err := gateArgs(o, up, hubGateToken, hubKey)
-	if err != nil {
+	gateListen := o.Listen
+	var st gate.Status
+	gateProc := &proc{name: "gate", what: "the gate",
+		start: func() (*child, error) {
+			gargs, err := gateArgs(o, gateListen, up, hubGateToken, hubKey)
+			if err != nil {
+				return nil, err
+			}
+			return start("gate", bins["gate"], filepath.Join(up.Logs, "gate.log"), nil, gargs...)
+		},
+		// A restarted gate is up once it serves: until it has fetched the console's policy it
+		// refuses every request (E_NO_CONSOLE, no-policy).
+		ready: func(ctx context.Context, c *child) error {
+			return waitFor(ctx, c, readyTimeout, func() bool {
+				return getJSON(up.GateSocket, "/status", &st) == nil && st.Listen != ""
+			})
+		}}
+	s.procs = []*proc{signerProc, consoleProc, gateProc}
+	// A terminal UI's console that crashed (and did not come back) leaves the terminal in raw
+	// mode on the alternate screen: lox gives it back before its own last lines.
+	giveBack := func() {
+		if c := consoleProc.cur; tty != nil && c != nil {
+			select {
+			case <-c.done:
+				if c.err != nil {
+					tty.restore(os.Stdout)
+				}
+				tty = nil
+			default: // still running: it gives the terminal back itself when it stops
+			}
+		}
+	}
+	defer giveBack()
+	stopAll := func() {
+		s.stopAll()
+		removeOwnUp(state)
+	}
+	if signerProc.cur, err = signerProc.start(); err != nil {
+		return err
+	}
+	if err := signerProc.ready(ctx, signerProc.cur); err != nil {
+		stopAll()
+		return startError(signerProc.cur, "the signer", err, o)
+	}
+	if consoleProc.cur, err = consoleProc.start(); err != nil {
 		stopAll()
 		return err
 	}
+	if err := consoleProc.ready(ctx, consoleProc.cur); err != nil {
+		stopAll()
+		return startError(consoleProc.cur, "the console", err, o)
+	}
+	hubListen = cst.Hub
+	up.Hub = "http://" + cst.Hub
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
 	}
-	g, err := start("gate", bins["gate"], filepath.Join(up.Logs, "gate.log"), nil, gargs...)
-	if err != nil {
+	if gateProc.cur, err = gateProc.start(); err != nil {
 		stopAll()
 		return err
 	}
-	children = append(children, g)
-	var st gate.Status
-	if err := waitFor(ctx, g, 15*time.Second, func() bool {
+	// The first start waits until the gate decides with the console's policy.
+	if err := waitFor(ctx, gateProc.cur, readyTimeout, func() bool {
 		return getJSON(up.GateSocket, "/status", &st) == nil && st.PolicyVersion != ""
 	}); err != nil {
 		stopAll()
-		return startError(g, "the gate", err, o)
+		return startError(gateProc.cur, "the gate", err, o)
 	}
+	gateListen = st.Listen
+	// A restart's failure names the addresses as they are, not as given (127.0.0.1:0).
+	s.o.Listen, s.o.HubListen = st.Listen, cst.Hub
 	up.Listen = st.Listen
 	up.Gate = "http://" + st.Listen
-	up.PIDs["console"] = console.cmd.Process.Pid
-	up.PIDs["gate"] = g.cmd.Process.Pid
-	up.PIDs["signer"] = signer.cmd.Process.Pid
+	for _, p := range s.procs {
+		up.PIDs[p.name] = p.cur.pid
+	}
 	up.Started = time.Now().UTC()
 	if err := writeUp(state, up); err != nil {
 		stopAll()
 		return err
 	}
+	llog.Info("stack up", "gate", up.Gate, "hub", up.Hub, "pids", up.PIDs)
 	if o.Headless {
 		banner(out, up, st.PolicyVersion)
 	}
-	var agentDone <-chan struct{}
+	// The supervision ends with ctx, or when the agent's command exits.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
 	if ag != nil {
 		proxyURL := agentProxyURL(o.Agent.Name, st.Listen)
 		fmt.Fprintf(out, "lox: starting %s as uid %d in %s, through %s\n", display.Line(strings.Join(o.Agent.Argv, " "), 120), o.Agent.UID, ag.dir, proxyURL)
@@ -301,7 +376,13 @@ func Run(ctx context.Context, o Options) error {
 			stopAll()
 			return err
 		}
-		agentDone = ag.done
+		go func() {
+			select {
+			case <-ag.done:
+				scancel()
+			case <-sctx.Done():
+			}
+		}()
 		up.PIDs["agent"] = int(ag.pid.Load())
 		if err := writeUp(state, up); err != nil {
 			fmt.Fprintln(o.Stderr, "lox:", err)
@@ -313,21 +394,9 @@ func Run(ctx context.Context, o Options) error {
 		tailWG.Add(1)
 		go func() { defer tailWG.Done(); tailAudit(tctx, up.AuditDir, out) }()
 	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-		// With an agent, lox's signals go to the command; only the caller's ctx ends here.
-	case <-agentDone:
-	case <-console.done:
-		if console.err != nil || o.Headless {
-			runErr = fmt.Errorf("the console exited (%v); see %s", console.err, filepath.Join(up.Logs, "console.log"))
-		}
-		// Without an error, the person at the terminal quit: stop the stack.
-	case <-g.done:
-		runErr = fmt.Errorf("the gate exited (%v); see %s", g.err, filepath.Join(up.Logs, "gate.log"))
-	case <-signer.done:
-		runErr = fmt.Errorf("the signer exited (%v); see %s", signer.err, filepath.Join(up.Logs, "signer.log"))
-	}
+	// With an agent, lox's signals go to the command; only the caller's ctx ends here.
+	runErr := s.run(sctx)
+	scancel()
 	if ag != nil {
 		ag.terminate()
 		ag.sweep()
@@ -335,6 +404,8 @@ func Run(ctx context.Context, o Options) error {
 	tcancel()
 	tailWG.Wait()
 	stopAll()
+	giveBack()
+	llog.Info("stack stopped", "err", fmt.Sprint(runErr))
 	fmt.Fprintln(out, "lox: stopped")
 	if runErr != nil || ag == nil {
 		return runErr
@@ -349,8 +420,8 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // gateArgs are the gate's command line.
-func gateArgs(o Options, up *Up, hubGateToken, hubKey string) ([]string, error) {
-	args := []string{"-listen", o.Listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket,
+func gateArgs(o Options, listen string, up *Up, hubGateToken, hubKey string) ([]string, error) {
+	args := []string{"-listen", listen, "-console", up.ConsoleSocket, "-audit", up.AuditDir, "-admin", up.GateSocket, "-signer", up.SignerSocket,
 		"-hub", up.Hub, "-hub-token", hubGateToken, "-hub-key", hubKey + ".pub"}
 	if o.Roots != "" {
 		args = append(args, "-roots", o.Roots)
@@ -492,9 +563,10 @@ func start(name, bin, logPath string, stdout io.Writer, args ...string) (*child,
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, pid: cmd.Process.Pid, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
+		c.exitedAt = time.Now()
 		logf.Close()
 		close(c.done)
 	}()
@@ -515,9 +587,10 @@ func startInteractive(name, bin, logPath string, args ...string) (*child, error)
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: logPath, logFrom: from, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, pid: cmd.Process.Pid, log: logPath, logFrom: from, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
+		c.exitedAt = time.Now()
 		logf.Close()
 		close(c.done)
 	}()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
 
@@ -30,6 +31,10 @@ type Config struct {
 	// Traffic is the gate's decisions as they happen (FREE and DENY ones too), shown with the
 	// humans' decisions under the tickets. Nil: the humans' decisions only.
 	Traffic *traffic.Log
+	// Restarts returns lox's restarts of the stack's processes, the latest first: the header
+	// counts them and the recent decisions show each, whatever the filter (an operator must
+	// see them). Nil: none (a console that lox does not supervise).
+	Restarts func() []restarts.Report
 	// User is the person at this terminal; decisions are made as "terminal:<User>", the name
 	// as hub.CleanName leaves it. Empty: decisions are made as "terminal".
 	User string
@@ -151,6 +156,7 @@ type model struct {
 	pairing  func() (string, error)
 	commands map[string]func([]string) (string, error)
 	status   func() []string
+	restarts func() []restarts.Report
 	now      func() time.Time
 	st       styles
 	keys     keyMap
@@ -174,8 +180,9 @@ type model struct {
 	recent      []hub.Ticket
 	gate        hub.GateState
 	statusLines []string
-	entries     []traffic.Entry // the gate's latest decisions that filter shows, newest first
-	dropped     int             // the gate's decisions it could not send
+	entries     []traffic.Entry   // the gate's latest decisions that filter shows, newest first
+	restarted   []restarts.Report // lox's restarts, the latest first
+	dropped     int               // the gate's decisions it could not send
 
 	filter traffic.Filter // of the recent decisions: all, refused, asks
 
@@ -206,7 +213,7 @@ type model struct {
 
 func newModel(c Config, r *lipgloss.Renderer) *model {
 	m := &model{
-		hub: c.Hub, traffic: c.Traffic, by: byOf(c.User), pairing: c.PairingURL, commands: c.Commands, status: c.Status, now: c.Now,
+		hub: c.Hub, traffic: c.Traffic, by: byOf(c.User), pairing: c.PairingURL, commands: c.Commands, status: c.Status, restarts: c.Restarts, now: c.Now,
 		st: newStyles(r), keys: newKeyMap(), tickEvery: time.Second,
 	}
 	if m.now == nil {
@@ -347,6 +354,9 @@ func (m *model) refresh() {
 	m.gate = m.hub.GateState()
 	if m.status != nil {
 		m.statusLines = m.status()
+	}
+	if m.restarts != nil {
+		m.restarted = m.restarts()
 	}
 	if m.indexOf(m.selected) < 0 && len(m.pending) > 0 {
 		// The selected ticket left (or there was none): select the one in its place, and refuse

@@ -13,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
 
@@ -198,7 +199,35 @@ func (m *model) headerLine(w int) string {
 		}
 		parts = append(parts, gs...)
 	}
+	if r := m.restartsPart(); r != "" {
+		parts = append(parts, r)
+	}
 	return st.title.Render("lockhttp") + " │ " + count + " │ " + strings.Join(parts, " · ")
+}
+
+// restartsPart is the header's word on lox's restarts: how often each process was restarted
+// since the stack started (from the latest report), in red while the latest is under a minute
+// old or lox gave up; "" when none was.
+func (m *model) restartsPart() string {
+	if len(m.restarted) == 0 {
+		return ""
+	}
+	last := m.restarted[0]
+	var ps []string
+	for _, p := range restarts.Processes {
+		if n := last.Totals[p]; n > 0 {
+			ps = append(ps, fmt.Sprintf("%s %d", p, n))
+		}
+	}
+	s := "restarted " + strings.Join(ps, ", ")
+	if last.Stopped {
+		s = display.Escape(last.Process, false) + " keeps exiting: stopping"
+	}
+	s += " (last " + last.Exited.In(m.now().Location()).Format("15:04:05") + ")"
+	if last.Stopped || m.now().Sub(last.Exited) < restarts.Window {
+		return m.st.bad.Render(s)
+	}
+	return m.st.warn.Render(s)
 }
 
 // health colours one of the gate's "ok" / error fields, escaped already.
@@ -309,6 +338,8 @@ func (m *model) listBody(w, rows int) []string {
 		for i := 0; i < len(recent) && i < recentRows; i++ {
 			if r := recent[i]; r.ticket != nil {
 				out = append(out, m.recentLine(*r.ticket))
+			} else if r.restart != nil {
+				out = append(out, m.restartLine(*r.restart))
 			} else {
 				out = append(out, m.trafficLine(*r.entry))
 			}
@@ -320,9 +351,10 @@ func (m *model) listBody(w, rows int) []string {
 // recentRow is one line of the recent decisions: a human's decision (or an expiry) on a ticket,
 // or a decision of the gate.
 type recentRow struct {
-	at     time.Time
-	ticket *hub.Ticket
-	entry  *traffic.Entry
+	at      time.Time
+	ticket  *hub.Ticket
+	entry   *traffic.Entry
+	restart *restarts.Report
 }
 
 // recentRows are the recent decisions the filter shows, latest first: the gate's (every request
@@ -341,6 +373,9 @@ func (m *model) recentRows() []recentRow {
 	}
 	for i := range m.entries {
 		rows = append(rows, recentRow{at: m.entries[i].Time, entry: &m.entries[i]})
+	}
+	for i := range m.restarted {
+		rows = append(rows, recentRow{at: m.restarted[i].Exited, restart: &m.restarted[i]})
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at.After(rows[j].at) })
 	return rows
@@ -404,6 +439,22 @@ func (m *model) trafficLine(e traffic.Entry) string {
 	}
 	if len(tail) > 0 {
 		line += m.st.faint.Render("  " + strings.Join(tail, " "))
+	}
+	return line
+}
+
+// restartLine is one of lox's restarts: time, RESTART (or STOP when lox gave up), the process,
+// how it exited, and what took its place.
+func (m *model) restartLine(r restarts.Report) string {
+	x := func(s string) string { return display.Escape(s, false) }
+	verdict, then := "RESTART", fmt.Sprintf("restarted as pid %d (restart %d)", r.NewPID, r.Totals[r.Process])
+	if r.Stopped {
+		verdict, then = "STOP", fmt.Sprintf("exited %d times within %s: the stack stops", restarts.Limit, restarts.Window)
+	}
+	line := "  " + r.Exited.In(m.now().Location()).Format("15:04:05") + "  " + m.st.bad.Render(padRight(verdict, 8)) + "  " +
+		padRight(ansi.Truncate(x(r.Process), 20, "…"), 20) + "  " + fmt.Sprintf("pid %d exited (%s); %s", r.PID, x(r.Exit), then)
+	if r.Line != "" {
+		line += m.st.faint.Render("  — " + x(r.Line))
 	}
 	return line
 }
