@@ -384,6 +384,11 @@ func (s *Server) listPending(w http.ResponseWriter, r *http.Request) {
 	if next != "" {
 		w.Header().Set(hub.HeaderNext, next)
 	}
+	if r.URL.Query().Get("paged") != "" {
+		// The page's own reader: the tickets and the next cursor in one object.
+		httpjson.Write(w, http.StatusOK, pendingPage{Tickets: viewsOf(page), Next: next})
+		return
+	}
 	httpjson.Write(w, http.StatusOK, viewsOf(page))
 }
 
@@ -402,6 +407,12 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 
 // stateMsg is this session's view of the hub: GET /phone/v1/state, and the websocket's first
 // message (type "snapshot", with the tickets).
+// pendingPage is a page of pending tickets as the phone page reads it (?paged=1).
+type pendingPage struct {
+	Tickets []ticketView `json:"tickets"`
+	Next    string       `json:"next,omitempty"`
+}
+
 type stateMsg struct {
 	Type    string       `json:"type,omitempty"`
 	Session string       `json:"session"`
@@ -409,7 +420,10 @@ type stateMsg struct {
 	NowMS   int64        `json:"now_ms"`
 	Gate    gateView     `json:"gate"`
 	Pending []ticketView `json:"pending,omitempty"`
-	Recent  []ticketView `json:"recent,omitempty"`
+	// PendingNext is the cursor of the next page of pending tickets when Pending is not all of
+	// them: the page reads the rest from GET /phone/v1/tickets?cursor=, a page at a time.
+	PendingNext string       `json:"pending_next,omitempty"`
+	Recent      []ticketView `json:"recent,omitempty"`
 }
 
 func (s *Server) getState(w http.ResponseWriter, r *http.Request) {

@@ -7,11 +7,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -973,5 +975,54 @@ func TestLogHasNoTokens(t *testing.T) {
 		if strings.Contains(log, secret) {
 			t.Fatalf("the log holds a token:\n%s", log)
 		}
+	}
+}
+
+// More pending tickets than a page: the snapshot carries the newest page and the cursor of the
+// next, and the list answers page after page until every ticket was read once.
+func TestPendingPaged(t *testing.T) {
+	e := newEnv(t, false)
+	tok := e.pair("pixel")
+	for i := 0; i < hub.DefaultPage+30; i++ {
+		e.ask(fmt.Sprintf("https://api.example.com/w/%d", i), "{}")
+	}
+	c, _, err := wsDial(e, e.origin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.WriteJSON(map[string]string{"type": "auth", "token": tok})
+	snap := readMsg(t, c)
+	pend, _ := snap["pending"].([]any)
+	next, _ := snap["pending_next"].(string)
+	if len(pend) != hub.DefaultPage || next == "" {
+		t.Fatalf("snapshot: %d pending, next %q; want a page and a cursor", len(pend), next)
+	}
+	seen := map[string]bool{}
+	for _, p := range pend {
+		seen[p.(map[string]any)["id"].(string)] = true
+	}
+	for pages := 0; next != "" && pages < 10; pages++ {
+		resp, data := e.do("GET", "/phone/v1/tickets?paged=1&limit=20&cursor="+url.QueryEscape(next), tok, e.origin(), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("page: %d %s", resp.StatusCode, data)
+		}
+		var page struct {
+			Tickets []struct{ ID string } `json:"tickets"`
+			Next    string                `json:"next"`
+		}
+		if err := json.Unmarshal(data, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page.Tickets {
+			if seen[tk.ID] {
+				t.Fatalf("ticket %s twice", tk.ID)
+			}
+			seen[tk.ID] = true
+		}
+		next = page.Next
+	}
+	if len(seen) != hub.DefaultPage+30 || next != "" {
+		t.Fatalf("read %d tickets (next %q), want all %d", len(seen), next, hub.DefaultPage+30)
 	}
 }

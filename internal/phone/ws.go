@@ -130,8 +130,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// event twice harmlessly.
 	events, cancel := s.hub.Subscribe()
 	defer cancel()
+	// The snapshot carries the newest page of the pending tickets; the page reads the rest.
+	first, next := s.hub.PendingPage(hub.DefaultPage, "")
 	snap := stateMsg{Type: "snapshot", Session: ss.ID, Device: ss.Device, NowMS: ms(s.now()),
-		Gate: gateViewOf(s.hub.GateState()), Pending: viewsOf(firstPage(s.hub)), Recent: viewsOf(s.hub.Recent(recentN))}
+		Gate: gateViewOf(s.hub.GateState()), Pending: viewsOf(first), PendingNext: next, Recent: viewsOf(s.hub.Recent(recentN))}
 	if snap.Pending == nil {
 		snap.Pending = []ticketView{}
 	}
@@ -199,11 +201,4 @@ func (s *Server) eventMsg(ev hub.Event) eventMsg {
 func write(c *websocket.Conn, v any) error {
 	c.SetWriteDeadline(time.Now().Add(wsWriteWait))
 	return c.WriteJSON(v)
-}
-
-// firstPage is the pending tickets a snapshot carries: the newest page (the page asks for the
-// rest through GET /phone/v1/tickets).
-func firstPage(h *hub.Hub) []hub.Ticket {
-	page, _ := h.PendingPage(hub.DefaultPage, "")
-	return page
 }

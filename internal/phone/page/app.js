@@ -216,6 +216,7 @@
         setText("me", state.device + " (" + state.sessionID + ")");
         state.pending.clear();
         for (const t of m.pending || []) state.pending.set(t.id, t);
+        if (m.pending_next) morePending(String(m.pending_next));
         state.recent = (m.recent || []).slice(0, RECENT_SHOWN);
         state.gate = m.gate || null;
         renderAll();
@@ -281,6 +282,23 @@
   function target(t) {
     if (t.kind === "connect") return (t.host || "") + ":" + (t.port || "");
     return t.url || "";
+  }
+
+  // morePending reads the pending tickets past the snapshot's page, a page at a time, at most
+  // MAX_PENDING in all; the events that arrive meanwhile keep the list current.
+  const MAX_PENDING = 5000;
+  async function morePending(cursor) {
+    while (cursor && state.pending.size < MAX_PENDING) {
+      const r = await api("GET", "tickets?paged=1&limit=500&cursor=" + encodeURIComponent(cursor));
+      if (r.status !== 200 || !r.data || !Array.isArray(r.data.tickets)) return;
+      for (const t of r.data.tickets) {
+        if (t.status === undefined || t.status === "pending") state.pending.set(t.id, t);
+      }
+      renderList();
+      const next = typeof r.data.next === "string" ? r.data.next : "";
+      if (next === cursor) return;
+      cursor = next;
+    }
   }
 
   function renderList() {
