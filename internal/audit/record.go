@@ -32,6 +32,7 @@ type Record struct {
 	Approver  string        // who decided the ticket: facade and name ("terminal:alice")
 	Score     float64       // the exfiltration heuristics' score (0 when not scored)
 	Findings  string        // what the heuristics or checks found, in words (masked)
+	Stream    uint32        // the HTTP/2 stream the request came on inside a decrypted tunnel (0: HTTP/1.1)
 }
 
 // timeLayout is RFC 3339 with a fixed nine-digit fraction, so lines sort and align.
@@ -40,7 +41,8 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // AppendJSON appends the record as one JSON object (no newline) with snake_case keys, in this
 // order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
 // code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
-// away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings.
+// away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings,
+// stream.
 // Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
 // present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
 // becomes U+FFFD. A Time outside years 0000-9999 yields a time string that is not RFC 3339.
@@ -90,6 +92,10 @@ func (r *Record) appendFields(b []byte) []byte {
 		b = strconv.AppendFloat(b, r.Score, 'f', 2, 64)
 	}
 	b = appendStringField(b, `,"findings":`, r.Findings)
+	if r.Stream != 0 {
+		b = append(b, `,"stream":`...)
+		b = strconv.AppendUint(b, uint64(r.Stream), 10)
+	}
 	return b
 }
 

@@ -53,7 +53,7 @@ func (g *Gate) env(pol *policy.Policy) *judge.Env {
 // arrival is what reached the gate in r: a plain proxy request, an origin-form request, or a
 // request decrypted inside a tunnel.
 func (g *Gate) arrival(r *http.Request) *judge.Arrival {
-	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header}
+	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header, HTTP2: r.ProtoMajor == 2}
 	ci := infoFrom(r.Context())
 	if ci != nil {
 		a.Source = ci.source
@@ -239,11 +239,11 @@ func sourceContainer(pol *policy.Policy, source netip.Addr) string {
 func (g *Gate) bodyReader(r *http.Request, pol *policy.Policy, container string) *bodyReader {
 	br := &bodyReader{s: &pol.Settings, held: &g.held, container: container, now: time.Now,
 		grace: orDefault(g.cfg.BodyGrace, bodyGrace), stall: orDefault(g.cfg.BodyStall, bodyStall)}
-	if ci := infoFrom(r.Context()); ci != nil {
-		br.hold = &ci.hold
-		if ci.fc != nil {
-			br.conn = ci.fc
-		}
+	br.hold = holdOf(r.Context())
+	if si := streamFrom(r.Context()); si != nil {
+		br.conn = si.rc // an HTTP/2 stream: its own deadline, the connection's other streams go on
+	} else if ci := infoFrom(r.Context()); ci != nil && ci.fc != nil {
+		br.conn = ci.fc
 	}
 	return br
 }
