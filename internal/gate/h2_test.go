@@ -3,6 +3,9 @@ package gate
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -20,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -59,6 +63,9 @@ type h2Raw struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 	auth string
+	// done and open are what wait learnt of each stream.
+	done map[uint32]bool
+	open map[uint32]*outcome
 }
 
 // rawH2 opens a CONNECT to origin.test, completes TLS with ALPN h2 only, and sends the client
@@ -130,49 +137,65 @@ type outcome struct {
 	isReset bool
 	goaway  bool
 	closed  bool
+	// lockCode is the X-LockHTTP-Code of the answer.
+	lockCode string
 }
 
-// wait reads frames until stream id ends (answered in full, reset) or the connection does. It
-// writes nothing (the answers the tests read fit the initial windows).
+// wait reads frames until stream id ends (answered in full, reset) or the connection does; what
+// it reads of other streams is kept for their own wait. It writes nothing (the answers the tests
+// read fit the initial windows).
 func (h *h2Raw) wait(id uint32) outcome {
 	h.t.Helper()
-	var o outcome
-	for {
+	if h.done == nil {
+		h.done, h.open = map[uint32]bool{}, map[uint32]*outcome{}
+	}
+	get := func(sid uint32) *outcome {
+		if h.open[sid] == nil {
+			h.open[sid] = &outcome{}
+		}
+		return h.open[sid]
+	}
+	for !h.done[id] {
 		f, err := h.fr.ReadFrame()
 		if err != nil {
 			if isTimeout(err) {
 				h.t.Fatalf("stream %d: no outcome before the deadline", id)
 			}
+			o := get(id)
 			o.closed = true
-			return o
+			return *o
 		}
 		switch f := f.(type) {
 		case *http2.GoAwayFrame:
+			o := get(id)
 			o.goaway = true
-			return o
+			return *o
 		case *http2.RSTStreamFrame:
-			if f.StreamID == id {
-				o.isReset, o.reset = true, f.ErrCode
-				return o
-			}
+			o := get(f.StreamID)
+			o.isReset, o.reset = true, f.ErrCode
+			h.done[f.StreamID] = true
 		case *http2.MetaHeadersFrame:
-			if f.StreamID == id {
-				if s := f.PseudoValue("status"); s != "" {
-					fmt.Sscan(s, &o.status)
+			o := get(f.StreamID)
+			if s := f.PseudoValue("status"); s != "" {
+				fmt.Sscan(s, &o.status)
+			}
+			for _, hf := range f.RegularFields() {
+				if hf.Name == "x-lockhttp-code" {
+					o.lockCode = hf.Value
 				}
-				if f.StreamEnded() {
-					return o
-				}
+			}
+			if f.StreamEnded() {
+				h.done[f.StreamID] = true
 			}
 		case *http2.DataFrame:
-			if f.StreamID == id {
-				o.body += string(f.Data())
-				if f.StreamEnded() {
-					return o
-				}
+			o := get(f.StreamID)
+			o.body += string(f.Data())
+			if f.StreamEnded() {
+				h.done[f.StreamID] = true
 			}
 		}
 	}
+	return *get(id)
 }
 
 // TestH2StreamsAreDecidedEachOnOneConnection: a Go client speaks HTTP/2 inside the tunnel; a
@@ -410,4 +433,105 @@ func TestH2RapidResetIsBounded(t *testing.T) {
 		t.Fatalf("%d of %d cancelled streams reached the origin", n, sent)
 	}
 	t.Logf("%d streams written before the gate closed; %d reached the origin", sent, origin.count())
+}
+
+// TestH2HeldAskHoldsOnlyItsStream: a DELETE asks a human and is held on its stream; a GET on
+// the same connection completes meanwhile; the approval releases the DELETE, which goes out.
+// With a short hold, the held stream's answer is E_PENDING and the connection goes on.
+func TestH2HeldAskHoldsOnlyItsStream(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	h, hubURL, stop := hubServer(t, "127.0.0.1:0", filepath.Join(t.TempDir(), "hub.json"), key)
+	defer stop()
+	hc := hubclient.New(hubURL, "gate-token-0123456789", key.Public().(ed25519.PublicKey), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go hc.Run(ctx)
+	origin := &countingOrigin{}
+	tg := startTLSGateWith(t, origin, func(c *Config) { c.Hub = hc })
+	testkit.WaitFor(t, 5*time.Second, "the hub", hc.Connected)
+	c := tg.h2Client()
+	u := fmt.Sprintf("https://origin.test:%d", tg.port)
+	// Open the connection first, so that both requests share it.
+	if resp, err := c.Get(u + "/warm"); err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("first GET: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	held := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest("DELETE", u+"/held", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Error(err)
+			close(held)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		held <- resp
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the DELETE's ticket", func() bool { return len(h.Pending()) == 1 })
+	resp, err := c.Get(u + "/meanwhile")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a GET while the DELETE is held: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case r := <-held:
+		t.Fatalf("the held DELETE answered before the approval: %v", r)
+	default:
+	}
+	if n := origin.count(); n != 2 {
+		t.Fatalf("the origin saw %d requests before the approval, want 2 (the GETs)", n)
+	}
+	p := h.Pending()
+	if _, err := h.Decide(p[0].ID, p[0].Fingerprint, true, "terminal:t", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := <-held
+	if r == nil || r.StatusCode != 200 || r.ProtoMajor != 2 {
+		t.Fatalf("the approved DELETE: %v", r)
+	}
+	if origin.count() != 3 {
+		t.Fatalf("the origin saw %d requests, want 3", origin.count())
+	}
+	// E_PENDING is the held stream's answer alone.
+	p2 := *tg.gate.Policy()
+	p2.Settings.Hold = 200 * time.Millisecond
+	tg.gate.SetPolicy(&p2)
+	req, _ := http.NewRequest("DELETE", u+"/pending", nil)
+	resp, err = c.Do(req)
+	if err != nil || resp.StatusCode != 403 || resp.Header.Get(HeaderCode) != "E_PENDING" {
+		t.Fatalf("a DELETE held past the hold: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if resp, err = c.Get(u + "/still"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a GET after E_PENDING: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// TestH2StalledBodyTimesOutItsStreamOnly: a stream's body stalls and is refused with
+// E_BODY_TIMEOUT on that stream; a stream opened after it on the same connection is answered
+// meanwhile, and the connection goes on.
+func TestH2StalledBodyTimesOutItsStreamOnly(t *testing.T) {
+	origin := &countingOrigin{}
+	tg := startTLSGateWith(t, origin, func(c *Config) { c.BodyStall = 300 * time.Millisecond })
+	h := tg.rawH2(t)
+	h.headers(1, false, h.get("PUT", "/slow", "content-length", "100")...)
+	h.fr.WriteData(1, false, []byte("12345"))
+	h.headers(3, true, h.get("GET", "/fast")...)
+	if o := h.wait(3); o.status != 200 {
+		t.Fatalf("the GET beside a stalled body: %+v", o)
+	}
+	if o := h.wait(1); o.status != 408 || o.lockCode != "E_BODY_TIMEOUT" {
+		t.Fatalf("the stalled stream: %+v", o)
+	}
+	h.headers(5, true, h.get("GET", "/after")...)
+	if o := h.wait(5); o.status != 200 {
+		t.Fatalf("a GET after the refusal: %+v", o)
+	}
+	if origin.count() != 2 {
+		t.Fatalf("the origin saw %d requests, want the 2 GETs", origin.count())
+	}
 }

@@ -51,6 +51,12 @@ func (anyTestResolver) LookupNetIP(context.Context, string, string) ([]netip.Add
 
 func startTLSGate(t testing.TB, handler http.Handler) *tlsGate {
 	t.Helper()
+	return startTLSGateWith(t, handler, nil)
+}
+
+// startTLSGateWith is startTLSGate with the gate's Config adjusted.
+func startTLSGateWith(t testing.TB, handler http.Handler, adjust func(*Config)) *tlsGate {
+	t.Helper()
 	dir := t.TempDir()
 	ca, err := signer.InitCA(filepath.Join(dir, "ca"), time.Now(), rand.Reader)
 	if err != nil {
@@ -89,7 +95,11 @@ func startTLSGate(t testing.TB, handler http.Handler) *tlsGate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs})
+	cfg := Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	g := New(cfg)
 	p, err := policy.Load("tls.toml", []byte(fmt.Sprintf(`version = 1
 trusted = ["origin.test", "*.bench.test"]
 [[rule]]
