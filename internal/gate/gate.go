@@ -145,6 +145,10 @@ func New(cfg Config) *Gate {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass the client's Accept-Encoding and the origin's encoding through
+		// HTTP/2 to origins that offer it by ALPN, HTTP/1.1 to the others (and always for a
+		// WebSocket upgrade): the dial is still DialContext's, through the floor, and the
+		// origin's certificate still passes RootCAs and VerifyConnection.
+		ForceAttemptHTTP2: true,
 	}
 	g.proxy = g.newProxy()
 	return g

@@ -269,15 +269,21 @@ func TestH2StreamsAreDecidedEachOnOneConnection(t *testing.T) {
 type countingOrigin struct {
 	mu sync.Mutex
 	n  int
-	// paths are the paths it was asked for.
+	// paths are the paths it was asked for; the last request's head and body.
 	paths []string
+	proto int
+	head  http.Header
+	te    []string
+	cl    int64
+	body  string
 }
 
 func (o *countingOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
+	b, _ := io.ReadAll(r.Body)
 	o.mu.Lock()
 	o.n++
 	o.paths = append(o.paths, r.URL.Path)
+	o.proto, o.head, o.te, o.cl, o.body = r.ProtoMajor, r.Header, r.TransferEncoding, r.ContentLength, string(b)
 	o.mu.Unlock()
 	io.WriteString(w, "ok")
 }
@@ -533,5 +539,102 @@ func TestH2StalledBodyTimesOutItsStreamOnly(t *testing.T) {
 	}
 	if origin.count() != 2 {
 		t.Fatalf("the origin saw %d requests, want the 2 GETs", origin.count())
+	}
+}
+
+// TestH2DowngradeToHTTP1KeepsTheFraming: HTTP/2 requests forwarded to an HTTP/1.1 origin go
+// out with one Content-Length that is the body the gate read, no Transfer-Encoding, and
+// nothing in a body or a header becomes a second request (the h2-to-h1 desync cases).
+func TestH2DowngradeToHTTP1KeepsTheFraming(t *testing.T) {
+	origin := &countingOrigin{}
+	tg := startTLSGate(t, origin)
+	smuggled := "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: origin.test\r\n\r\n"
+	for _, tc := range []struct {
+		name   string
+		send   func(h *h2Raw)
+		status int
+		body   string
+	}{
+		{"a body delimited by END_STREAM, no content-length", func(h *h2Raw) {
+			h.headers(1, false, h.get("PUT", "/a")...)
+			h.fr.WriteData(1, false, []byte("first part;"))
+			h.fr.WriteData(1, true, []byte(smuggled))
+		}, 200, "first part;" + smuggled},
+		{"a content-length that agrees", func(h *h2Raw) {
+			h.headers(1, false, h.get("PUT", "/b", "content-length", fmt.Sprint(len(smuggled)))...)
+			h.fr.WriteData(1, true, []byte(smuggled))
+		}, 200, smuggled},
+		{"a chunked-looking body is data", func(h *h2Raw) {
+			h.headers(1, false, h.get("PUT", "/c", "content-type", "text/plain")...)
+			h.fr.WriteData(1, true, []byte("5\r\nhello\r\n"+smuggled))
+		}, 200, "5\r\nhello\r\n" + smuggled},
+		{"an absolute :path to another host", func(h *h2Raw) {
+			h.headers(1, true, ":method", "GET", ":scheme", "https", ":authority", h.auth, ":path", "https://other.test/smuggled")
+		}, -1, ""},
+		{"a header name with upper case", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/d", "Transfer-Encoding", "chunked")...) }, -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := origin.count()
+			h := tg.rawH2(t)
+			tc.send(h)
+			o := h.wait(1)
+			if tc.status == -1 {
+				if !o.isReset && o.status != 400 && o.status != 403 {
+					t.Fatalf("outcome %+v: not refused", o)
+				}
+			} else if o.status != tc.status {
+				t.Fatalf("outcome %+v, want %d", o, tc.status)
+			}
+			origin.mu.Lock()
+			defer origin.mu.Unlock()
+			for _, p := range origin.paths {
+				if p == "/smuggled" {
+					t.Fatalf("a smuggled request reached the origin: %v", origin.paths)
+				}
+			}
+			if tc.status != 200 {
+				if origin.n != before {
+					t.Fatalf("the origin saw %v", origin.paths[before:])
+				}
+				return
+			}
+			if origin.n != before+1 || origin.proto != 1 {
+				t.Fatalf("the origin saw %v over HTTP/%d, want one HTTP/1.1 request", origin.paths[before:], origin.proto)
+			}
+			if origin.body != tc.body || origin.cl != int64(len(tc.body)) || len(origin.te) != 0 || len(origin.head.Values("Content-Length")) > 1 {
+				t.Fatalf("forwarded as content-length %d %v, transfer-encoding %v, body %q", origin.cl, origin.head.Values("Content-Length"), origin.te, origin.body)
+			}
+		})
+	}
+}
+
+// TestUpstreamSpeaksHTTP2ToOriginsThatOfferIt: the gate speaks HTTP/2 to an origin that offers
+// it by ALPN, whatever the client spoke to the gate, with the origin's certificate checked as
+// for HTTP/1.1.
+func TestUpstreamSpeaksHTTP2ToOriginsThatOfferIt(t *testing.T) {
+	origin := &countingOrigin{}
+	tg := startTLSGateWith(t, origin, nil)
+	// Restart the origin with h2 on, at the same address.
+	tg.origin.Close()
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", tg.port))
+	if err != nil {
+		t.Skipf("the origin's port was taken: %v", err)
+	}
+	h2o := &http.Server{Handler: origin, TLSConfig: tg.origin.TLS.Clone()}
+	h2o.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+	go h2o.ServeTLS(l, "", "")
+	t.Cleanup(func() { h2o.Close() })
+	for name, c := range map[string]*http.Client{"HTTP/1.1 client": tg.client(), "HTTP/2 client": tg.h2Client()} {
+		resp, err := c.Get(fmt.Sprintf("https://origin.test:%d/up", tg.port))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", name, resp, err)
+		}
+		resp.Body.Close()
+		origin.mu.Lock()
+		proto := origin.proto
+		origin.mu.Unlock()
+		if proto != 2 {
+			t.Fatalf("%s: the origin was asked over HTTP/%d, want HTTP/2", name, proto)
+		}
 	}
 }

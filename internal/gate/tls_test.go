@@ -107,6 +107,11 @@ name = "no-posts"
 hosts = ["origin.test"]
 methods = ["POST"]
 verdict = "deny"
+[[rule]]
+name = "puts"
+hosts = ["origin.test"]
+methods = ["PUT"]
+verdict = "free"
 [floor]
 allow_cidrs = ["127.0.0.1/32"]
 allow_ports = [%d]
