@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"io"
 	"log"
 	"net/http"
 	"net/netip"
@@ -153,7 +154,22 @@ func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Respons
 	resp.Header.Set(HeaderRequest, ex.rec.ID)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode}
+		return resp, nil
 	}
+	up, ok := resp.Body.(io.ReadWriteCloser)
+	rw := refusalWriterFrom(r.Context())
+	if !ok || rw == nil || !judge.IsWebSocket(resp.Header.Get("Upgrade")) {
+		// Only a WebSocket upgrade is passed (judge.See), and only where its frames are read.
+		resp.Body.Close()
+		return nil, errors.New("the origin switched to a protocol the gate cannot follow")
+	}
+	if d := judge.DecideSwitch(resp.Header); d != nil {
+		up.Close()
+		ex.refused(*d, g.pol.Load())
+		return g.refuse(r.Context(), r, ex, *d), nil
+	}
+	s := g.newWSSession(ex, up)
+	resp.Body, rw.ws = s, s
 	return resp, nil
 }
 

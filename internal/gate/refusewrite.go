@@ -90,6 +90,9 @@ type refusalWriter struct {
 	r       *http.Request
 	refusal *refusal // set by refuse before goproxy calls WriteHeader
 	written bool     // the refusal was written: goproxy's writes are dropped
+	// ws is the WebSocket session the origin switched to (set by roundTrip): goproxy's hijack
+	// of the agent's connection gets it wrapped, so that every frame is read.
+	ws *wsSession
 }
 
 type refusalWriterKey struct{}
@@ -134,7 +137,12 @@ func (w *refusalWriter) Flush() {
 }
 
 func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || w.ws == nil {
+		return c, brw, err
+	}
+	wc := w.ws.attach(c, brw)
+	return wc, bufio.NewReadWriter(bufio.NewReader(wc), bufio.NewWriter(wc)), nil
 }
 
 func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

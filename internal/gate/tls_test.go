@@ -27,6 +27,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/wsframe"
 )
 
 // tlsGate is a decrypting gate with a real signer on a unix socket and an HTTPS origin whose
@@ -138,19 +139,7 @@ func (tg *tlsGate) client() *http.Client {
 }
 
 func TestWebSocketInsideATunnel(t *testing.T) {
-	tg := startTLSGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "websocket" {
-			http.Error(w, "want upgrade", 400)
-			return
-		}
-		c, brw, _ := http.NewResponseController(w).Hijack()
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		line, _ := brw.ReadString('\n')
-		brw.WriteString("echo:" + line)
-		brw.Flush()
-	}))
+	tg := startTLSGate(t, http.HandlerFunc(wsEchoOrigin))
 	c, err := net.Dial("tcp", tg.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +159,9 @@ func TestWebSocketInsideATunnel(t *testing.T) {
 	if err != nil || resp.StatusCode != 101 {
 		t.Fatalf("upgrade inside the tunnel: %v %v", resp, err)
 	}
-	io.WriteString(tc, "frames pass\n")
-	if line, err := tbr.ReadString('\n'); err != nil || line != "echo:frames pass\n" {
-		t.Fatalf("after the upgrade: %q %v", line, err)
+	wsWrite(tc, wsframe.Text, true, "frames pass")
+	if _, p, err := wsRead(tbr); err != nil || p != "echo:frames pass" {
+		t.Fatalf("after the upgrade: %q %v", p, err)
 	}
 }
 

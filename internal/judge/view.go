@@ -283,13 +283,17 @@ func h2ConnectionHeader(h http.Header) string {
 }
 
 // stripHop removes the hop-by-hop headers and every header Connection names. It returns the
-// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header.
+// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header, and
+// loses its offer of extensions.
 func stripHop(h http.Header) (upgrade string) {
 	upgrade = h.Get("Upgrade")
 	RemoveHop(h)
 	if upgrade != "" && IsWebSocket(upgrade) {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)
+		// The gate reads every message of the session (DecideMessage): no extension
+		// (permessage-deflate) is offered to the origin, so none can hide them.
+		delete(h, "Sec-Websocket-Extensions")
 	}
 	return upgrade
 }
