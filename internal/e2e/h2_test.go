@@ -467,3 +467,31 @@ asyncio.run(main(*sys.argv[1:]))
 		t.Fatalf("the origin got %q", echo.got)
 	}
 }
+
+// TestH2PythonHttpx: Python's httpx with HTTP/2 on (Debian's python3-httpx and python3-h2)
+// through the gate: a free GET and a refused POST, both over HTTP/2.
+func TestH2PythonHttpx(t *testing.T) {
+	py := python(t, "httpx", "h2")
+	e := startH2(t, false, nil)
+	script := `
+import sys, httpx
+gate, ca, free, refused = sys.argv[1:]
+try:
+    c = httpx.Client(http2=True, proxy=gate, verify=ca, timeout=10)
+except TypeError:  # httpx before 0.26 names it proxies
+    c = httpx.Client(http2=True, proxies=gate, verify=ca, timeout=10)
+with c:
+    r = c.get(free)
+    print(r.http_version, r.status_code, r.text)
+    r = c.post(refused, content=b"x=1")
+    print(r.http_version, r.status_code, r.headers.get("x-lockhttp-code"), r.headers.get("x-lockhttp-rule"))
+`
+	out, err := exec.Command(py, "-c", script, e.up.Gate, e.up.CACert, e.url("/docs"), e.url("/api/items")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("httpx: %v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "HTTP/2 200 origin saw GET /docs") || !strings.Contains(s, "HTTP/2 403 E_RULE no-api-posts") {
+		t.Fatalf("httpx over HTTP/2:\n%s", s)
+	}
+}
