@@ -34,6 +34,7 @@ type Record struct {
 	Approver  string        // who decided the ticket: facade and name ("terminal:alice")
 	Score     float64       // the exfiltration heuristics' score (0 when not scored)
 	Findings  string        // what the heuristics or checks found, in words (masked)
+	Stream    uint32        // the HTTP/2 stream the request came on inside a decrypted tunnel (0: HTTP/1.1)
 	// Count is how many requests a summary record covers (0 for the record of one request);
 	// IDs lists their request ids, every one of them (see Writer's summaries).
 	Count int
@@ -87,7 +88,7 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
 // code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
 // away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings,
-// count, ids (an array of strings).
+// count, ids (an array of strings), stream.
 // Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
 // present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
 // becomes U+FFFD. No field is unbounded: a string that would encode longer than its bound
@@ -153,6 +154,10 @@ func (r *Record) appendFields(b []byte) []byte {
 			b = appendClipped(b, id, maxShortField)
 		}
 		b = append(b, ']')
+	}
+	if r.Stream != 0 {
+		b = append(b, `,"stream":`...)
+		b = strconv.AppendUint(b, uint64(r.Stream), 10)
 	}
 	return b
 }

@@ -169,6 +169,42 @@ func (c *Counter) Add(bs []*policy.Budget, container string, bytes int64) {
 	}
 }
 
+// TakeBytes counts bytes that container sends on a connection already decided (a WebSocket
+// message) against the bytes_up_per_hour of every budget in bs, if they fit them all;
+// otherwise it counts nothing but the refusal and says why. Requests and hosts are not counted:
+// the upgrade was.
+func (c *Counter) TakeBytes(bs []*policy.Budget, container string, bytes int64) *Over {
+	if len(bs) == 0 {
+		return nil
+	}
+	now := c.now()
+	t, h := slot(now, requestSlice), slot(now, hourSlice)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := make([]*count, len(bs))
+	for i, b := range bs {
+		ct := c.get(key{b.Name, container}, t, h)
+		if ct == nil {
+			return &Over{Budget: b.Name}
+		}
+		counts[i] = ct
+		if b.BytesUpPerHour > 0 {
+			if free, ok := ct.bytes.fits(h, bytes, b.BytesUpPerHour); !ok {
+				ct.refused.add(h, 1)
+				o := &Over{Budget: b.Name, Limit: LimitBytes, Used: ct.bytes.sum(h), Max: b.BytesUpPerHour, Amount: bytes}
+				if free != 0 {
+					o.RetryAfter = until(now, free, hourSlice)
+				}
+				return o
+			}
+		}
+	}
+	for _, ct := range counts {
+		ct.bytes.add(h, bytes)
+	}
+	return nil
+}
+
 // get returns the count of k, making it when there is room (forgetting idle counts if there is
 // not), or nil when the memory is full.
 func (c *Counter) get(k key, t, h int64) *count {

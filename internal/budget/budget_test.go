@@ -213,3 +213,18 @@ func TestConcurrentTakes(t *testing.T) {
 		t.Fatalf("%d of 400 passed, want exactly 100", n)
 	}
 }
+
+// TestTakeBytes: a WebSocket message's bytes count against bytes_up_per_hour when they fit, and
+// not at all when they do not; they are not requests.
+func TestTakeBytes(t *testing.T) {
+	p := budgets(t, "[[budget]]\nname = \"up\"\nbytes_up_per_hour = 1000\nrequests_per_minute = 1\n")
+	c := New(Config{Now: testkit.NewClock(t0).Now})
+	bs := p.BudgetsFor("x", "a.test")
+	mustFit(t, c.TakeBytes(bs, "x", 600), "600 bytes")
+	mustFit(t, c.TakeBytes(bs, "x", 300), "300 more")
+	if o := c.TakeBytes(bs, "x", 200); o == nil || o.Limit != LimitBytes || o.Used != 900 {
+		t.Fatalf("200 more: %+v", o)
+	}
+	mustFit(t, c.TakeBytes(bs, "x", 100), "100 more: exactly the limit")
+	mustFit(t, take(c, p, "x", "a.test", 0), "a request: messages are not requests")
+}

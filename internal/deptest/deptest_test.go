@@ -25,6 +25,7 @@ var pure = []string{
 	"internal/exfil",
 	"internal/budget",
 	"internal/jsonlex",
+	"internal/wsframe",
 	// Every binary's --version: it reads what the toolchain recorded, nothing else.
 	"internal/buildinfo",
 	// Not named pure, but the pure packages import it and it does no I/O: it is held to the same

@@ -79,8 +79,9 @@ func (g *Gate) HeldBytes() int64 {
 	return g.held.total
 }
 
-// bodyHold is the bytes one request took; release gives them back. A connection carries one
-// request at a time, so its connInfo holds its request's bodyHold.
+// bodyHold is the bytes one request took; release gives them back. An HTTP/1.1 connection
+// carries one request at a time, so its connInfo holds its request's bodyHold; an HTTP/2
+// stream's streamInfo holds its own.
 type bodyHold struct {
 	h         *heldBytes
 	container string

@@ -69,6 +69,9 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 	if ci := infoFrom(r.Context()); ci != nil {
 		ex.source = ci.source
 	}
+	if si := streamFrom(r.Context()); si != nil {
+		ex.rec.Stream = si.id
+	}
 	ex.closeAfter = r.Header.Get("Upgrade") != ""
 	return ex
 }

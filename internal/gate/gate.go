@@ -148,6 +148,10 @@ func New(cfg Config) *Gate {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass the client's Accept-Encoding and the origin's encoding through
+		// HTTP/2 to origins that offer it by ALPN, HTTP/1.1 to the others (and always for a
+		// WebSocket upgrade): the dial is still DialContext's, through the floor, and the
+		// origin's certificate still passes RootCAs and VerifyConnection.
+		ForceAttemptHTTP2: true,
 	}
 	g.proxy = g.newProxy()
 	return g
@@ -178,8 +182,11 @@ type connInfo struct {
 	fc     *framing.Conn
 	source netip.Addr
 	tunnel *judge.Binding // the decrypted tunnel the connection is inside, or nil
-	// hold is the body bytes the request now on the connection holds (one at a time), given
-	// back when the proxy is done with it.
+	// h2 reports an HTTP/2 connection (inside a decrypted tunnel): fc is nil, and each stream's
+	// request has a streamInfo of its own.
+	h2 bool
+	// hold is the body bytes the request now on an HTTP/1.1 connection holds (one at a time),
+	// given back when the proxy is done with it. An HTTP/2 stream's is in its streamInfo.
 	hold bodyHold
 }
 
@@ -330,8 +337,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveProxy hands r to goproxy, which decides it in onRequest, through a refusalWriter that
 // writes a refusal with its reason phrase; then it gives back the body bytes r held.
 func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
-	if ci := infoFrom(r.Context()); ci != nil {
-		defer ci.hold.release()
+	if h := holdOf(r.Context()); h != nil {
+		defer h.release()
 	}
 	rw, r := withRefusalWriter(w, r)
 	g.proxy.ServeHTTP(rw, r)

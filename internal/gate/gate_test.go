@@ -23,6 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
+	"github.com/lockhttp/lockhttp/internal/wsframe"
 )
 
 // testGate is a gate on a loopback listener with a real audit writer.
@@ -400,19 +401,7 @@ func TestLongStreamKeepsGoing(t *testing.T) {
 }
 
 func TestWebSocketUpgradeIsDecidedAndPassed(t *testing.T) {
-	tg := startGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "websocket" {
-			http.Error(w, "want upgrade", 400)
-			return
-		}
-		c, brw, _ := http.NewResponseController(w).Hijack()
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		line, _ := brw.ReadString('\n')
-		brw.WriteString("echo:" + line)
-		brw.Flush()
-	}))
+	tg := startGate(t, http.HandlerFunc(wsEchoOrigin))
 	o := fmt.Sprintf("origin.test:%d", tg.port)
 	c, err := net.Dial("tcp", tg.addr)
 	if err != nil {
@@ -426,11 +415,20 @@ func TestWebSocketUpgradeIsDecidedAndPassed(t *testing.T) {
 	if err != nil || resp.StatusCode != 101 {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
-	io.WriteString(c, "hello frames\n")
-	line, err := br.ReadString('\n')
-	if err != nil || line != "echo:hello frames\n" {
-		t.Fatalf("after the upgrade: %q %v", line, err)
+	wsWrite(c, wsframe.Text, true, "hello frames")
+	if _, p, err := wsRead(br); err != nil || p != "echo:hello frames" {
+		t.Fatalf("after the upgrade: %q %v", p, err)
 	}
+	// The session's record, when it ends, counts its messages each way.
+	c.Close()
+	testkit.WaitFor(t, 5*time.Second, "the session's record", func() bool {
+		for _, r := range tg.records(t) {
+			if r["event"] == "websocket" && r["verdict"] == "FREE" && strings.Contains(fmt.Sprint(r["detail"]), "1 messages up (12 bytes), 1 down (17 bytes)") {
+				return true
+			}
+		}
+		return false
+	})
 	// A refused upgrade (to a denied path) never reaches the origin.
 	before := tg.origin.count()
 	out := tg.raw(t, "GET http://"+o+"/secret/ws HTTP/1.1\r\nHost: "+o+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET http://"+o+"/after HTTP/1.1\r\nHost: "+o+"\r\n\r\n")

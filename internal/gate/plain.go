@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"io"
 	"log"
 	"net/http"
 	"net/netip"
@@ -53,7 +54,7 @@ func (g *Gate) env(pol *policy.Policy) *judge.Env {
 // arrival is what reached the gate in r: a plain proxy request, an origin-form request, or a
 // request decrypted inside a tunnel.
 func (g *Gate) arrival(r *http.Request) *judge.Arrival {
-	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header}
+	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header, HTTP2: r.ProtoMajor == 2}
 	ci := infoFrom(r.Context())
 	if ci != nil {
 		a.Source = ci.source
@@ -153,7 +154,22 @@ func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Respons
 	resp.Header.Set(HeaderRequest, ex.rec.ID)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode, length: resp.ContentLength}
+		return resp, nil
 	}
+	up, ok := resp.Body.(io.ReadWriteCloser)
+	rw := refusalWriterFrom(r.Context())
+	if !ok || rw == nil || !judge.IsWebSocket(resp.Header.Get("Upgrade")) {
+		// Only a WebSocket upgrade is passed (judge.See), and only where its frames are read.
+		resp.Body.Close()
+		return nil, errors.New("the origin switched to a protocol the gate cannot follow")
+	}
+	if d := judge.DecideSwitch(resp.Header); d != nil {
+		up.Close()
+		ex.refused(*d, g.pol.Load())
+		return g.refuse(r.Context(), r, ex, *d), nil
+	}
+	s := g.newWSSession(ex, up)
+	resp.Body, rw.ws = s, s
 	return resp, nil
 }
 
@@ -239,11 +255,11 @@ func sourceContainer(pol *policy.Policy, source netip.Addr) string {
 func (g *Gate) bodyReader(r *http.Request, pol *policy.Policy, container string) *bodyReader {
 	br := &bodyReader{s: &pol.Settings, held: &g.held, container: container, now: time.Now,
 		grace: orDefault(g.cfg.BodyGrace, bodyGrace), stall: orDefault(g.cfg.BodyStall, bodyStall)}
-	if ci := infoFrom(r.Context()); ci != nil {
-		br.hold = &ci.hold
-		if ci.fc != nil {
-			br.conn = ci.fc
-		}
+	br.hold = holdOf(r.Context())
+	if si := streamFrom(r.Context()); si != nil {
+		br.conn = si.rc // an HTTP/2 stream: its own deadline, the connection's other streams go on
+	} else if ci := infoFrom(r.Context()); ci != nil && ci.fc != nil {
+		br.conn = ci.fc
 	}
 	return br
 }

@@ -37,7 +37,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		return
 	}
 	status := refusalStatus(d)
-	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert)
+	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, false) // HTTP/1.1: one answer, then the connection closes
 	if t != nil {
 		defer t.close()
 	}

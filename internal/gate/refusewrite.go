@@ -11,9 +11,10 @@ import (
 )
 
 // net/http writes the standard reason phrase and has no way to write another, so the gate
-// writes a refusal's status line itself: it takes the client connection over (every connection
-// the gate serves, the main listener and a decrypted tunnel, speaks HTTP/1.1), writes the whole
-// answer and closes the connection, as the refusal's Connection: close says.
+// writes a refusal's status line itself: it takes the client connection over (the main listener
+// and a decrypted tunnel's HTTP/1.1 connections), writes the whole answer and closes the
+// connection, as the refusal's Connection: close says. An HTTP/2 stream is answered on its own
+// (writeStreamRefusal), without a reason phrase, and its connection goes on.
 
 // drainLimit and drainTimeout bound what of the refused request's body the gate reads and throws
 // away before it answers and closes (net/http's server drains as much, for the reason writeRefusal
@@ -28,6 +29,10 @@ const (
 // reset the connection under the answer. Where the connection cannot be taken over, net/http
 // writes rf with the standard phrase.
 func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal) {
+	if r.ProtoMajor == 2 {
+		writeStreamRefusal(w, rf)
+		return
+	}
 	rc := http.NewResponseController(w)
 	if r.Body != nil && !rf.noDrain {
 		rc.SetReadDeadline(time.Now().Add(drainTimeout))
@@ -46,6 +51,24 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal) {
 	defer c.Close()
 	c.SetWriteDeadline(time.Now().Add(drainTimeout))
 	writeRaw(brw.Writer, rf)
+}
+
+// writeStreamRefusal answers an HTTP/2 stream with rf and ends that stream only: the
+// connection's other streams go on. HTTP/2 has no reason phrase, so the code and the rule are in
+// the X-LockHTTP headers and the body; Connection: close would make the server close the whole
+// connection (and HTTP/2 forbids the header), so it is left out. The request's body is not
+// read: the stream is reset under it once the answer is written, which costs the connection
+// nothing.
+func writeStreamRefusal(w http.ResponseWriter, rf *refusal) {
+	h := w.Header()
+	for k, v := range rf.header {
+		h[k] = v
+	}
+	delete(h, "Connection") // goproxy may have copied it there already
+	w.WriteHeader(rf.status)
+	if !rf.head {
+		w.Write(rf.body)
+	}
 }
 
 // writeRaw writes rf, status line, headers and body (none for a HEAD), to bw and flushes it.
@@ -67,6 +90,9 @@ type refusalWriter struct {
 	r       *http.Request
 	refusal *refusal // set by refuse before goproxy calls WriteHeader
 	written bool     // the refusal was written: goproxy's writes are dropped
+	// ws is the WebSocket session the origin switched to (set by roundTrip): goproxy's hijack
+	// of the agent's connection gets it wrapped, so that every frame is read.
+	ws *wsSession
 }
 
 type refusalWriterKey struct{}
@@ -111,7 +137,12 @@ func (w *refusalWriter) Flush() {
 }
 
 func (w *refusalWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || w.ws == nil {
+		return c, brw, err
+	}
+	wc := w.ws.attach(c, brw)
+	return wc, bufio.NewReadWriter(bufio.NewReader(wc), bufio.NewWriter(wc)), nil
 }
 
 func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -27,6 +27,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/wsframe"
 )
 
 // tlsGate is a decrypting gate with a real signer on a unix socket and an HTTPS origin whose
@@ -50,6 +51,12 @@ func (anyTestResolver) LookupNetIP(context.Context, string, string) ([]netip.Add
 }
 
 func startTLSGate(t testing.TB, handler http.Handler) *tlsGate {
+	t.Helper()
+	return startTLSGateWith(t, handler, nil)
+}
+
+// startTLSGateWith is startTLSGate with the gate's Config adjusted.
+func startTLSGateWith(t testing.TB, handler http.Handler, adjust func(*Config)) *tlsGate {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := signer.InitCA(filepath.Join(dir, "ca"), time.Now(), rand.Reader)
@@ -89,7 +96,11 @@ func startTLSGate(t testing.TB, handler http.Handler) *tlsGate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs})
+	cfg := Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	g := New(cfg)
 	p, err := policy.Load("tls.toml", []byte(fmt.Sprintf(`version = 1
 trusted = ["origin.test", "*.bench.test"]
 [[rule]]
@@ -97,6 +108,11 @@ name = "no-posts"
 hosts = ["origin.test"]
 methods = ["POST"]
 verdict = "deny"
+[[rule]]
+name = "puts"
+hosts = ["origin.test"]
+methods = ["PUT"]
+verdict = "free"
 [floor]
 allow_cidrs = ["127.0.0.1/32"]
 allow_ports = [%d]
@@ -123,19 +139,7 @@ func (tg *tlsGate) client() *http.Client {
 }
 
 func TestWebSocketInsideATunnel(t *testing.T) {
-	tg := startTLSGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "websocket" {
-			http.Error(w, "want upgrade", 400)
-			return
-		}
-		c, brw, _ := http.NewResponseController(w).Hijack()
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		line, _ := brw.ReadString('\n')
-		brw.WriteString("echo:" + line)
-		brw.Flush()
-	}))
+	tg := startTLSGate(t, http.HandlerFunc(wsEchoOrigin))
 	c, err := net.Dial("tcp", tg.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -155,9 +159,9 @@ func TestWebSocketInsideATunnel(t *testing.T) {
 	if err != nil || resp.StatusCode != 101 {
 		t.Fatalf("upgrade inside the tunnel: %v %v", resp, err)
 	}
-	io.WriteString(tc, "frames pass\n")
-	if line, err := tbr.ReadString('\n'); err != nil || line != "echo:frames pass\n" {
-		t.Fatalf("after the upgrade: %q %v", line, err)
+	wsWrite(tc, wsframe.Text, true, "frames pass")
+	if _, p, err := wsRead(tbr); err != nil || p != "echo:frames pass" {
+		t.Fatalf("after the upgrade: %q %v", p, err)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -59,7 +61,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		g.refuseWriter(w, r, ex, d)
 		return
 	}
-	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert)
+	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
 	if t != nil {
 		defer t.close()
 	}
@@ -87,11 +89,17 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		}
 		return
 	}
-	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
-	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel))
+	detail := ""
+	if t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
+		detail = "http/2"
+		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, http.HandlerFunc(g.serveTunnel))
+	} else {
+		fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel))
+	}
 	ex.bytesIn.Store(t.cc.in.Load())
-	ex.finish(http.StatusOK, t.out(), "")
+	ex.finish(http.StatusOK, t.out(), detail)
 }
 
 // serveTunnelConn serves the requests decrypted on fc with h until the connection ends.
@@ -158,9 +166,10 @@ const (
 
 // openTunnel answers a CONNECT the gate decrypts with 200, checks that the client then speaks
 // TLS, and completes the handshake with cert, aborting it unless the ClientHello's SNI names
-// host. ALPN offers http/1.1 only. The tunnel it returns (nil only when the connection could not
-// be hijacked) is the caller's to close, on failure too.
-func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host string, cert *tls.Certificate) (*tunnelConn, *openFailure) {
+// host. ALPN offers h2 (when h2 is set) and http/1.1; the caller reads which was chosen. The
+// tunnel it returns (nil only when the connection could not be hijacked) is the caller's to
+// close, on failure too.
+func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host string, cert *tls.Certificate, h2 bool) (*tunnelConn, *openFailure) {
 	client, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil, &openFailure{kind: openGone, status: http.StatusInternalServerError, detail: "hijack: " + err.Error()}
@@ -179,9 +188,13 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 		return t, &openFailure{kind: openPlain, status: http.StatusOK}
 	}
 	var sniErr atomic.Pointer[string]
+	protos := []string{"http/1.1"}
+	if h2 {
+		protos = []string{http2.NextProtoTLS, "http/1.1"}
+	}
 	conf := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		NextProtos:   []string{"http/1.1"},
+		NextProtos:   protos,
 		Certificates: []tls.Certificate{*cert},
 		// The agent-to-gate hop is local: classical key exchange saves the post-quantum
 		// encapsulation on every new connection. The gate-to-origin hop keeps Go's defaults.
@@ -243,7 +256,10 @@ func trim(s string) string {
 // port), and its URL made absolute for the proxy. A head the framing check refused is refused.
 func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	ci := infoFrom(r.Context())
-	if ci.fc.Refusal(r) != nil {
+	if ci.fc != nil && ci.fc.Refusal(r) != nil || r.Method == http.MethodConnect {
+		// A head the framing check refused, or a CONNECT on an HTTP/2 stream (HTTP/1.1's is
+		// the framing check's): refused by the decision, never handed to the proxy, which
+		// would open it.
 		g.serveNonProxy(w, r)
 		return
 	}

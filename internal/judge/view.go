@@ -39,6 +39,10 @@ type Arrival struct {
 	Tunnel *Binding
 	// Framing is the framing check's refusal of the head, when it refused one.
 	Framing *framing.Error
+	// HTTP2 reports a request that came on an HTTP/2 stream inside a decrypted tunnel: its
+	// framing was the HTTP/2 server's, not package framing's, and Host is its :authority (a
+	// Host header, when one was sent as well, is still in Header).
+	HTTP2 bool
 	// Body holds the request body, at most buffer_limit+1 bytes; BodySize is how many bytes
 	// were read (over buffer_limit: too large to inspect).
 	Body     []byte
@@ -93,6 +97,16 @@ func See(a *Arrival) *Request {
 	if r.Agent == "" && a.Tunnel != nil {
 		r.Agent = a.Tunnel.Agent
 	}
+	if a.HTTP2 {
+		// HTTP/2 forbids connection-specific headers (RFC 9113 8.2.2): a request that carries
+		// one is malformed, whatever an HTTP/1.1 origin would make of it after a downgrade.
+		// (The HTTP/2 server refuses them first; this holds the view to it.)
+		if name := h2ConnectionHeader(h); name != "" {
+			r.refuse(floorDecision("h2-header", fmt.Sprintf("an HTTP/2 request carries the connection-specific header %s, which HTTP/2 forbids", name)))
+		}
+	}
+	hostHeaders := h.Values("Host")
+	delete(h, "Host") // the Host that goes out is the one decided: the tunnel's
 	r.Upgrade = stripHop(h)
 	r.Header = h
 	r.MediaType = mediaType(h)
@@ -121,8 +135,21 @@ func See(a *Arrival) *Request {
 			return r
 		}
 		r.Authority = a.Tunnel.Authority()
+		if r.Method == "CONNECT" {
+			// A CONNECT inside a decrypted tunnel would open a tunnel the gate does not see
+			// into: refused on HTTP/2 as package framing refuses it on HTTP/1.1 (an extended
+			// CONNECT, RFC 8441, never gets here: the HTTP/2 server does not offer it).
+			r.refuse(Framing(&framing.Error{Kind: framing.NestedConnect,
+				Reason: "a CONNECT inside the decrypted tunnel to " + a.Tunnel.Authority() + "; tunnels do not nest"}))
+		}
 		if why := bindingError(u, a.Host, a.Tunnel); why != "" {
 			r.refuse(floorDecision("tunnel-binding", why))
+		}
+		for _, hh := range hostHeaders {
+			// HTTP/2: a Host header beside :authority must name the tunnel's host too.
+			if why := bindingError(&url.URL{}, hh, a.Tunnel); why != "" {
+				r.refuse(floorDecision("tunnel-binding", why))
+			}
 		}
 	default:
 		r.Scheme, r.Authority = u.Scheme, u.Host
@@ -236,14 +263,37 @@ func isToken(s string) bool {
 	return true
 }
 
+// h2ConnectionHeaders are the headers RFC 9113 8.2.2 forbids in an HTTP/2 request; TE is
+// allowed only as "trailers".
+var h2ConnectionHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"}
+
+// h2ConnectionHeader names the first connection-specific header of h, or "".
+func h2ConnectionHeader(h http.Header) string {
+	for _, k := range h2ConnectionHeaders {
+		if _, ok := h[k]; ok {
+			return k
+		}
+	}
+	for _, v := range h["Te"] {
+		if !strings.EqualFold(strings.TrimSpace(v), "trailers") {
+			return "TE"
+		}
+	}
+	return ""
+}
+
 // stripHop removes the hop-by-hop headers and every header Connection names. It returns the
-// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header.
+// Upgrade value; a WebSocket upgrade keeps "Connection: Upgrade" and its Upgrade header, and
+// loses its offer of extensions.
 func stripHop(h http.Header) (upgrade string) {
 	upgrade = h.Get("Upgrade")
 	RemoveHop(h)
 	if upgrade != "" && IsWebSocket(upgrade) {
 		h.Set("Connection", "Upgrade")
 		h.Set("Upgrade", upgrade)
+		// The gate reads every message of the session (DecideMessage): no extension
+		// (permessage-deflate) is offered to the origin, so none can hide them.
+		delete(h, "Sec-Websocket-Extensions")
 	}
 	return upgrade
 }

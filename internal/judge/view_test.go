@@ -45,6 +45,7 @@ type arrive struct {
 	body        string
 	host        string // the Host header inside a tunnel; default: the URL's
 	plain       bool   // an https URL in a plain proxy request, not inside a tunnel
+	h2          bool   // on an HTTP/2 stream inside the tunnel (host is then :authority)
 }
 
 func (a arrive) arrival(t *testing.T) *Arrival {
@@ -69,9 +70,10 @@ func (a arrive) arrival(t *testing.T) *Arrival {
 			ar.Host = a.host
 		}
 	}
-	if a.method == http.MethodConnect {
+	if a.method == http.MethodConnect && !a.h2 {
 		ar.Kind, ar.URL, ar.Host = Domain, nil, strings.TrimPrefix(a.url, "//")
 	}
+	ar.HTTP2 = a.h2
 	return ar
 }
 
@@ -139,8 +141,9 @@ func TestSee(t *testing.T) {
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:method-override"},
 		{name: "an h2c upgrade is refused", in: arrive{method: "GET", url: "http://docs.example.com/", header: http.Header{"Connection": {"Upgrade, HTTP2-Settings"}, "Upgrade": {"h2c"}}},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:upgrade"},
-		{name: "a WebSocket upgrade is decided", in: arrive{method: "GET", url: "http://docs.example.com/ws", header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}},
-			verdict: policy.Free, rule: policy.RuleTrusted},
+		{name: "a WebSocket upgrade is decided, its offer of compression removed", in: arrive{method: "GET", url: "http://docs.example.com/ws",
+			header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Extensions": {"permessage-deflate"}}},
+			verdict: policy.Free, rule: policy.RuleTrusted, gone: []string{"Sec-Websocket-Extensions"}},
 		{name: "https:// in a plain proxy request", in: arrive{method: "GET", url: "https://docs.example.com/", plain: true},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:scheme"},
 		{name: "a scheme other than http", in: arrive{method: "GET", url: "ftp://docs.example.com/"},
@@ -151,6 +154,23 @@ func TestSee(t *testing.T) {
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
 		{name: "a Host inside a tunnel that names another port", in: arrive{method: "GET", url: "https://docs.example.com/", host: "docs.example.com:8443"},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "HTTP/2: a Host header beside :authority that names another host", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
+			header: http.Header{"Host": {"evil.example.net"}}},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "HTTP/2: a Host header that agrees is decided, and not sent as a header", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
+			header: http.Header{"Host": {"docs.example.com"}}},
+			verdict: policy.Free, rule: policy.RuleTrusted, gone: []string{"Host"}},
+		{name: "HTTP/2: a connection-specific header", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
+			header: http.Header{"Transfer-Encoding": {"chunked"}}},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:h2-header"},
+		{name: "HTTP/2: TE other than trailers", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
+			header: http.Header{"Te": {"gzip"}}},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:h2-header"},
+		{name: "HTTP/2: TE trailers", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
+			header: http.Header{"Te": {"trailers"}}},
+			verdict: policy.Free, rule: policy.RuleTrusted},
+		{name: "a CONNECT inside a tunnel (an HTTP/2 stream)", in: arrive{method: "CONNECT", url: "https://docs.example.com/", h2: true},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "framing:nested-connect"},
 		{name: "the gate's own name", in: arrive{method: "GET", url: "http://lockhttp.internal/"},
 			verdict: policy.Free, rule: RuleSelf},
 		{name: "the gate's own name decrypted", in: arrive{method: "CONNECT", url: "//lockhttp.internal:443"},

@@ -413,6 +413,15 @@ func (c *Comparison) settings(o, n Settings) {
 	} else if n.BufferLimit < o.BufferLimit {
 		c.tight("settings.buffer_limit: %d → %d bytes", o.BufferLimit, n.BufferLimit)
 	}
+	if o.HTTP2 != n.HTTP2 {
+		// HTTP/2 decides every stream as HTTP/1.1 decides every request; turning it on still
+		// widens what the gate parses of the agent's bytes.
+		if n.HTTP2 {
+			c.loose("settings.http2: off → on")
+		} else {
+			c.tight("settings.http2: on → off")
+		}
+	}
 	if o.Heuristics != n.Heuristics {
 		if n.Heuristics == "enforce" {
 			c.tight("settings.heuristics: %s → %s", o.Heuristics, n.Heuristics)

@@ -133,6 +133,9 @@ func TestCompare(t *testing.T) {
 		{"hold longer", func(s string) string { return strings.Replace(s, `hold = "60s"`, `hold = "600s"`, 1) }, "settings.hold: 1m0s → 10m0s", ""},
 		{"hold shorter", func(s string) string { return strings.Replace(s, `hold = "60s"`, `hold = "30s"`, 1) }, "", "settings.hold: 1m0s → 30s"},
 		{"heuristics enforce → shadow", func(s string) string { return strings.Replace(s, `heuristics = "enforce"`, `heuristics = "shadow"`, 1) }, "settings.heuristics: enforce → shadow", ""},
+		{"http2 off", func(s string) string {
+			return strings.Replace(s, `heuristics = "enforce"`, "heuristics = \"enforce\"\nhttp2 = \"off\"", 1)
+		}, "", "settings.http2: on → off"},
 		{"buffer_limit larger", func(s string) string { return strings.Replace(s, `"8MiB"`, `"64MiB"`, 1) }, "settings.buffer_limit", ""},
 		{"inject added", func(s string) string {
 			return s + "\n[[inject]]\nname = \"npm\"\nhosts = [\"registry.npmjs.org\"]\nheader = \"Authorization\"\nsecret = \"npm\"\n"

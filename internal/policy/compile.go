@@ -140,6 +140,8 @@ type Settings struct {
 	HeldPerContainer int64
 	// MaxPending is how many tickets one container may have waiting for a human.
 	MaxPending int
+	// HTTP2 reports that decrypted tunnels offer h2 by ALPN (settings.http2 = "on").
+	HTTP2 bool
 }
 
 // Floor is [floor] compiled.
@@ -746,6 +748,13 @@ func (c *compiler) settings(p *Policy, fs *FileSettings) {
 		if fs.MaxPending < 1 || fs.MaxPending > maxPending {
 			c.errorf([]string{"settings", "max_pending"}, "settings.max_pending", "%d is out of range; use 1 to %d", fs.MaxPending, maxPending)
 		}
+	}
+	switch fs.HTTP2 {
+	case "", "on":
+		s.HTTP2 = true
+	case "off":
+	default:
+		c.errorf([]string{"settings", "http2"}, "settings.http2", "%q is unknown; use \"on\" (offer h2 inside decrypted tunnels) or \"off\" (http/1.1 only)", fs.HTTP2)
 	}
 	switch fs.Heuristics {
 	case "":

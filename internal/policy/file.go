@@ -148,6 +148,9 @@ type FileSettings struct {
 	HeldPerContainer Size `toml:"held_per_container"`
 	// MaxPending is how many tickets one container may have waiting for a human. Zero: 50.
 	MaxPending int `toml:"max_pending"`
+	// HTTP2 is "on" (the gate offers h2 by ALPN inside decrypted tunnels, beside http/1.1, and
+	// decides each stream on its own) or "off" (http/1.1 only). Empty: "on".
+	HTTP2 string `toml:"http2"`
 }
 
 // Duration is a TOML string such as "60s" or "10m".

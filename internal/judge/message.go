@@ -1,0 +1,85 @@
+package judge
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/budget"
+	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/secrets"
+)
+
+// Message is one WebSocket message going from the agent to the origin after an upgrade the gate
+// let through (its frames unmasked, its fragments reassembled): decided by DecideMessage.
+type Message struct {
+	Container string
+	// Host is the host the upgrade went to, normalised.
+	Host string
+	// Kind is "text", "binary", "close", "ping" or "pong".
+	Kind    string
+	Payload []byte
+}
+
+// Rule names of the decisions about WebSocket sessions and their messages.
+const (
+	RuleWebSocket          = "websocket"
+	RuleWebSocketExtension = "websocket:extension"
+)
+
+// ByteBudgets counts bytes sent on a connection already decided; *budget.Counter is one.
+type ByteBudgets interface {
+	TakeBytes(bs []*policy.Budget, container string, bytes int64) *budget.Over
+}
+
+// DecideMessage decides one message the agent sends through a WebSocket: refused when the
+// secret checks cannot run, when it carries a credential that does not belong to the host or
+// the value of a secret the gate injects (E_SECRET_EGRESS, as in a request's body), or when its
+// bytes would pass a budget's bytes_up_per_hour (E_BUDGET; they are counted when they fit);
+// FREE otherwise. The gate closes the socket on a refusal. It does no I/O.
+func DecideMessage(env *Env, m *Message) policy.Decision {
+	d := decideMessage(env, m)
+	if d.Verdict != policy.Free && env.Checks != nil && env.Checks.Secrets != nil {
+		d.Reason = env.Checks.Secrets.MaskText(d.Reason)
+	}
+	return d
+}
+
+func decideMessage(env *Env, m *Message) policy.Decision {
+	if env.Policy == nil {
+		return DecisionNoPolicy
+	}
+	if env.AuditErr != nil {
+		return DecisionNoAudit
+	}
+	if d, ok := unchecked(env.Checks); ok {
+		return d
+	}
+	if len(m.Payload) > 0 {
+		sr := &secrets.Request{Host: m.Host, Body: m.Payload}
+		if f := env.Checks.Secrets.Egress(sr); f != nil {
+			where := strings.Replace(f.Where, "body", "a "+m.Kind+" message", 1)
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
+				Reason: fmt.Sprintf("a %s credential (%s, %s) would go to %s through a WebSocket, which it does not belong to", kindWords(f.Kind), where, f.Hash, m.Host)}
+		}
+	}
+	if bs := env.Policy.BudgetsFor(m.Container, m.Host); len(bs) > 0 {
+		if bb, ok := env.Budgets.(ByteBudgets); ok {
+			if over := bb.TakeBytes(bs, m.Container, int64(len(m.Payload))); over != nil {
+				return overBudget(Result{Container: m.Container, Host: m.Host}, over)
+			}
+		}
+	}
+	return policy.Decision{Verdict: policy.Free, Rule: RuleWebSocket, Reason: "the message carries no credential that may not go to " + m.Host}
+}
+
+// DecideSwitch decides the origin's answer to a WebSocket upgrade the gate let through: an
+// answer that turns on an extension (permessage-deflate, whose offer the gate removes from the
+// upgrade: See) would hide the messages from DecideMessage, so it is refused.
+func DecideSwitch(h http.Header) *policy.Decision {
+	if ext := strings.TrimSpace(strings.Join(h.Values("Sec-Websocket-Extensions"), ",")); ext != "" {
+		return &policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleWebSocketExtension,
+			Reason: fmt.Sprintf("the origin turned on the WebSocket extension %s, which the upgrade did not offer; the gate reads every message and cannot read compressed or extended frames", shown(ext, 40))}
+	}
+	return nil
+}
