@@ -11,6 +11,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
@@ -27,7 +28,7 @@ type hubServer struct {
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
 // -phone-url, the phone page.
-func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console) (*hubServer, error) {
+func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry) (*hubServer, error) {
 	key, err := hub.LoadOrCreateKey(o.hubKey)
 	if err != nil {
 		return nil, err
@@ -47,10 +48,12 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	// An approval that binds a Claude credential to a container is kept by the console, which
 	// serves the binding to the gate with the policy.
 	bind := func(b hub.Bind, by, ticket string) error { return c.Bind(b.Container, b.Hash, by, ticket) }
-	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind})
+	hm := metrics.NewHub(reg)
+	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Metrics: hm})
 	if err != nil {
 		return nil, err
 	}
+	hm.SetState(h.MetricsState)
 	go h.Run(ctx)
 	l, err := net.Listen("tcp", o.hubListen)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
 // ErrClosed is returned by Write, and reported by Healthy, once Close has been called.
@@ -24,6 +26,8 @@ type Options struct {
 	// NoSync skips every fsync. For tests and benchmarks only: a crash can then lose records
 	// that Write reported as written.
 	NoSync bool
+	// Metrics counts the batches, their records and fsync times. Nil: nothing counted.
+	Metrics *metrics.Audit
 }
 
 // Writer appends Records to the audit files of one directory.
@@ -44,6 +48,7 @@ type Writer struct {
 	log    *slog.Logger
 	noSync bool
 	fsys   fileSystem
+	m      *metrics.Audit
 
 	items sync.Pool     // of *item
 	wake  chan struct{} // cap 1: the queue went from empty to non-empty, or Close was called
@@ -108,6 +113,7 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 		log:    o.Logger,
 		noSync: o.NoSync,
 		fsys:   fsys,
+		m:      o.Metrics,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -322,7 +328,7 @@ func (w *Writer) syncDirty() {
 			df.dirty = false
 			continue
 		}
-		err := df.f.Sync()
+		err := w.sync(df)
 		if err != nil {
 			err = pathError("sync", df.path, err)
 			w.drop(df)
@@ -373,6 +379,7 @@ func (w *Writer) commit() {
 		}
 		err := w.commitDay(d, batch[:n])
 		w.report(err, n)
+		w.m.Batch(n, err)
 		for _, it := range batch[:n] {
 			if it.wait {
 				it.done <- err
@@ -425,7 +432,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	if err != nil {
 		err = pathError("write", df.path, err)
 	} else if needSync && !w.noSync {
-		if err = df.f.Sync(); err != nil {
+		if err = w.sync(df); err != nil {
 			err = pathError("sync", df.path, err)
 		}
 	}

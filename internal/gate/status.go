@@ -27,6 +27,8 @@ type Status struct {
 	ConsoleChecked time.Time `json:"console_checked"`
 	Requests       uint64    `json:"requests"`
 	Started        time.Time `json:"started"`
+	// Metrics is the URL of the gate's Prometheus metrics, "" when it serves none.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // StatusInfo is what the gate's main knows and the gate does not.
@@ -36,13 +38,15 @@ type StatusInfo struct {
 	ConsoleError *atomic.Pointer[string]
 	// ConsoleChecked holds the time of the last policy fetch, in Unix nanoseconds.
 	ConsoleChecked *atomic.Int64
+	// Metrics is the URL of the gate's metrics listener, or "".
+	Metrics string
 }
 
 // StatusHandler serves GET /status.
 func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load()}
+		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load(), Metrics: info.Metrics}
 		if p := g.pol.Load(); p != nil {
 			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()
 			st.Budgets = g.budget.Usage(p)

@@ -89,7 +89,7 @@ func startTLSGate(t testing.TB, handler http.Handler) *tlsGate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs})
+	g := New(Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs, Metrics: benchMetrics})
 	p, err := policy.Load("tls.toml", []byte(fmt.Sprintf(`version = 1
 trusted = ["origin.test", "*.bench.test"]
 [[rule]]

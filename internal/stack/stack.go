@@ -55,6 +55,9 @@ type Options struct {
 	// PhoneURL is the URL a phone reaches the hub at. Empty: http:// and HubListen (which
 	// must then be an address the phone can reach).
 	PhoneURL string
+	// MetricsListen is where the processes serve Prometheus metrics (see metricsArgs). Empty:
+	// nowhere.
+	MetricsListen string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
 	BinDir string
@@ -86,7 +89,10 @@ type Up struct {
 	StateDir      string         `json:"state_dir"`
 	Logs          string         `json:"logs"`
 	PIDs          map[string]int `json:"pids"`
-	Started       time.Time      `json:"started"`
+	// Metrics maps each process (gate, console, signer) to the URL of its Prometheus metrics;
+	// absent without --metrics-listen.
+	Metrics map[string]string `json:"metrics,omitempty"`
+	Started time.Time         `json:"started"`
 	// Version is the build of the lox that started the stack (buildinfo.Info.String), which
 	// starts the signer, console and gate found next to it.
 	Version string `json:"version"`
@@ -214,7 +220,13 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	signerArgs := []string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}
+	margs := map[string][]string{}
+	for p := range metricsOffset {
+		if margs[p], err = metricsArgs(o.MetricsListen, p); err != nil {
+			return err
+		}
+	}
+	signerArgs := append([]string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}, margs["signer"]...)
 	if os.Geteuid() == 0 {
 		signerArgs = append(signerArgs, "--dev")
 	}
@@ -236,6 +248,7 @@ func Run(ctx context.Context, o Options) error {
 	consoleArgs := []string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
 		"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
 		"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL)}
+	consoleArgs = append(consoleArgs, margs["console"]...)
 	var console *child
 	if o.Headless {
 		console, err = start("console", bins["console"], filepath.Join(up.Logs, "console.log"), out, consoleArgs...)
@@ -250,7 +263,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	children = append(children, console)
 	var cst struct {
-		Hub string `json:"hub"`
+		Hub     string `json:"hub"`
+		Metrics string `json:"metrics"`
 	}
 	if err := waitFor(ctx, console, 15*time.Second, func() bool {
 		return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
@@ -264,6 +278,7 @@ func Run(ctx context.Context, o Options) error {
 		stopAll()
 		return err
 	}
+	gargs = append(gargs, margs["gate"]...)
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
 	}
@@ -285,6 +300,9 @@ func Run(ctx context.Context, o Options) error {
 	up.PIDs["console"] = console.cmd.Process.Pid
 	up.PIDs["gate"] = g.cmd.Process.Pid
 	up.PIDs["signer"] = signer.cmd.Process.Pid
+	if o.MetricsListen != "" {
+		up.Metrics = map[string]string{"gate": st.Metrics, "console": cst.Metrics, "signer": signerMetrics(up.SignerSocket)}
+	}
 	up.Started = time.Now().UTC()
 	if err := writeUp(state, up); err != nil {
 		stopAll()
