@@ -12,6 +12,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
@@ -64,16 +65,25 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
 	mux.Handle("POST /v1/gate/traffic", hub.GateOnly(gateToken, hs.traffic.Handler()))
 	mux.Handle("/v1/", h.FacadeHandler(facades))
-	if o.phoneURL != "" {
-		public := o.phoneURL
-		if public == "auto" {
-			ap, _ := netip.ParseAddrPort(l.Addr().String())
-			host := ap.Addr().Unmap()
-			if host.IsUnspecified() {
-				host = netip.MustParseAddr("127.0.0.1")
-			}
-			public = "http://" + netip.AddrPortFrom(host, ap.Port()).String()
+	// The hub's URL as phones and notification receivers reach it: -phone-url, or http:// and
+	// the address it listens on.
+	public := o.phoneURL
+	if public == "" || public == "auto" {
+		ap, _ := netip.ParseAddrPort(l.Addr().String())
+		host := ap.Addr().Unmap()
+		if host.IsUnspecified() {
+			host = netip.MustParseAddr("127.0.0.1")
 		}
+		public = "http://" + netip.AddrPortFrom(host, ap.Port()).String()
+	}
+	// [[notify]]: every new ticket goes to the approved policy's channels; a human channel's
+	// decision link is served here.
+	nt := notify.New(notify.Config{Hub: h, Channels: c.NotifyChannels, PublicURL: public, Key: h.NotifyKey(), Log: log,
+		Metrics: metrics.NewNotify(reg)})
+	go nt.Run(ctx)
+	mux.Handle(notify.Pattern, nt.Handler())
+	c.SetNotifyStatus(nt.Status)
+	if o.phoneURL != "" {
 		ph, err := phone.New(phone.Config{Hub: h, PublicURL: public, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("-phone-url: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -71,6 +72,8 @@ type Status struct {
 	Hub string `json:"hub,omitempty"`
 	// Metrics is the URL of the console's Prometheus metrics, "" when it serves none.
 	Metrics string `json:"metrics,omitempty"`
+	// Notify is each [[notify]] channel of the approved policy and its deliveries.
+	Notify []notify.ChannelStatus `json:"notify,omitempty"`
 	// ApprovedBy and ApprovedAt say who approved the served policy, and when.
 	ApprovedBy string    `json:"approved_by,omitempty"`
 	ApprovedAt time.Time `json:"approved_at"`
@@ -94,6 +97,8 @@ type Console struct {
 	fileErr  string         // guarded by mu: the error of the file as last read, "" when it loaded
 	hubAddr  string         // guarded by mu: where the hosted hub listens
 	metrics  string         // guarded by mu: the URL of the metrics listener
+
+	notifyStatus func() []notify.ChannelStatus // guarded by mu: the channels' deliveries, or nil
 	state    stateFile      // guarded by mu: the approved policy and the review decisions
 	approved *policy.Policy // guarded by mu: the approved policy, compiled
 	review   *Review        // guarded by mu: the file's loosening waiting for a human, or nil
@@ -356,7 +361,11 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if c.review != nil {
 		st.Review = c.review.Version
 	}
+	ns := c.notifyStatus
 	c.mu.Unlock()
+	if ns != nil {
+		st.Notify = ns()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)
 }
@@ -373,5 +382,22 @@ func (c *Console) ReviewWaiting() bool {
 func (c *Console) SetMetrics(url string) {
 	c.mu.Lock()
 	c.metrics = url
+	c.mu.Unlock()
+}
+
+// NotifyChannels are the approved policy's [[notify]] channels.
+func (c *Console) NotifyChannels() []policy.Notify {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.approved == nil {
+		return nil
+	}
+	return c.approved.Notify()
+}
+
+// SetNotifyStatus gives the function GET /status reads the channels' deliveries from.
+func (c *Console) SetNotifyStatus(f func() []notify.ChannelStatus) {
+	c.mu.Lock()
+	c.notifyStatus = f
 	c.mu.Unlock()
 }
