@@ -93,15 +93,15 @@ type Console struct {
 	cur atomic.Pointer[Served]
 
 	mu       sync.Mutex
-	lastSeen string         // guarded by mu: the version (hash) of the file as last read
-	fileErr  string         // guarded by mu: the error of the file as last read, "" when it loaded
-	hubAddr  string         // guarded by mu: where the hosted hub listens
-	metrics  string         // guarded by mu: the URL of the metrics listener
+	lastSeen string // guarded by mu: the version (hash) of the file as last read
+	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded
+	hubAddr  string // guarded by mu: where the hosted hub listens
+	metrics  string // guarded by mu: the URL of the metrics listener
 
 	notifyStatus func() []notify.ChannelStatus // guarded by mu: the channels' deliveries, or nil
-	state    stateFile      // guarded by mu: the approved policy and the review decisions
-	approved *policy.Policy // guarded by mu: the approved policy, compiled
-	review   *Review        // guarded by mu: the file's loosening waiting for a human, or nil
+	state        stateFile                     // guarded by mu: the approved policy and the review decisions
+	approved     *policy.Policy                // guarded by mu: the approved policy, compiled
+	review       *Review                       // guarded by mu: the file's loosening waiting for a human, or nil
 }
 
 // SetHub records the address of the hub this console hosts, for GET /status.

@@ -164,8 +164,8 @@ func (c *channel) post(ctx context.Context, cfg policy.Notify, t hub.Ticket) err
 // Webhook is the JSON object a webhook channel receives for each new ticket. Every text field
 // is escaped (display.Escape) and the body preview masked: never the raw request.
 type Webhook struct {
-	Ticket      string    `json:"ticket"`
-	Fingerprint string    `json:"fingerprint"`
+	Ticket      string `json:"ticket"`
+	Fingerprint string `json:"fingerprint"`
 	// DecisionURL decides the ticket: POST it {"decision":"approve"|"deny","fingerprint",
 	// "actor","reason"}. Empty on a channel that only notifies.
 	DecisionURL string    `json:"decision_url"`
