@@ -24,11 +24,13 @@ func Assess(f *Facts) *Report {
 	assessConsole(r, f)
 	assessPolicy(r, f)
 	assessHub(r, f)
+	assessNotify(r, f)
 	assessGate(r, f)
 	assessBudgets(r, f)
 	assessSelf(r, f)
 	assessAudit(r, f)
 	assessAgent(r, f)
+	assessMetrics(r, f)
 	return r
 }
 

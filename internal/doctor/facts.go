@@ -32,6 +32,8 @@ type Facts struct {
 	Agent *AgentFacts `json:"agent,omitempty"`
 	// Containers are the compose project's containers (compose only).
 	Containers []ContainerFacts `json:"containers,omitempty"`
+	// Metrics are the processes' metrics listeners, scraped once (local only: from up.json).
+	Metrics []MetricsFacts `json:"metrics,omitempty"`
 }
 
 // CAFacts: the certificate agents trust and the key the signer holds.

@@ -55,6 +55,8 @@ type Setup struct {
 	// VersionWait is how long to wait for the gate to take the console's policy (it polls
 	// every 2 s). Zero: 6 s.
 	VersionWait time.Duration
+	// Metrics maps a process to its metrics URL (up.json's "metrics"). Empty: none scraped.
+	Metrics map[string]string
 }
 
 // Gather collects the facts of s.
@@ -80,6 +82,9 @@ func Gather(ctx context.Context, s Setup, f *Facts) {
 	}
 	if s.Hub != "" {
 		f.Hub = gatherHub(ctx, s.Hub, s.HubToken)
+	}
+	if len(s.Metrics) > 0 {
+		f.Metrics = gatherMetrics(ctx, s.Metrics)
 	}
 	if s.Proxy != "" {
 		f.Self = SelfRequests(ctx, s.Proxy, s.ProxyCA)

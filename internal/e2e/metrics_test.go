@@ -77,6 +77,13 @@ func TestMetricsPromtool(t *testing.T) {
 			t.Errorf("promtool check metrics on the %s's families: %v\n%s", name, err, out)
 		}
 	}
+	// The doctor reports each listener.
+	out, _ := runDoctor(t, "--state", e.state)
+	for _, name := range []string{"gate", "console", "signer"} {
+		if !hasLine(out, "OK", "metrics", "the "+name+" serves") || !strings.Contains(out, e.up.Metrics[name]) {
+			t.Errorf("the doctor does not report the %s's metrics listener:\n%s", name, out)
+		}
+	}
 }
 
 // TestMetricsScrapedByPrometheus: a real Prometheus scrapes the stack; known traffic shows in its
