@@ -29,6 +29,7 @@ func every(t *testing.T) *Registry {
 	h := NewHub(r)
 	h.SetState(func() HubState { return HubState{Pending: map[string]int{"agent": 1}, Authorisations: 1} })
 	h.Opened("agent")
+	h.Limited("agent")
 	h.Closed("agent", OutcomeApproved, "phone", 30*time.Second)
 	c := NewConsole(r)
 	c.Served("sha256:abc", time.Unix(1700000000, 0))
@@ -36,6 +37,8 @@ func every(t *testing.T) *Registry {
 	n := NewNotify(r)
 	n.Delivered("ops", DeliveryDelivered)
 	n.Attempted("ops", false)
+	n.Decision("ops", OutcomeApproved)
+	n.Queued("ops", 0)
 	return r
 }
 
