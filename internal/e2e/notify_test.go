@@ -7,13 +7,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/testkit"
+	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
 // notifyReceiver is a webhook receiver on loopback: it keeps every notification and when it came.
@@ -206,4 +209,39 @@ func TestNotifyDeadReceiver(t *testing.T) {
 	}
 	e.lox(t, "deny", tk2.ID, "--reason", "cleanup")
 	<-res2
+}
+
+// TestNotifyHumanChannelWaitsForReview: adding a channel whose replies decide tickets to a
+// running stack's policy is a loosening: the console keeps the approved policy, which has no
+// channel, until a human reviews the edit.
+func TestNotifyHumanChannelWaitsForReview(t *testing.T) {
+	recv := &notifyReceiver{}
+	hook := httptest.NewServer(recv)
+	t.Cleanup(hook.Close)
+	e := startNotify(t, "")
+	text, err := os.ReadFile(e.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := string(text) + fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\n", hook.URL)
+	if err := os.WriteFile(e.policy, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st console.Status
+	testkit.WaitFor(t, 10*time.Second, "the console to hold the edit for review", func() bool {
+		st = console.Status{}
+		resp, err := unixsock.Client(e.up.ConsoleSocket, 2*time.Second).Get("http://unix/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && st.Review != ""
+	})
+	if len(st.Notify) != 0 {
+		t.Fatalf("the channel is in force before its review: %+v", st.Notify)
+	}
+	out, _ := runDoctor(t, "--state", e.state)
+	if !hasLine(out, "WARN", "console", "waits for a human") {
+		t.Errorf("the doctor does not say the edit waits for review:\n%s", out)
+	}
 }
