@@ -11,6 +11,8 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
@@ -27,7 +29,7 @@ type hubServer struct {
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
 // -phone-url, the phone page.
-func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console) (*hubServer, error) {
+func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry) (*hubServer, error) {
 	key, err := hub.LoadOrCreateKey(o.hubKey)
 	if err != nil {
 		return nil, err
@@ -47,10 +49,12 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	// An approval that binds a Claude credential to a container is kept by the console, which
 	// serves the binding to the gate with the policy.
 	bind := func(b hub.Bind, by, ticket string) error { return c.Bind(b.Container, b.Hash, by, ticket) }
-	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind})
+	hm := metrics.NewHub(reg)
+	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Metrics: hm})
 	if err != nil {
 		return nil, err
 	}
+	hm.SetState(h.MetricsState)
 	go h.Run(ctx)
 	l, err := net.Listen("tcp", o.hubListen)
 	if err != nil {
@@ -63,16 +67,25 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	mux.Handle("/v1/", h.FacadeHandler(facades))
 	mountCredentials(mux, h, facades, c) // lox credentials, lox unbind
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { healthz(w, c.Current() != nil) })
-	if o.phoneURL != "" {
-		public := o.phoneURL
-		if public == "auto" {
-			ap, _ := netip.ParseAddrPort(l.Addr().String())
-			host := ap.Addr().Unmap()
-			if host.IsUnspecified() {
-				host = netip.MustParseAddr("127.0.0.1")
-			}
-			public = "http://" + netip.AddrPortFrom(host, ap.Port()).String()
+	// The hub's URL as phones and notification receivers reach it: -phone-url, or http:// and
+	// the address it listens on.
+	public := o.phoneURL
+	if public == "" || public == "auto" {
+		ap, _ := netip.ParseAddrPort(l.Addr().String())
+		host := ap.Addr().Unmap()
+		if host.IsUnspecified() {
+			host = netip.MustParseAddr("127.0.0.1")
 		}
+		public = "http://" + netip.AddrPortFrom(host, ap.Port()).String()
+	}
+	// [[notify]]: every new ticket goes to the approved policy's channels; a human channel's
+	// decision link is served here.
+	nt := notify.New(notify.Config{Hub: h, Channels: c.NotifyChannels, PublicURL: public, Key: h.NotifyKey(), Log: log,
+		Metrics: metrics.NewNotify(reg)})
+	go nt.Run(ctx)
+	mux.Handle(notify.Pattern, nt.Handler())
+	c.SetNotifyStatus(nt.Status)
+	if o.phoneURL != "" {
 		ph, err := phone.New(phone.Config{Hub: h, PublicURL: public, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("-phone-url: %w", err)

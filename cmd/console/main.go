@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,6 +22,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -49,6 +51,8 @@ type options struct {
 	phoneURL     string
 	tui          bool
 	version      bool
+
+	metricsListen string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -70,6 +74,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.hubCLIToken, "hub-cli-token", "", "the token file of lox's commands (tickets, approve, deny), created if missing; empty: no CLI facade")
 	fs.DurationVar(&o.hubTTL, "ticket-ttl", hub.DefaultTicketTTL, "how long a ticket waits for a human before it expires")
 	fs.StringVar(&o.phoneURL, "phone-url", "", "serve the phone page at /phone on the hub's address; the URL a phone reaches the hub at (http(s)://host[:port]), or \"auto\" for http:// and the address the hub listens on; empty: no phone page")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
 	fs.BoolVar(&o.version, "version", false, "print the console's version (module version, revision, build) and exit")
 	if err := fs.Parse(args); err != nil {
@@ -120,7 +125,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	aw, err := audit.Open(audit.Options{Dir: o.auditDir, Logger: log})
+	reg := metrics.NewRegistry("console", buildinfo.Read().String())
+	var ml net.Listener
+	if o.metricsListen != "" {
+		if ml, err = net.Listen("tcp", o.metricsListen); err != nil {
+			fmt.Fprintf(stderr, "console: -metrics-listen %s: %v\n", o.metricsListen, err)
+			return 1
+		}
+	}
+	var aw *audit.Writer
+	am := metrics.NewAudit(reg, func() int { return aw.Queued() })
+	aw, err = audit.Open(audit.Options{Dir: o.auditDir, Logger: log, Metrics: am})
 	if err != nil {
 		fmt.Fprintln(stderr, "console: audit:", err)
 		return 1
@@ -132,11 +147,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		msgs = &messages{} // the terminal belongs to the UI: the console's lines go to its status area
 		out = msgs
 	}
-	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out})
+	cm := metrics.NewConsole(reg)
+	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out, Metrics: cm})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
 	}
+	cm.SetReview(c.ReviewWaiting)
 	l, err := unixsock.Listen(o.socket, 0o666)
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
@@ -146,9 +163,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	go c.Watch(ctx, o.watch)
 	rlog := &restarts.Log{} // lox's restarts of the stack's processes, for the terminal
+	if ml != nil {
+		c.SetMetrics(metrics.URL(ml.Addr()))
+		go reg.Serve(ctx, ml)
+	}
 	var hs *hubServer
 	if o.hubListen != "" {
-		hs, err = serveHub(ctx, o, log, aw, c)
+		hs, err = serveHub(ctx, o, log, aw, c, reg)
 		if err != nil {
 			fmt.Fprintln(stderr, "console: hub:", err)
 			return 1

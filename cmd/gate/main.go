@@ -37,6 +37,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
 	"github.com/lockhttp/lockhttp/internal/traffic"
@@ -70,6 +71,7 @@ type options struct {
 	adminUIDs                   unixsock.UIDs
 	pprof                       bool
 	version                     bool
+	metricsListen               string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -96,6 +98,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxConns, "max-conns", 4096, "the most client connections held at once (at it, a new one takes the place of the oldest)")
 	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	fs.BoolVar(&o.version, "version", false, "print the gate's version (module version, revision, build) and exit")
@@ -183,6 +186,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return fmt.Errorf("-roots %s: no PEM certificates in it", o.roots)
 		}
 	}
+	reg, ml, err := listenMetrics(o.metricsListen)
+	if err != nil {
+		return err
+	}
+	var aw *audit.Writer
+	am := metrics.NewAudit(reg, func() int { return aw.Queued() })
 	budget, _ := policy.ParseSize(o.auditBudget) // checked by parse
 	key := o.auditKey
 	if key == "" {
@@ -197,12 +206,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		dsn = strings.TrimSpace(string(data))
 	}
 	var sink *auditdb.Sink
-	ao := audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize, KeyFile: key, CreateKey: true}
+	ao := audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize, KeyFile: key, CreateKey: true, Metrics: am}
 	if dsn != "" {
 		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Logger: log})
 		ao.Sink = sink
 	}
-	aw, err := audit.Open(ao)
+	aw, err = audit.Open(ao)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
@@ -219,10 +228,18 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		return err
 	}
 	dialer := &egress.Dialer{Upstream: upstream, Own: own}
+	var g *gate.Gate
+	gm := metrics.NewGate(reg, metrics.GateState{
+		Tunnels:     func() int { return g.MetricsState().Tunnels() },
+		Connections: func() int { return g.MetricsState().Connections() },
+		HeldBytes:   func() int64 { return g.MetricsState().HeldBytes() },
+	})
 	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets,
-		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource}
+		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource, Metrics: gm}
 	if o.signer != "" {
-		sc, err := signerclient.New(signerclient.Options{Socket: o.signer, Logger: log})
+		var sc *signerclient.Client
+		scm := metrics.NewSignerClient(reg, func() int { return sc.Len() })
+		sc, err = signerclient.New(signerclient.Options{Socket: o.signer, Logger: log, Metrics: scm})
 		if err != nil {
 			return fmt.Errorf("signer client: %w", err)
 		}
@@ -243,8 +260,14 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	refreshNow, refresh := consoleclient.Refresher()
 	cfg.Refresh = refresh
-	g := gate.New(cfg)
+	g = gate.New(cfg)
 	go g.WatchFiles(ctx, 5*time.Second)
+	metricsURL := ""
+	if ml != nil {
+		metricsURL = metrics.URL(ml.Addr())
+		go reg.Serve(ctx, ml)
+		log.Info("metrics serving", "url", metricsURL)
+	}
 	applied := make(chan struct{}, 1) // a new policy: tell the hub at once
 	if hc != nil {
 		go reportState(ctx, g, hc, cfg, l.Addr().String(), 5*time.Second, applied)
@@ -252,9 +275,16 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 
 	var consoleErr atomic.Pointer[string]
 	var consoleChecked atomic.Int64
-	setPolicy := func(p *policy.Policy) { g.SetPolicy(p); kick(applied) }
+	setPolicy := func(p *policy.Policy) {
+		g.SetPolicy(p)
+		gm.PolicyApplied(p.Version, time.Now())
+		kick(applied)
+	}
 	go consoleclient.Poll(ctx, consoleclient.New(o.console), o.poll, log, setPolicy, func(err error) {
 		consoleChecked.Store(time.Now().UnixNano())
+		if err != nil {
+			gm.PolicyFetchFailed()
+		}
 		if err == nil {
 			consoleErr.Store(nil)
 			return
@@ -271,7 +301,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		if len(uids) == 0 {
 			uids = []int{os.Geteuid()}
 		}
-		info := gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked}
+		info := gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked, Metrics: metricsURL}
 		if sink != nil {
 			info.AuditSink = sink
 		}
@@ -354,4 +384,18 @@ func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg ga
 		case <-applied:
 		}
 	}
+}
+
+// listenMetrics listens on addr for the metrics and returns the gate's registry; with no addr
+// it returns a registry nobody scrapes (the counts cost the same) and no listener.
+func listenMetrics(addr string) (*metrics.Registry, net.Listener, error) {
+	reg := metrics.NewRegistry("gate", buildinfo.Read().String())
+	if addr == "" {
+		return reg, nil, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics-listen %s: %w", addr, err)
+	}
+	return reg, l, nil
 }

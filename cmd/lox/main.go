@@ -98,6 +98,7 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")
 	fs.StringVar(&o.HubListen, "hub-listen", "127.0.0.1:3131", "the hub's address (the gate, lox's commands and the phone page reach it there)")
 	fs.StringVar(&o.PhoneURL, "phone-url", "", "the URL a phone reaches the hub at, for the phone page (default: http:// and the hub's address)")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:0", "where the gate, the console and the signer serve Prometheus metrics: HOST:PORT gives the gate PORT, the console PORT+1 and the signer PORT+2 (port 0: free ports); up.json names each URL under \"metrics\"; empty: none")
 	fs.StringVar(&o.Secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; never shown to the agent")
 	fs.StringVar(&o.ClaudeKeyFile, "claude-key-file", "", "a file holding a Claude API key: lox puts it in the gate's secrets file as \"anthropic\" (--secrets, default STATE/secrets.toml) for the shipped [[inject]] rule; with -- COMMAND the agent gets a placeholder ANTHROPIC_API_KEY, never the key (docs/claude-code.md)")
 	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")

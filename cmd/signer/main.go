@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -144,6 +145,7 @@ type serveOptions struct {
 	rate       float64
 	burst      int
 	logLevel   string
+	metrics    string
 }
 
 func runServe(ctx context.Context, args []string, e env) int {
@@ -159,6 +161,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags.Float64Var(&o.rate, "rate", signer.DefaultRate, "issue `N` certificates a second on average, across all callers")
 	flags.IntVar(&o.burst, "burst", signer.DefaultBurst, "issue up to `N` certificates at once before --rate applies")
 	flags.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	flags.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP `ADDR` (host:port); empty: none")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
 	}
@@ -218,7 +221,19 @@ func runServe(ctx context.Context, args []string, e env) int {
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst})
+	reg := metrics.NewRegistry("signer", buildinfo.Read().String())
+	murl := ""
+	if o.metrics != "" {
+		ml, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			l.Close()
+			return fail(1, "--metrics-listen %s: %v", o.metrics, err)
+		}
+		murl = metrics.URL(ml.Addr())
+		go reg.Serve(ctx, ml)
+	}
+	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst,
+		Metrics: metrics.NewSigner(reg), MetricsURL: murl})
 	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
 		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
 	if err := srv.Serve(ctx, l); err != nil {

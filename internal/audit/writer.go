@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
 // ErrClosed is returned by Write, and reported by Healthy, once Close has been called.
@@ -28,6 +30,8 @@ type Options struct {
 	// NoSync skips every fsync. For tests and benchmarks only: a crash can then lose records
 	// that Write reported as written.
 	NoSync bool
+	// Metrics counts the batches, their records and fsync times. Nil: nothing counted.
+	Metrics *metrics.Audit
 	// SummarizeAfter is how many Writes of one container (Record.Container) in one second of
 	// the clock get a record each; the ones past it are written as that second's summaries (see
 	// summary.go). 0: every Write gets its own record.
@@ -81,6 +85,7 @@ type Writer struct {
 	log    *slog.Logger
 	noSync bool
 	fsys   fileSystem
+	m      *metrics.Audit
 
 	items sync.Pool     // of *item
 	wake  chan struct{} // cap 1: the queue went from empty to non-empty, or Close was called
@@ -174,6 +179,7 @@ func open(o Options, fsys fileSystem) (*Writer, error) {
 		log:    o.Logger,
 		noSync: o.NoSync,
 		fsys:   fsys,
+		m:      o.Metrics,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 
@@ -471,7 +477,7 @@ func (w *Writer) syncDirty() {
 			df.dirty = false
 			continue
 		}
-		err := df.f.Sync()
+		err := w.sync(df)
 		if err != nil {
 			err = pathError("sync", df.path, err)
 			w.drop(df)
@@ -523,6 +529,7 @@ func (w *Writer) commit() {
 		}
 		err := classify(w.commitDay(d, batch[:n]))
 		w.report(err, n)
+		w.m.Batch(n, err)
 		for _, it := range batch[:n] {
 			it.err = err
 		}
@@ -663,7 +670,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	}
 	w.buf = buf[:0]
 	if err == nil && needSync && !w.noSync {
-		if err = df.f.Sync(); err != nil {
+		if err = w.sync(df); err != nil {
 			err = pathError("sync", df.path, err)
 		} else {
 			w.syncs.Add(1)

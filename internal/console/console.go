@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -42,6 +44,8 @@ type Config struct {
 	// Out receives the console's human-readable lines (policy loaded, rejected edits). Nil: none.
 	Out io.Writer
 	Now func() time.Time
+	// Metrics counts the policies served and the rejected edits. Nil: nothing counted.
+	Metrics *metrics.Console
 }
 
 // Served is the policy as the console serves it: GET /policy answers it as JSON.
@@ -66,6 +70,10 @@ type Status struct {
 	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
 	// Hub is the address the hub listens on, when the console hosts one.
 	Hub string `json:"hub,omitempty"`
+	// Metrics is the URL of the console's Prometheus metrics, "" when it serves none.
+	Metrics string `json:"metrics,omitempty"`
+	// Notify is each [[notify]] channel of the approved policy and its deliveries.
+	Notify []notify.ChannelStatus `json:"notify,omitempty"`
 	// ApprovedBy and ApprovedAt say who approved the served policy, and when.
 	ApprovedBy string    `json:"approved_by,omitempty"`
 	ApprovedAt time.Time `json:"approved_at"`
@@ -88,12 +96,15 @@ type Console struct {
 	cur atomic.Pointer[Served]
 
 	mu       sync.Mutex
-	lastSeen string         // guarded by mu: the version (hash) of the file as last read
-	fileErr  string         // guarded by mu: the error of the file as last read, "" when it loaded
-	hubAddr  string         // guarded by mu: where the hosted hub listens
-	state    stateFile      // guarded by mu: the approved policy and the review decisions
-	approved *policy.Policy // guarded by mu: the approved policy, compiled
-	review   *Review        // guarded by mu: the file's loosening waiting for a human, or nil
+	lastSeen string // guarded by mu: the version (hash) of the file as last read
+	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded
+	hubAddr  string // guarded by mu: where the hosted hub listens
+	metrics  string // guarded by mu: the URL of the metrics listener
+
+	notifyStatus func() []notify.ChannelStatus // guarded by mu: the channels' deliveries, or nil
+	state        stateFile                     // guarded by mu: the approved policy and the review decisions
+	approved     *policy.Policy                // guarded by mu: the approved policy, compiled
+	review       *Review                       // guarded by mu: the file's loosening waiting for a human, or nil
 }
 
 // SetHub records the address of the hub this console hosts, for GET /status.
@@ -243,6 +254,7 @@ func (c *Console) approve(p *policy.Policy, data []byte, by string) {
 		c.log.Error("console: writing the state file failed", "err", err)
 	}
 	c.publish(Served{Version: p.Version, Name: c.cfg.PolicyPath, TOML: string(data), LoadedAt: now, Rules: p.RuleCount()})
+	c.cfg.Metrics.Served(p.Version, now)
 	c.record(&audit.Record{Event: "policy", Verdict: "", Rule: "approved", Policy: p.Version, Approver: by,
 		Detail: fmt.Sprintf("approved %s; previous %s", c.cfg.PolicyPath, prev)})
 }
@@ -254,6 +266,7 @@ func (c *Console) fileError(err error) error {
 	c.fileErr = msg
 	c.mu.Unlock()
 	if changed {
+		c.cfg.Metrics.ReloadFailed()
 		if c.cur.Load() != nil {
 			c.say("policy file rejected, still serving %s:\n%s", short(c.cur.Load().Version), msg)
 		}
@@ -343,7 +356,7 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 		st.Version, st.Name, st.LoadedAt = s.Version, s.Name, s.LoadedAt
 	}
 	c.mu.Lock()
-	st.FileError, st.Hub, st.File = c.fileErr, c.hubAddr, c.lastSeen
+	st.FileError, st.Hub, st.File, st.Metrics = c.fileErr, c.hubAddr, c.lastSeen, c.metrics
 	if a := c.state.Approved; a != nil {
 		st.ApprovedBy, st.ApprovedAt = a.By, a.At
 		st.Differs = c.lastSeen != "" && c.lastSeen != a.Version
@@ -351,7 +364,43 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if c.review != nil {
 		st.Review = c.review.Version
 	}
+	ns := c.notifyStatus
 	c.mu.Unlock()
+	if ns != nil {
+		st.Notify = ns()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)
+}
+
+// ReviewWaiting reports whether the file holds a loosening waiting for a human (not one that
+// was rejected).
+func (c *Console) ReviewWaiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.review != nil && c.review.Rejected == nil
+}
+
+// SetMetrics records the URL of the console's metrics listener, for GET /status.
+func (c *Console) SetMetrics(url string) {
+	c.mu.Lock()
+	c.metrics = url
+	c.mu.Unlock()
+}
+
+// NotifyChannels are the approved policy's [[notify]] channels.
+func (c *Console) NotifyChannels() []policy.Notify {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.approved == nil {
+		return nil
+	}
+	return c.approved.Notify()
+}
+
+// SetNotifyStatus gives the function GET /status reads the channels' deliveries from.
+func (c *Console) SetNotifyStatus(f func() []notify.ChannelStatus) {
+	c.mu.Lock()
+	c.notifyStatus = f
+	c.mu.Unlock()
 }

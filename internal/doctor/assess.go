@@ -29,6 +29,7 @@ func Assess(f *Facts) *Report {
 	assessPolicy(r, f)
 	assessSecrets(r, f)
 	assessHub(r, f)
+	assessNotify(r, f)
 	assessGate(r, f)
 	assessBudgets(r, f)
 	assessSelf(r, f)
@@ -36,6 +37,7 @@ func Assess(f *Facts) *Report {
 	assessAgent(r, f)
 	assessHost(r, f)
 	assessPhone(r, f)
+	assessMetrics(r, f)
 	return r
 }
 

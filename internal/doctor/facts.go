@@ -36,6 +36,8 @@ type Facts struct {
 	Agent *AgentFacts `json:"agent,omitempty"`
 	// Containers are the compose project's containers (compose only).
 	Containers []ContainerFacts `json:"containers,omitempty"`
+	// Metrics are the processes' metrics listeners, scraped once (local only: from up.json).
+	Metrics []MetricsFacts `json:"metrics,omitempty"`
 	// Phone is the hub's published port and the phone URL, tried from this machine (compose
 	// only).
 	Phone *PhoneFacts `json:"phone,omitempty"`

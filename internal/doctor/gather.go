@@ -58,6 +58,8 @@ type Setup struct {
 	VersionWait time.Duration
 	// SecretsFile is the gate's secrets file ("": not checked).
 	SecretsFile string
+	// Metrics maps a process to its metrics URL (up.json's "metrics"). Empty: none scraped.
+	Metrics map[string]string
 }
 
 // Gather collects the facts of s.
@@ -83,6 +85,9 @@ func Gather(ctx context.Context, s Setup, f *Facts) {
 	}
 	if s.Hub != "" {
 		f.Hub = gatherHub(ctx, s.Hub, s.HubToken)
+	}
+	if len(s.Metrics) > 0 {
+		f.Metrics = gatherMetrics(ctx, s.Metrics)
 	}
 	if s.Proxy != "" {
 		f.Self = SelfRequests(ctx, s.Proxy, s.ProxyCA)

@@ -49,6 +49,7 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 	}
 	s.SignerSocket, s.ConsoleSocket, s.GateSocket = up.SignerSocket, up.ConsoleSocket, up.GateSocket
 	s.Hub, s.HubToken = up.Hub, up.HubCLIToken
+	s.Metrics = up.Metrics
 	s.Proxy, s.ProxyCA, s.AuditDir = up.Gate, up.CACert, up.AuditDir
 	if os.Geteuid() == 0 {
 		s.ProbeOther = Probe(up.SignerSocket, nobodyUID, nobodyUID)

@@ -41,7 +41,7 @@ func benchPlain(b *testing.B, viaGate bool) {
 			b.Fatal(err)
 		}
 		defer aw.Close()
-		g := New(Config{Audit: aw, Dialer: &egress.Dialer{}})
+		g := New(Config{Audit: aw, Dialer: &egress.Dialer{}, Metrics: benchMetrics})
 		p, err := policy.Load("bench.toml", []byte(fmt.Sprintf(gatePolicy, port)))
 		if err != nil {
 			b.Fatal(err)

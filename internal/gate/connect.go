@@ -23,7 +23,7 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 	a := g.arrival(r)
 	a.Kind = judge.Domain
 	v := judge.See(a)
-	res := judge.Decide(g.env(pol), v)
+	res := g.decide(g.env(pol), v, ex.rec.Event)
 	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
 		if res.Intercept {

@@ -40,6 +40,7 @@ type exchange struct {
 	g        *Gate
 	rec      audit.Record
 	source   netip.Addr
+	ci       *connInfo // the connection's, or nil
 	target   egress.Target
 	decision policy.Decision
 	bytesIn  atomic.Int64
@@ -67,7 +68,7 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 		ex.rec.URL = recordURL(d, r.URL)
 	}
 	if ci := infoFrom(r.Context()); ci != nil {
-		ex.source = ci.source
+		ex.source, ex.ci = ci.source, ci
 	}
 	if si := streamFrom(r.Context()); si != nil {
 		ex.rec.Stream = si.id
@@ -124,6 +125,7 @@ func (ex *exchange) fill(status int, bytesOut int64, detail string) {
 	if detail != "" {
 		ex.rec.Detail = detail
 	}
+	ex.g.count(ex)
 }
 
 // finish writes the audit record of a request whose response is complete but for what is

@@ -28,6 +28,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/exfil"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -80,6 +81,8 @@ type Config struct {
 	// ctx ends): after an approval that bound a credential, so that the container's next
 	// request finds the binding. Nil: the next poll brings it.
 	Refresh func(ctx context.Context)
+	// Metrics counts requests, decisions and upstream answers (metrics.go). Nil: nothing counted.
+	Metrics *metrics.Gate
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
@@ -106,6 +109,8 @@ type Gate struct {
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
+
+	conns atomic.Pointer[connlimit.Listener] // the client connections Serve holds, for the metrics
 }
 
 // New builds a Gate. It does not listen.
@@ -188,6 +193,8 @@ type connInfo struct {
 	// hold is the body bytes the request now on an HTTP/1.1 connection holds (one at a time),
 	// given back when the proxy is done with it. An HTTP/2 stream's is in its streamInfo.
 	hold bodyHold
+	// counts is the metrics' counters the connection's last request was counted on.
+	counts atomic.Pointer[connCounts]
 }
 
 type connInfoKey struct{}
@@ -219,6 +226,7 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	}
 	cl := connlimit.New(l, connlimit.Config{Max: orInt(g.cfg.MaxConns, defaultMaxConns), PerPeer: orInt(g.cfg.MaxConnsPerSource, defaultMaxConnsPerSource),
 		Key: sourceKey, Log: g.log, Name: "gate"})
+	g.conns.Store(cl)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(&framingListener{Listener: cl}) }()
 	select {

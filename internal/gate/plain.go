@@ -110,7 +110,7 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		ex.bytesIn.Store(size)
 	}
 	v := judge.See(a)
-	res := judge.Decide(g.env(pol), v)
+	res := g.decide(g.env(pol), v, event)
 	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
 		return r, g.refuse(r.Context(), r, ex, res.Decision)
@@ -146,10 +146,12 @@ type sentTargetKey struct{}
 // when the body has been copied to the client.
 func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Response, error) {
 	ex := pctx.UserData.(*exchange)
+	start := time.Now()
 	resp, err := g.transport.RoundTrip(r)
 	if err != nil {
 		return nil, err
 	}
+	g.cfg.Metrics.Upstream(time.Since(start))
 	stripHopResponse(resp)
 	resp.Header.Set(HeaderRequest, ex.rec.ID)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
@@ -222,7 +224,7 @@ func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	pol := g.pol.Load()
 	v := judge.See(a)
-	res := judge.Decide(g.env(pol), v)
+	res := g.decide(g.env(pol), v, ex.rec.Event)
 	if res.Verdict != policy.Deny {
 		// Only refusals reach here; anything else is a defect, refused all the same.
 		res.Decision = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form", Reason: "the request names no host"}

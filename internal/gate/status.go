@@ -39,6 +39,8 @@ type Status struct {
 	Goroutines int   `json:"goroutines"`
 	Tunnels    int   `json:"tunnels"`
 	HeldBytes  int64 `json:"held_bytes"`
+	// Metrics is the URL of the gate's Prometheus metrics, "" when it serves none.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // StatusInfo is what the gate's main knows and the gate does not.
@@ -50,13 +52,15 @@ type StatusInfo struct {
 	ConsoleChecked *atomic.Int64
 	// AuditSink is the audit's database copy. Nil: none.
 	AuditSink interface{ Status() audit.SinkStatus }
+	// Metrics is the URL of the gate's metrics listener, or "".
+	Metrics string
 }
 
 // StatusHandler serves GET /status.
 func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load(),
+		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load(), Metrics: info.Metrics,
 			Goroutines: runtime.NumGoroutine(), Tunnels: g.tunnelCount(), HeldBytes: g.HeldBytes()}
 		if p := g.pol.Load(); p != nil {
 			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()

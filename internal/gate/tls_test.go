@@ -96,7 +96,7 @@ func startTLSGateWith(t testing.TB, handler http.Handler, adjust func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs}
+	cfg := Config{Audit: aw, Dialer: &egress.Dialer{Resolver: anyTestResolver{}}, RootCAs: roots, Certs: certs, Metrics: benchMetrics}
 	if adjust != nil {
 		adjust(&cfg)
 	}

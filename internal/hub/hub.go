@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
 // Defaults of Config's zero values.
@@ -68,6 +69,9 @@ type Config struct {
 	// hub: console.(*Console).Bind), naming who approved and the ticket. An approval whose
 	// binding fails is not recorded. Nil: such tickets cannot be approved.
 	Bind func(b Bind, by, ticket string) error
+	// Metrics counts tickets opened and closed and the time to a human's decision (metrics.go).
+	// Nil: nothing counted.
+	Metrics *metrics.Hub
 }
 
 // Hub holds the tickets.
@@ -204,6 +208,7 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 			h.publish(Event{Type: "limit", Limit: &Limit{Container: req.Container, Pending: n}})
 			h.log.Warn("hub: a container has as many pending tickets as it may; its new asks are refused", "container", req.Container, "pending", n, "max_pending", req.MaxPending)
 		}
+		h.cfg.Metrics.Limited(req.Container)
 		return AskAnswer{Outcome: OutcomeLimit}, nil
 	}
 	t := &Ticket{
@@ -217,6 +222,7 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	h.byFP[t.Fingerprint] = t.ID
 	h.changed()
 	h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+	h.cfg.Metrics.Opened(t.Container)
 	h.log.Info("hub: new ticket", "id", t.ID, "container", t.Container, "method", t.Method, "url", t.URL, "rule", t.Rule)
 	return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
 }
@@ -334,6 +340,7 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 	t.Decision = &Decision{Verdict: t.Status, By: by, Reason: reason, At: now}
 	h.changed()
 	h.publish(Event{Type: "decided", Ticket: copyTicket(t)})
+	h.closed(t, facadeName(by), now)
 	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by)
 	h.record(t, "decided")
 	return *t, nil
@@ -388,6 +395,7 @@ func (h *Hub) expireLocked(t *Ticket) {
 	t.Status = Expired
 	h.changed()
 	h.publish(Event{Type: "expired", Ticket: copyTicket(t)})
+	h.closed(t, "", h.now())
 	h.record(t, "expired")
 }
 

@@ -89,6 +89,7 @@ func compareFiles(old, new *Policy) Comparison {
 	c.secrets(o.Secrets, n.Secrets)
 	c.injections(o.Inject, n.Inject)
 	c.budgets(old.budgets, new.budgets)
+	c.notify(old.notify, new.notify)
 	if o.Claude.Credentials != n.Claude.Credentials {
 		c.loose("claude.credentials: %q → %q (the file's contents are not compared)", o.Claude.Credentials, n.Claude.Credentials)
 	}

@@ -80,6 +80,7 @@ type Policy struct {
 	secretRules []SecretRule
 	injections  []Injection
 	budgets     []Budget
+	notify      []Notify
 	injectBy    map[string]int // exact host → index in injections
 	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
 	ClaudeCredentials string
@@ -420,6 +421,7 @@ func (d *Document) Compile() (*Policy, error) {
 	c.secretRules(p, f.Secrets)
 	c.injections(p, f.Inject)
 	c.budgets(p, f.Budgets)
+	c.notify(p, f.Notify)
 	p.ClaudeCredentials = f.Claude.Credentials
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })

@@ -40,6 +40,9 @@ type File struct {
 	// Budgets bound what each container may send in a window. Empty: no budget, nothing is
 	// counted.
 	Budgets []FileBudget `toml:"budget"`
+	// Notify are the channels the console tells of every new ticket (the gate ignores them).
+	// Empty: tickets reach the terminal, lox and the phone page only.
+	Notify []FileNotify `toml:"notify"`
 }
 
 // FileBudget is one [[budget]]: how much each container it names may send in a window, each

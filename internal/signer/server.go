@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/httpjson"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -62,6 +63,8 @@ type Health struct {
 	// CASHA256 is the SHA-256 of the CA certificate (DER, hex): lockhttp doctor compares it
 	// with the ca.pem agents trust.
 	CASHA256 string `json:"ca_sha256"`
+	// Metrics is the URL of the signer's Prometheus metrics, "" when it serves none.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // ErrorResponse is the body of the handler's 400, 404, 405, 413, 429 and 500 answers (the 403
@@ -107,6 +110,10 @@ type ServerConfig struct {
 	Burst int
 	// ReadHeaderTimeout bounds the wait for a request's header in Serve. Zero means 5s.
 	ReadHeaderTimeout time.Duration
+	// Metrics counts the sign requests by outcome and the signing time. Nil: nothing counted.
+	Metrics *metrics.Signer
+	// MetricsURL is where the metrics are served, for GET /health. Empty: nowhere.
+	MetricsURL string
 }
 
 // Server serves certificates over HTTP: POST /sign and GET /health.
@@ -119,6 +126,8 @@ type Server struct {
 	rand   io.Reader
 	bucket *bucket
 	rht    time.Duration
+	m      *metrics.Signer
+	murl   string
 }
 
 // NewServer returns a server for cfg. It panics if cfg.CA is nil.
@@ -126,7 +135,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.CA == nil {
 		panic("signer.NewServer: ServerConfig.CA is nil")
 	}
-	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout}
+	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout, m: cfg.Metrics, murl: cfg.MetricsURL}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -218,6 +227,7 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		log.Warn("sign", logOutcome, "rate-limited")
+		s.m.Signed(metrics.SignRateLimited, 0)
 		writeError(w, http.StatusTooManyRequests, "the signer is issuing certificates faster than its rate limit; retry after the Retry-After seconds")
 		return
 	}
@@ -232,28 +242,35 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			log.Warn("sign", logOutcome, "bad-request", logReason, "body too large")
+			s.m.Signed(metrics.SignBadRequest, 0)
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", MaxRequestBytes))
 			return
 		}
 		log.Warn("sign", logOutcome, "bad-request", logReason, err.Error())
+		s.m.Signed(metrics.SignBadRequest, 0)
 		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error()+`; send {"host":"...","public_key":"<base64 of PKIX DER>"}`)
 		return
 	}
 	pub, err := parsePublicKey(req.PublicKey)
 	if err != nil {
 		log.Warn("sign", logOutcome, "bad-request", logHost, display.Truncate(req.Host, maxShownHost), logReason, err.Error())
+		s.m.Signed(metrics.SignBadRequest, 0)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	start := time.Now()
 	cert, der, err := Sign(s.ca, req.Host, pub, now, s.rand)
+	took := time.Since(start)
 	if err != nil {
 		var ge *GuardError
 		if errors.As(err, &ge) {
 			log.Warn("sign", logOutcome, "refused", logHost, display.Truncate(req.Host, maxShownHost), logReason, err.Error())
+			s.m.Signed(metrics.SignRefused, 0)
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		log.Error("sign", logOutcome, "failed", logHost, req.Host, logErr, err.Error())
+		s.m.Signed(metrics.SignFailed, 0)
 		writeError(w, http.StatusInternalServerError, "signing failed; see the signer's log")
 		return
 	}
@@ -264,6 +281,7 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		NotAfter:    cert.NotAfter.UTC().Format(time.RFC3339),
 	}
 	log.Info("sign", logOutcome, "issued", logHost, req.Host, logSerial, resp.Serial, logExpires, resp.NotAfter)
+	s.m.Signed(metrics.SignIssued, took)
 	httpjson.Write(w, http.StatusOK, resp)
 }
 
@@ -293,6 +311,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		CANotAfter: s.ca.cert.NotAfter.UTC().Format(time.RFC3339),
 		CASubject:  s.ca.cert.Subject.String(),
 		CASHA256:   CertSHA256(s.ca.cert),
+		Metrics:    s.murl,
 	})
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -79,6 +80,8 @@ type Options struct {
 	Renew time.Duration
 	// Timeout bounds one signer call. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// Metrics counts the signer calls and the cache's hits and misses. Nil: nothing counted.
+	Metrics *metrics.SignerClient
 }
 
 // Client gets certificates for the gate's one leaf key, generated in memory by New.
@@ -92,6 +95,7 @@ type Client struct {
 	http    *http.Client
 	key     *ecdsa.PrivateKey
 	body    []byte // the start of every sign request: {"public_key":"...","host":
+	m       *metrics.SignerClient
 
 	lastCA atomic.Pointer[issuer] // the CA of the last certificate, shared by entries
 
@@ -134,7 +138,7 @@ func New(o Options) (*Client, error) {
 		return nil, errors.New("signerclient: MaxEntries, Renew and Timeout must not be negative; zero means the default")
 	}
 	c := &Client{
-		socket: o.Socket, log: o.Logger, now: o.Now, max: o.MaxEntries, renew: o.Renew, timeout: o.Timeout,
+		socket: o.Socket, log: o.Logger, now: o.Now, max: o.MaxEntries, renew: o.Renew, timeout: o.Timeout, m: o.Metrics,
 		entries:  make(map[string]*list.Element),
 		inflight: make(map[string]*call),
 	}
@@ -187,6 +191,7 @@ func (c *Client) Certificate(ctx context.Context, host string) (*tls.Certificate
 				c.startLocked(host)
 			}
 			c.mu.Unlock()
+			c.m.Cache(true)
 			return e.cert, nil
 		}
 		c.lru.Remove(el)
@@ -197,6 +202,7 @@ func (c *Client) Certificate(ctx context.Context, host string) (*tls.Certificate
 		cl = c.startLocked(host)
 	}
 	c.mu.Unlock()
+	c.m.Cache(false)
 	select {
 	case <-cl.done:
 		return cl.cert, cl.err
@@ -216,8 +222,10 @@ func (c *Client) startLocked(host string) *call {
 
 func (c *Client) run(host string, cl *call) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	start := time.Now()
 	cert, err := c.fetch(ctx, host)
 	cancel()
+	c.m.Called(callResult(err), time.Since(start))
 	now := c.now()
 	c.mu.Lock()
 	delete(c.inflight, host)

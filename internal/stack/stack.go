@@ -56,6 +56,9 @@ type Options struct {
 	// PhoneURL is the URL a phone reaches the hub at. Empty: http:// and HubListen (which
 	// must then be an address the phone can reach).
 	PhoneURL string
+	// MetricsListen is where the processes serve Prometheus metrics (see metricsArgs). Empty:
+	// nowhere.
+	MetricsListen string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
 	BinDir string
@@ -91,7 +94,10 @@ type Up struct {
 	StateDir      string         `json:"state_dir"`
 	Logs          string         `json:"logs"`
 	PIDs          map[string]int `json:"pids"`
-	Started       time.Time      `json:"started"`
+	// Metrics maps each process (gate, console, signer) to the URL of its Prometheus metrics;
+	// absent without --metrics-listen.
+	Metrics map[string]string `json:"metrics,omitempty"`
+	Started time.Time         `json:"started"`
 	// Version is the build of the lox that started the stack (buildinfo.Info.String), which
 	// starts the signer, console and gate found next to it.
 	Version string `json:"version"`
@@ -235,7 +241,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The three processes, in the order they start. A restart starts the same command line,
 	// with the addresses the first start resolved (a port the system picked stays the same).
-	signerArgs := []string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}
+	margs := map[string][]string{}
+	for p := range metricsOffset {
+		if margs[p], err = metricsArgs(o.MetricsListen, p); err != nil {
+			return err
+		}
+	}
+	signerArgs := append([]string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}, margs["signer"]...)
 	if os.Geteuid() == 0 {
 		signerArgs = append(signerArgs, "--dev")
 	}
@@ -252,14 +264,15 @@ func Run(ctx context.Context, o Options) error {
 	hubKey := filepath.Join(state, "hub-key.pem")
 	hubGateToken := filepath.Join(state, "hub-gate.token")
 	consoleArgs := func() []string {
-		return []string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
+		return append([]string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
 			"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
 			"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL),
-			"-supervisor-uid", strconv.Itoa(os.Geteuid())}
+			"-supervisor-uid", strconv.Itoa(os.Geteuid())}, margs["console"]...)
 	}
 	consoleLog := filepath.Join(up.Logs, "console.log")
 	var cst struct {
-		Hub string `json:"hub"`
+		Hub     string `json:"hub"`
+		Metrics string `json:"metrics"`
 	}
 	consoleProc := &proc{name: "console", what: "the console",
 		ready: func(ctx context.Context, c *child) error {
@@ -286,6 +299,7 @@ func Run(ctx context.Context, o Options) error {
 	gateProc := &proc{name: "gate", what: "the gate",
 		start: func() (*child, error) {
 			gargs, err := gateArgs(o, gateListen, up, hubGateToken, hubKey)
+			gargs = append(gargs, margs["gate"]...)
 			if err != nil {
 				return nil, err
 			}
@@ -356,6 +370,9 @@ func Run(ctx context.Context, o Options) error {
 	up.Gate = "http://" + st.Listen
 	for _, p := range s.procs {
 		up.PIDs[p.name] = p.cur.pid
+	}
+	if o.MetricsListen != "" {
+		up.Metrics = map[string]string{"gate": st.Metrics, "console": cst.Metrics, "signer": signerMetrics(up.SignerSocket)}
 	}
 	up.Started = time.Now().UTC()
 	if err := writeUp(state, up); err != nil {

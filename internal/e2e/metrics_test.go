@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
+)
+
+// metricsPolicy is the policy of the metrics tests; %d is the origin's port.
+const metricsPolicy = `version = 1
+trusted = ["origin.test"]
+
+[[rule]]
+name = "no-admin"
+hosts = ["origin.test"]
+paths = ["/admin/**"]
+verdict = "deny"
+
+[[rule]]
+name = "ask-writes"
+hosts = ["origin.test"]
+methods = ["POST"]
+verdict = "ask"
+
+[floor]
+allow_cidrs = ["127.0.0.1/32"]
+allow_ports = [%d]
+
+[floor.hosts]
+"origin.test" = "127.0.0.1"
+
+[sources]
+local = ["127.0.0.0/8"]
+
+[settings]
+hold = "30s"
+`
+
+// TestMetricsPromtool: every process of the stack serves its metrics at the URL up.json names,
+// and promtool finds nothing wrong with any family.
+func TestMetricsPromtool(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	e := startAsk(t, "30s")
+	if len(e.up.Metrics) != 3 {
+		t.Fatalf("up.json metrics %v, want the gate, the console and the signer", e.up.Metrics)
+	}
+	// Some traffic first, so that the labelled families have series to check.
+	(&coreEnv{running: e.running}).client().Get(fmt.Sprintf("http://origin.test:%d/x", e.port))
+	for _, name := range []string{"gate", "console", "signer"} {
+		u := e.up.Metrics[name]
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("%s metrics %s: %v", name, u, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(body, []byte("lockhttp_build_info{process=\""+name+"\"")) || !bytes.Contains(body, []byte("go_goroutines")) {
+			t.Fatalf("%s metrics %s: %s\n%.2000s", name, u, resp.Status, body)
+		}
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+			t.Errorf("promtool check metrics on the %s's families: %v\n%s", name, err, out)
+		}
+	}
+	// The doctor reports each listener.
+	out, _ := runDoctor(t, "--state", e.state)
+	for _, name := range []string{"gate", "console", "signer"} {
+		if !hasLine(out, "OK", "metrics", "the "+name+" serves") || !strings.Contains(out, e.up.Metrics[name]) {
+			t.Errorf("the doctor does not report the %s's metrics listener:\n%s", name, out)
+		}
+	}
+}
+
+// TestMetricsScrapedByPrometheus: a real Prometheus scrapes the stack; known traffic shows in its
+// answers as counted: one DENY of code E_RULE once, three FREE reads, one ticket approved on
+// the CLI and the time to that decision.
+func TestMetricsScrapedByPrometheus(t *testing.T) {
+	prom := requireTool(t, "prometheus")
+	rec := &originRecorder{}
+	o := httptest.NewServer(rec)
+	t.Cleanup(o.Close)
+	port := o.Listener.Addr().(*net.TCPAddr).Port
+	r := startStack(t, fmt.Sprintf(metricsPolicy, port))
+	e := &askEnv{running: r, origin: rec, port: port}
+	api := startPrometheus(t, prom, r.up.Metrics)
+
+	for _, job := range []string{"gate", "console", "signer"} {
+		waitQuery(t, api, `up{job="`+job+`"}`, 1)
+	}
+	c := (&coreEnv{running: r}).client()
+	get := func(path string) int {
+		resp, err := c.Get(fmt.Sprintf("http://origin.test:%d%s", port, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get("/admin/users"); s != 403 {
+		t.Fatalf("GET /admin/users: %d, want the rule's 403", s)
+	}
+	for i := 0; i < 3; i++ {
+		if s := get("/items"); s != 200 {
+			t.Fatalf("GET /items: %d", s)
+		}
+	}
+	waitQuery(t, api, `lockhttp_gate_requests_total{container="local",kind="request",verdict="DENY",code="E_RULE"}`, 1)
+	waitQuery(t, api, `lockhttp_gate_requests_total{container="local",kind="request",verdict="FREE",code="none"}`, 3)
+	waitQuery(t, api, `sum(lockhttp_gate_requests_total)`, 4)
+	waitQuery(t, api, `lockhttp_gate_decision_duration_seconds_count{kind="request"}`, 4)
+	waitQuery(t, api, `lockhttp_gate_upstream_duration_seconds_count`, 3)
+	waitQuery(t, api, `lockhttp_audit_records_total{job="gate"} >= bool 4`, 1)
+
+	// An ASK: pending while held, then approved on the CLI.
+	res := e.send("POST", "/items", "payload")
+	tk := e.waitTicket(t, fmt.Sprintf("http://origin.test:%d/items", port))
+	waitQuery(t, api, `lockhttp_hub_tickets_pending{container="local"}`, 1)
+	if out, err := e.lox(t, "approve", tk.ID); err != nil {
+		t.Fatalf("lox approve: %v\n%s", err, out)
+	}
+	if got := <-res; got.status != 200 {
+		t.Fatalf("the approved request: %+v", got)
+	}
+	waitQuery(t, api, `lockhttp_hub_tickets_pending{container="local"}`, 0)
+	waitQuery(t, api, `lockhttp_hub_tickets_closed_total{container="local",outcome="approved"}`, 1)
+	waitQuery(t, api, `lockhttp_hub_decision_seconds_count{facade="cli",outcome="approved"}`, 1)
+	waitQuery(t, api, `lockhttp_gate_requests_total{container="local",verdict="ASK",code="none"}`, 1)
+	// The DENY is still counted once: no request is counted twice.
+	waitQuery(t, api, `lockhttp_gate_requests_total{code="E_RULE"}`, 1)
+}
+
+// startPrometheus runs Prometheus on loopback scraping each target (job name → metrics URL)
+// every second, and returns its HTTP API's base URL.
+func startPrometheus(t *testing.T, bin string, targets map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n")
+	for job, u := range targets {
+		pu, err := url.Parse(u)
+		if err != nil || pu.Host == "" {
+			t.Fatalf("metrics URL of %s: %q", job, u)
+		}
+		fmt.Fprintf(&cfg, "  - job_name: %s\n    metrics_path: %s\n    static_configs:\n      - targets: [%q]\n", job, pu.Path, pu.Host)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	out := &testkit.Buffer{}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	api := "http://" + addr
+	testkit.WaitFor(t, 30*time.Second, "Prometheus ready", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("prometheus exited:\n%s", out)
+		default:
+		}
+		resp, err := http.Get(api + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return api
+}
+
+// freeAddr is a loopback address with a port nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// query asks Prometheus for an instant vector and returns its one sample's value; ok is false
+// when the answer has no sample or more than one.
+func query(t *testing.T, api, q string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(api + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil {
+		t.Fatalf("query %s: %v", q, err)
+	}
+	if ans.Status != "success" {
+		t.Fatalf("query %s: %s", q, ans.Error)
+	}
+	if len(ans.Data.Result) != 1 {
+		return 0, false
+	}
+	s, _ := ans.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+// waitQuery waits until Prometheus answers q with exactly want.
+func waitQuery(t *testing.T, api, q string, want float64) {
+	t.Helper()
+	var got float64
+	var ok bool
+	testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("Prometheus: %s == %v", q, want), func() bool {
+		got, ok = query(t, api, q)
+		return ok && got == want
+	})
+}

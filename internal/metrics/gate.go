@@ -1,0 +1,241 @@
+package metrics
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RequestKey is what a request is counted under: its container ("" for a source [sources] does
+// not name), its kind (the audit record's event: request, tunnel-request, connect), its verdict
+// and its code ("" when it went out).
+type RequestKey struct {
+	Container, Kind, Verdict, Code string
+}
+
+// Requests counts the requests of one RequestKey and their bytes. Its methods are atomic: the
+// gate resolves a Requests once (Gate.Requests) and counts on it without a lookup.
+type Requests struct {
+	n, up, down atomic.Uint64
+}
+
+// Add counts one request that sent up bytes to its target and down bytes to its client.
+func (r *Requests) Add(up, down int64) {
+	if r == nil {
+		return
+	}
+	r.n.Add(1)
+	if up > 0 {
+		r.up.Add(uint64(up))
+	}
+	if down > 0 {
+		r.down.Add(uint64(down))
+	}
+}
+
+// maxRequestKeys bounds the series of lockhttp_gate_requests_total: past it, new combinations
+// are counted under container "-overflow-". Containers come from the policy and the other labels
+// from the code, so the bound is a guard, never reached by a sane policy.
+const maxRequestKeys = 4096
+
+// Gate is the gate's families.
+type Gate struct {
+	mu   sync.Mutex                               // serialises writers of reqs
+	reqs atomic.Pointer[map[RequestKey]*Requests] // copy on write: readers never lock
+
+	decision *prometheus.HistogramVec
+	upstream prometheus.Histogram
+	budget   *prometheus.CounterVec
+
+	policyInfo    *prometheus.GaugeVec
+	policyApplied prometheus.Gauge
+	fetchFailures prometheus.Counter
+
+	// decisionPlain, decisionTunnel and decisionConnect are decision's series of the three
+	// kinds, resolved once: a decision is timed without a lookup.
+	decisionPlain, decisionTunnel, decisionConnect prometheus.Observer
+}
+
+// GateState is what the gate's gauges read at scrape time.
+type GateState struct {
+	Tunnels     func() int // hijacked client connections open (CONNECT tunnels, spliced or decrypted)
+	Connections func() int // client connections open
+	HeldBytes   func() int64
+}
+
+var (
+	descRequests = prometheus.NewDesc(Namespace+"_gate_requests_total",
+		"Requests the gate finished, by container (- for an unknown source), kind (the audit event), verdict and code (none when it went out).",
+		[]string{"container", "kind", "verdict", "code"}, nil)
+	descBytes = prometheus.NewDesc(Namespace+"_gate_bytes_total",
+		"Bytes of the finished requests, by container, kind and direction: up (client to target) or down (target to client). A decrypted tunnel's connect counts its TLS bytes; its requests count their own.",
+		[]string{"container", "kind", "direction"}, nil)
+)
+
+// NewGate registers the gate's families in r. st's functions are read at each scrape; a nil one
+// leaves its gauge out.
+func NewGate(r *Registry, st GateState) *Gate {
+	g := &Gate{
+		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "gate", Name: "decision_duration_seconds",
+			Help: "Time the gate's decision (judge.Decide) took, by kind.", Buckets: decisionBuckets}, []string{"kind"}),
+		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "gate", Name: "upstream_duration_seconds",
+			Help: "Time from sending a request upstream to its answer's head.", Buckets: networkBuckets}),
+		budget: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "budget_refusals_total",
+			Help: "Requests refused with E_BUDGET, by container and budget."}, []string{"container", "budget"}),
+		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_info",
+			Help: "1 for the policy version the gate decides with."}, []string{"version"}),
+		policyApplied: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_applied_timestamp_seconds",
+			Help: "When the gate last took a new policy from the console (Unix time)."}),
+		fetchFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_fetch_failures_total",
+			Help: "Policy fetches from the console that failed (the gate keeps the policy it has)."}),
+	}
+	empty := map[RequestKey]*Requests{}
+	g.reqs.Store(&empty)
+	g.decisionPlain = g.decision.WithLabelValues("request")
+	g.decisionTunnel = g.decision.WithLabelValues("tunnel-request")
+	g.decisionConnect = g.decision.WithLabelValues("connect")
+	r.register(g, g.decision, g.upstream, g.budget, g.policyInfo, g.policyApplied, g.fetchFailures)
+	gauge := func(name, help string, f func() float64) {
+		r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: name, Help: help}, f))
+	}
+	if st.Tunnels != nil {
+		gauge("tunnels_open", "CONNECT tunnels open (spliced or decrypted).", func() float64 { return float64(st.Tunnels()) })
+	}
+	if st.Connections != nil {
+		gauge("connections_open", "Client connections open.", func() float64 { return float64(st.Connections()) })
+	}
+	if st.HeldBytes != nil {
+		gauge("held_body_bytes", "Request body bytes the gate holds for decisions.", func() float64 { return float64(st.HeldBytes()) })
+	}
+	return g
+}
+
+// noRequests absorbs the counts of a nil Gate.
+var noRequests Requests
+
+// Requests returns the counters of k, made on first use. The gate keeps what it returns (per
+// connection) so that the next request with the same key counts without a lookup.
+func (g *Gate) Requests(k RequestKey) *Requests {
+	if g == nil {
+		return &noRequests
+	}
+	if c, ok := (*g.reqs.Load())[k]; ok {
+		return c
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := *g.reqs.Load()
+	if c, ok := old[k]; ok {
+		return c
+	}
+	if len(old) >= maxRequestKeys {
+		k.Container = "-overflow-"
+		if c, ok := old[k]; ok {
+			return c
+		}
+	}
+	next := make(map[RequestKey]*Requests, len(old)+1)
+	for kk, v := range old {
+		next[kk] = v
+	}
+	c := &Requests{}
+	next[k] = c
+	g.reqs.Store(&next)
+	return c
+}
+
+// Decided observes the time one decision of kind took.
+func (g *Gate) Decided(kind string, d time.Duration) {
+	if g == nil {
+		return
+	}
+	var o prometheus.Observer
+	switch kind {
+	case "request":
+		o = g.decisionPlain
+	case "tunnel-request":
+		o = g.decisionTunnel
+	case "connect":
+		o = g.decisionConnect
+	default:
+		o = g.decision.WithLabelValues(kind)
+	}
+	o.Observe(seconds(d))
+}
+
+// Upstream observes the time an upstream answer's head took.
+func (g *Gate) Upstream(d time.Duration) {
+	if g == nil {
+		return
+	}
+	g.upstream.Observe(seconds(d))
+}
+
+// BudgetRefused counts an E_BUDGET refusal of container by budget (the rule's name after
+// "budget:").
+func (g *Gate) BudgetRefused(container, budget string) {
+	if g == nil {
+		return
+	}
+	g.budget.WithLabelValues(orDash(container), budget).Inc()
+}
+
+// PolicyApplied records that the gate decides with version from now on.
+func (g *Gate) PolicyApplied(version string, at time.Time) {
+	if g == nil {
+		return
+	}
+	g.policyInfo.Reset()
+	g.policyInfo.WithLabelValues(version).Set(1)
+	g.policyApplied.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// PolicyFetchFailed counts a failed policy fetch.
+func (g *Gate) PolicyFetchFailed() {
+	if g == nil {
+		return
+	}
+	g.fetchFailures.Inc()
+}
+
+// Describe implements prometheus.Collector for the request and byte counts.
+func (g *Gate) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRequests
+	ch <- descBytes
+}
+
+// Collect implements prometheus.Collector: the request counts and their bytes, summed by
+// container and kind.
+func (g *Gate) Collect(ch chan<- prometheus.Metric) {
+	type ck struct{ container, kind string }
+	up, down := map[ck]uint64{}, map[ck]uint64{}
+	for k, c := range *g.reqs.Load() {
+		container := orDash(k.Container)
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c.n.Load()), container, k.Kind, orNone(k.Verdict), orNone(k.Code))
+		up[ck{container, k.Kind}] += c.up.Load()
+		down[ck{container, k.Kind}] += c.down.Load()
+	}
+	for k, n := range up {
+		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(n), k.container, k.kind, "up")
+		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(down[k]), k.container, k.kind, "down")
+	}
+}
+
+// orNone is a verdict or code label: "none" for none (a request that failed before its
+// decision, a code for one that went out).
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// orDash is a container label: "-" for none (a container name starts with a letter or digit).
+func orDash(container string) string {
+	if container == "" {
+		return "-"
+	}
+	return container
+}
