@@ -501,12 +501,21 @@ func TestSuperviseKillEachChildUnderLoad(t *testing.T) {
 				byKilled = append(byKilled, id)
 			}
 		}
+		// The last tunnel a gate opened may still be open when the audit is read (its CONNECT
+		// is recorded when it closes).
+		lastOf := map[string]string{}
+		for _, id := range e.seen.tunnels {
+			lastOf[strings.SplitAfter(id, "-")[0]] = id
+		}
 		var tunnelsMissing []string
 		for i, id := range e.seen.tunnels {
 			if ids[id] {
 				continue
 			}
 			tunnelsMissing = append(tunnelsMissing, id)
+			if lastOf[strings.SplitAfter(id, "-")[0]] == id {
+				continue
+			}
 			if !strings.HasPrefix(id, killed) || slices.Index(byKilled, id) < len(byKilled)-3 {
 				t.Errorf("the CONNECT %s (tunnel %d of %d) has no record, and it is not one of the last the killed gate opened", id, i+1, len(e.seen.tunnels))
 			}
