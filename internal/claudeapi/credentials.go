@@ -23,6 +23,23 @@ func HashCredential(value string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// IsHash reports whether s is a credential's hash as HashCredential writes it: 64 lower-case
+// hex digits. Bindings (the hub's tickets, the console's state, the served policy) hold only
+// such hashes.
+func IsHash(s string) bool {
+	return len(s) == sha256.Size*2 && IsHexPrefix(s)
+}
+
+// IsHexPrefix reports whether s is made of lower-case hex digits only (a hash or a prefix of one).
+func IsHexPrefix(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // credential is one credential a request carries, named by the header it came in.
 type credential struct {
 	header string

@@ -171,3 +171,16 @@ func TestCredentialsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// IsHash takes exactly what HashCredential writes; a key, an upper-case or short hash is not one.
+func TestIsHash(t *testing.T) {
+	h := HashCredential(keyA)
+	for _, c := range []struct {
+		s    string
+		want bool
+	}{{h, true}, {strings.ToUpper(h), false}, {h[:63], false}, {h + "0", false}, {"sha256:" + h[:57], false}, {keyA, false}, {"", false}} {
+		if got := IsHash(c.s); got != c.want {
+			t.Errorf("IsHash(%q) = %v, want %v", c.s, got, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/claudeapi"
 )
 
 // Binding is a Claude credential bound to a container by a human's approval of the ASK about it:
@@ -30,7 +31,7 @@ const maxBindings = 1024
 // serves it, and a binding that cannot be written is an error (the approval then does not
 // stand). Binding a credential already bound changes nothing.
 func (c *Console) Bind(container, hash, by, ticket string) error {
-	if !sha256Hex(hash) {
+	if !claudeapi.IsHash(hash) {
 		return errors.New("a binding names the credential by its SHA-256 in lower-case hex")
 	}
 	if strings.TrimSpace(by) == "" {
@@ -123,16 +124,11 @@ func checkBindings(bs []Binding) error {
 		return fmt.Errorf("%d bound credentials, more than the %d the console keeps", len(bs), maxBindings)
 	}
 	for i, b := range bs {
-		if !sha256Hex(b.Hash) || b.Container == "" {
+		if !claudeapi.IsHash(b.Hash) || b.Container == "" {
 			return fmt.Errorf("bound[%d]: not a container and a SHA-256 hex hash", i)
 		}
 	}
 	return nil
-}
-
-// sha256Hex reports whether s is 64 lower-case hex digits.
-func sha256Hex(s string) bool {
-	return len(s) == sha256.Size*2 && isHex(s)
 }
 
 // Unbind removes the binding of container whose hash starts with prefix (at least 12 hex
@@ -141,7 +137,7 @@ func sha256Hex(s string) bool {
 // error that changes nothing.
 func (c *Console) Unbind(container, prefix, by string) (Binding, error) {
 	prefix = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(prefix), "sha256:"))
-	if len(prefix) < 12 || len(prefix) > sha256.Size*2 || !isHex(prefix) {
+	if len(prefix) < 12 || len(prefix) > sha256.Size*2 || !claudeapi.IsHexPrefix(prefix) {
 		return Binding{}, errors.New("name the credential by at least the first 12 hex digits of its SHA-256, as lox credentials shows it")
 	}
 	if strings.TrimSpace(by) == "" {
@@ -180,13 +176,4 @@ func (c *Console) Unbind(container, prefix, by string) (Binding, error) {
 	}
 	c.say("container %s may no longer send the Claude credential sha256 %s… without asking (unbound by %s)", container, gone.Hash[:12], by)
 	return gone, nil
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -3,17 +3,15 @@ package consoleclient
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -147,7 +145,7 @@ func compile(s *console.Served) (*policy.Policy, error) {
 	}
 	for container, hashes := range s.Bound {
 		for _, h := range hashes {
-			if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size || strings.ToLower(h) != h {
+			if !claudeapi.IsHash(h) {
 				return nil, fmt.Errorf("served policy: a credential bound to %q is not a SHA-256 in lower-case hex", container)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
@@ -146,19 +147,6 @@ func grantKey(container, host string, port int) string {
 	return container + "|" + host + "|" + strconv.Itoa(port)
 }
 
-// sha256Hex reports whether s is 64 lower-case hex digits.
-func sha256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Ask is the gate's question for a request the policy asks about. See the Outcome constants.
 func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	if req.Fingerprint == "" || req.Container == "" {
@@ -167,7 +155,7 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	if req.Kind != KindRequest && req.Kind != KindConnect {
 		return AskAnswer{}, fmt.Errorf("hub: unknown ticket kind %q", req.Kind)
 	}
-	if b := req.Bind; b != nil && (req.Kind != KindRequest || b.Container != req.Container || !sha256Hex(b.Hash)) {
+	if b := req.Bind; b != nil && (req.Kind != KindRequest || b.Container != req.Container || !claudeapi.IsHash(b.Hash)) {
 		return AskAnswer{}, errors.New("hub: a binding is for a request ticket, names the ticket's container and a sha256 hex hash")
 	}
 	now := h.now()
