@@ -45,6 +45,9 @@ type Finding struct {
 	File     string   `json:"file,omitempty"`
 	Line     int      `json:"line,omitempty"`
 	Text     string   `json:"text"`
+	// Pending marks lines at the end of the log not covered yet: a running gate covers what
+	// it wrote within a second, so a verifier that finds only such findings reads again.
+	Pending bool `json:"pending,omitempty"`
 }
 
 func (f Finding) String() string {
@@ -109,10 +112,32 @@ func (r *VerifyReport) add(s Severity, file string, line int, format string, arg
 		return
 	}
 	if len(r.Findings) == maxFindings-1 {
-		r.Findings = append(r.Findings, Finding{Tampered, "", 0, "more findings left out"})
+		r.Findings = append(r.Findings, Finding{Severity: Tampered, Text: "more findings left out"})
 		return
 	}
-	r.Findings = append(r.Findings, Finding{s, file, line, fmt.Sprintf(format, args...)})
+	r.Findings = append(r.Findings, Finding{Severity: s, File: file, Line: line, Text: fmt.Sprintf(format, args...)})
+}
+
+func (r *VerifyReport) addPending(file string, line int, format string, args ...any) {
+	r.add(Tampered, file, line, format, args...)
+	if n := len(r.Findings); n > 0 && r.Findings[n-1].File == file && r.Findings[n-1].Line == line {
+		r.Findings[n-1].Pending = true
+	}
+}
+
+// OnlyPending reports that the report's only Tampered findings are Pending ones: lines at the
+// end of the log that a running gate has not covered yet.
+func (r *VerifyReport) OnlyPending() bool {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == Tampered {
+			if !f.Pending {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // maxFindings bounds a report.
@@ -160,7 +185,10 @@ type dirVerifier struct {
 	maxSeq int64
 	signed int // signatures that verified
 	anySig bool
-	lastAt string // file:line of the last record
+	// pending are the lines, in files before the current one, that no signature or head has
+	// covered yet.
+	pending []uncoveredLines
+	lastAt  string // file:line of the last record
 }
 
 // keep remembers seq's hash while it may be needed: for a later day's prev_file (recent
@@ -181,6 +209,47 @@ const keepHashes = 1 << 16
 
 func (v *dirVerifier) isHead(s int64) bool {
 	return v.o.Head != nil && v.o.Head.Seq == s || v.o.Trusted != nil && v.o.Trusted.Seq == s
+}
+
+// uncoveredLines are lines first to last of a file that no signature or head covered; torn
+// lists those of them that are not records.
+type uncoveredLines struct {
+	file        string
+	first, last int
+	torn        []int
+}
+
+// covered clears the pending lines of earlier files: a signature or the head at a (file:line)
+// covers them.
+func (v *dirVerifier) covered(at string) {
+	for _, p := range v.pending {
+		for _, u := range p.torn {
+			v.rep.add(Note, p.file, u, "not a record: a write cut short (a crash or a full disk); the gate signed over it at %s, so it is its own", at)
+		}
+	}
+	v.pending = v.pending[:0]
+}
+
+// uncoveredTail reports the lines at the end of the log that no signature or head covers.
+// They are Pending: a running gate covers what it wrote within a second (signHead), so a
+// verification that reads the log while the gate writes it may see them and should read again.
+func (v *dirVerifier) uncoveredTail() {
+	for _, p := range v.pending {
+		if v.o.Head == nil {
+			// The head that would vouch for them is missing, which is itself a warning.
+			if len(p.torn) < p.last-p.first+1 {
+				v.rep.add(Warning, p.file, p.first, "lines %d to %d come after the last signed record and only the missing signed head could vouch for them", p.first, p.last)
+			}
+			continue
+		}
+		for _, u := range p.torn {
+			v.rep.addPending(p.file, u, "not a record (not JSON, or a line longer than %d bytes), and no signature covers it", maxLine)
+		}
+		if len(p.torn) < p.last-p.first+1 {
+			v.rep.addPending(p.file, p.first, "lines %d to %d are not covered by a signature, nor by the signed head: added after the gate signed (forged), or written by a gate that stopped before its head named them (its next start signs over them); a gate that is running covers them within a second: verify again", p.first, p.last)
+		}
+	}
+	v.pending = nil
 }
 
 type lineFields struct {
@@ -207,7 +276,7 @@ func (v *dirVerifier) file(s Source) error {
 		n         int
 		lastSeq   int64
 		cur       *run
-		uncovered []int                         // lines since the last signature that verified
+		uncovered []int                         // lines of this file since the last signature that verified
 		unseq     []int                         // of them, lines that are not records (torn)
 		recent    = map[[2 * hashLen]byte]int{} // line hash → line number, this file
 	)
@@ -304,33 +373,36 @@ func (v *dirVerifier) file(s Source) error {
 			v.where[f.Seq] = at
 		}
 		v.lastAt = at
-		// The signature.
+		// The signature, or the signed head naming this record: either vouches for every line
+		// before it, back to the last one that did, in this file and the files before it (each
+		// day's first record names the last one of the day before).
 		signed, kid, ok := checkLineSig(line, v.keys)
+		v.anySig = v.anySig || signed
+		if !signed && v.headCovers(f.Seq, hash) {
+			signed, ok = true, true
+		}
 		if !signed {
 			continue
 		}
-		v.anySig = true
-		switch {
-		case ok:
+		if ok {
 			v.signed++
+			v.covered(at)
 			for _, u := range unseq {
 				v.rep.add(Note, name, u, "not a record: a write cut short (a crash or a full disk); the gate signed over it at line %d, so it is its own", n)
 			}
 			uncovered, unseq = uncovered[:0], unseq[:0]
+			continue
+		}
+		switch {
 		case v.keys[kid] == nil:
 			v.rep.add(Tampered, name, n, "signed by key %s, not a trusted key (%s): a foreign key signed lines %d to %d", kid, keyList(v.keys), uncovered[0], n)
 		default:
 			v.rep.add(Tampered, name, n, "the signature does not verify: a record in lines %d to %d was edited, inserted or removed and the chain rewritten (forged)", uncovered[0], n)
 		}
 	}
-	// Lines after the file's last signature are vouched for only by a head naming the last one.
-	if len(uncovered) > 0 && !v.headCovers(lastSeq, want) {
-		for _, u := range unseq {
-			v.rep.add(Tampered, name, u, "not a record (not JSON, or a line longer than %d bytes), and no signature covers it", maxLine)
-		}
-		if len(unseq) < len(uncovered) {
-			v.rep.add(Tampered, name, uncovered[0], "lines %d to %d are not covered by a signature: added after the gate signed its last batch (forged), or written by a gate that stopped before signing them (its next start signs over them)", uncovered[0], n)
-		}
+	// Lines after the file's last signature wait for one in a later file, or the head.
+	if len(uncovered) > 0 {
+		v.pending = append(v.pending, uncoveredLines{file: name, first: uncovered[0], last: n, torn: slices.Clone(unseq)})
 	}
 	if n == 0 {
 		v.rep.add(Note, name, 0, "empty")
@@ -350,6 +422,7 @@ func (v *dirVerifier) headCovers(seq int64, h [2 * hashLen]byte) bool {
 
 func (v *dirVerifier) finish() {
 	rep := v.rep
+	v.uncoveredTail()
 	runs := v.runs
 	slices.SortFunc(runs, func(a, b run) int { return int(a.first - b.first) })
 	if len(runs) > 0 {

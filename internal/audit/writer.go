@@ -40,8 +40,9 @@ type Options struct {
 	// fails (ErrBudget), as a full disk would, and so the gate refuses traffic until old files
 	// are moved out or the budget is raised. 0: no budget.
 	Budget int64
-	// KeyFile is the audit key's private half (see key.go): the last record of every batch is
-	// signed with it, and a signed head is written after every batch that reached the disk. A
+	// KeyFile is the audit key's private half (see key.go): the last record of a batch is signed
+	// with it at most every signEvery, and a signed head is written each time records reach the
+	// disk (within syncDelay of their write). A
 	// key that cannot be read makes the writer unhealthy, as a failed write does, until it can
 	// be (tried again at most once a second). "": records are chained and numbered, not signed.
 	KeyFile string
@@ -72,9 +73,10 @@ type Sink interface {
 // Before "prev" each record has "seq", its number in the directory's one chain (1, 2, … across
 // days), and the first record of a day file (after the first ever) has "prev_file", the hash of
 // the record before it in the day before, so a removed or emptied day file is found. With
-// Options.KeyFile, the last record of each batch ends with "sig" (key id, a colon and the
-// Ed25519 signature of the line's bytes before it), and DIR/head.json is a signed head naming the
-// last record on disk (see docs/audit.md and VerifyDir).
+// Options.KeyFile, the last record of a batch ends with "sig" (key id, a colon and the Ed25519
+// signature of the line's bytes before it) when signEvery has passed since the last signed one,
+// and DIR/head.json is a signed head naming the last record on disk (see docs/audit.md and
+// VerifyDir).
 //
 // One committer goroutine takes what is queued (up to maxBatch records), encodes it into one
 // buffer and appends it with one write and one fsync per day file (group commit), then wakes
@@ -115,7 +117,12 @@ type Writer struct {
 	headFile *os.File // DIR/head.json, open once written
 	headSlot int      // the slot the next head goes into
 	headBuf  []byte
-	sigBuf   []byte // the message a batch's signature covers
+	sigBuf   []byte    // the message a batch's signature covers
+	lastSig  time.Time // when a record was last signed (committer's clock)
+	closing  bool      // the committer's last rounds: Close was called
+	// dirtySince is when a file last went from synced to holding records not fsync'ed (the
+	// committer's clock): under a steady load of Appends they are synced within syncDelay too.
+	dirtySince time.Time
 
 	mu      sync.Mutex // guards queue, waiters and closed
 	queue   []*item    // records waiting for the committer, in arrival order
@@ -152,9 +159,16 @@ type item struct {
 	err  error      // the outcome of its commit (the committer's, until it is told)
 }
 
-// syncDelay is how long records queued by Submit may stay written but not fsync'ed when no
-// Write comes to carry them to disk.
+// syncDelay is how long records queued by Submit or Append may stay written but not fsync'ed
+// when no Write comes to carry them to disk. The signed head follows each fsync.
 const syncDelay = 100 * time.Millisecond
+
+// signEvery is how often a record's line carries a signature of its own (the last record of a
+// batch, when signEvery has passed since the last one). Every record is covered by the signed
+// head within syncDelay; the records' own signatures keep the log verifiable without its head
+// (up to its last signed record). A signature costs tens of microseconds: one per batch was
+// most of the audit's cost when batches hold a record or two.
+const signEvery = time.Second
 
 // Submitted records wait up to writeDelay, or until asyncBatch of them are queued or a Write
 // comes, before they are written: nobody waits for them, so they share write calls too.
@@ -428,6 +442,7 @@ func (w *Writer) run() {
 			}
 		}
 		closed := w.take()
+		w.closing = closed
 		if len(w.batch) == 0 {
 			if closed {
 				w.syncDirty()
@@ -451,6 +466,10 @@ func (w *Writer) run() {
 			continue
 		}
 		w.commit()
+		if w.anyDirty() && w.now().Sub(w.dirtySince) >= syncDelay {
+			// A steady load of Appends leaves no quiet moment for the timer above.
+			w.syncDirty()
+		}
 	}
 }
 
@@ -624,6 +643,9 @@ func (w *Writer) commitDay(d day, items []*item) error {
 			return err
 		}
 	}
+	// The last record of the batch is signed once signEvery has passed since the last signed
+	// one, and at Close; the signed head, written once the batch is on disk, covers the rest.
+	signs := key != nil && (w.closing || w.now().Sub(w.lastSig) >= signEvery)
 	buf := w.buf[:0]
 	prev := df.prev
 	seq, last := w.seq, w.lastHash
@@ -645,7 +667,7 @@ func (w *Writer) commitDay(d day, items []*item) error {
 		buf = append(buf, `,"prev":"`...)
 		buf = append(buf, prev[:]...)
 		buf = append(buf, '"')
-		if key != nil && i == len(items)-1 {
+		if signs && i == len(items)-1 {
 			buf = appendSig(buf, start, key, kid, &w.sigBuf)
 		} else {
 			buf = append(buf, '}')
@@ -682,7 +704,13 @@ func (w *Writer) commitDay(d day, items []*item) error {
 	}
 	df.size += wrote
 	df.prev = prev
+	if !needSync && !df.dirty {
+		w.dirtySince = w.now()
+	}
 	df.dirty = !needSync
+	if signs {
+		w.lastSig = w.now()
+	}
 	w.seq, w.lastHash, w.lastFile = seq, last, filepath.Base(df.path)
 	w.unsynced = true
 	w.batches++
