@@ -24,6 +24,7 @@ type Log struct {
 	mu      sync.Mutex
 	entries []Entry                // guarded by mu: the latest, oldest first, at most size
 	dropped int                    // guarded by mu: entries the gate reported it could not send
+	sampled int                    // guarded by mu: forwarded requests the gate left out (Batch.Sampled)
 	subs    map[chan struct{}]bool // guarded by mu
 }
 
@@ -48,6 +49,7 @@ func (l *Log) Add(b Batch) {
 		l.entries = append(l.entries[:0], l.entries[over:]...)
 	}
 	l.dropped += max(0, b.Dropped)
+	l.sampled += max(0, b.Sampled)
 	for ch := range l.subs {
 		select {
 		case ch <- struct{}{}:
@@ -74,6 +76,13 @@ func (l *Log) Dropped() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dropped
+}
+
+// Sampled is how many forwarded requests the gate left out of the live view, in all.
+func (l *Log) Sampled() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sampled
 }
 
 // Subscribe returns a channel that receives a signal after entries were added (one signal

@@ -18,6 +18,11 @@ const (
 	gather = 100 * time.Millisecond
 	// maxBackoff bounds the wait after a failed send.
 	maxBackoff = 5 * time.Second
+	// MaxForwardedPerSecond is how many forwarded requests (FREE, sent on) a second the gate
+	// queues; past it only refusals and asks are, and the rest counted (Batch.Sampled). Nobody
+	// reads thousands of lines a second, and sending and decoding each one cost the gate and
+	// the hub more than the rest of the request's way through the gate.
+	MaxForwardedPerSecond = 200
 )
 
 // Queue holds the gate's entries until they are sent. Add never blocks: it is on every
@@ -28,6 +33,9 @@ type Queue struct {
 	mu      sync.Mutex
 	entries []Entry // guarded by mu: waiting, oldest first
 	dropped int     // guarded by mu: entries dropped since the last delivered batch
+	sampled int     // guarded by mu: forwarded requests left out since the last batch taken
+	second  int64   // guarded by mu: the Unix second forwarded counts
+	fwd     int     // guarded by mu: forwarded requests queued in second
 }
 
 // NewQueue returns an empty queue; Run sends what it holds.
@@ -38,6 +46,17 @@ func NewQueue() *Queue {
 // Add queues e, or drops it (counted) when maxQueued are waiting.
 func (q *Queue) Add(e Entry) {
 	q.mu.Lock()
+	if e.Verdict == "FREE" && e.Code == "" {
+		if s := e.Time.Unix(); s != q.second {
+			q.second, q.fwd = s, 0
+		}
+		if q.fwd >= MaxForwardedPerSecond {
+			q.sampled++
+			q.mu.Unlock()
+			return
+		}
+		q.fwd++
+	}
 	if len(q.entries) >= maxQueued {
 		q.dropped++
 		q.mu.Unlock()
@@ -59,9 +78,9 @@ func (q *Queue) take() Batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := min(len(q.entries), MaxBatch)
-	b := Batch{Entries: append([]Entry(nil), q.entries[:n]...), Dropped: q.dropped}
+	b := Batch{Entries: append([]Entry(nil), q.entries[:n]...), Dropped: q.dropped, Sampled: q.sampled}
 	q.entries = append(q.entries[:0], q.entries[n:]...)
-	q.dropped = 0
+	q.dropped, q.sampled = 0, 0
 	return b
 }
 
@@ -71,6 +90,7 @@ func (q *Queue) giveBack(b Batch, lost bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.dropped += b.Dropped
+	q.sampled += b.Sampled
 	if lost {
 		q.dropped += len(b.Entries)
 		return
@@ -87,7 +107,7 @@ func (q *Queue) giveBack(b Batch, lost bool) {
 func (q *Queue) pending() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.entries) > 0 || q.dropped > 0
+	return len(q.entries) > 0 || q.dropped > 0 || q.sampled > 0
 }
 
 // ErrRefused wraps a send's error when the hub will never take the batch (it answered 4xx): the

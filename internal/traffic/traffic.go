@@ -161,4 +161,7 @@ func ParseFilter(s string) (Filter, error) {
 type Batch struct {
 	Entries []Entry `json:"entries"`
 	Dropped int     `json:"dropped,omitempty"`
+	// Sampled is how many forwarded requests the gate left out since the last batch: past
+	// MaxForwardedPerSecond the live view shows refusals and asks only (the audit has them all).
+	Sampled int `json:"sampled,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +288,37 @@ func TestQueueDropsRefused(t *testing.T) {
 		ids, dropped := s.received()
 		return len(ids) == 1 && ids[0] == "r-2" && dropped == 1
 	})
+}
+
+// TestQueueSamplesForwarded: past MaxForwardedPerSecond forwarded requests a second, the queue
+// keeps refusals and asks only and counts the rest; the next second starts again.
+func TestQueueSamplesForwarded(t *testing.T) {
+	q := NewQueue()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		q.Add(Entry{Time: t0.Add(time.Duration(i) * time.Millisecond / 2), Verdict: "FREE", ID: "f"})
+	}
+	q.Add(Entry{Time: t0.Add(600 * time.Millisecond), Verdict: "DENY", Code: "E_RULE", ID: "refused"})
+	q.Add(Entry{Time: t0.Add(700 * time.Millisecond), Verdict: "ASK", Code: "E_PENDING", ID: "ask"})
+	q.Add(Entry{Time: t0.Add(time.Second), Verdict: "FREE", ID: "next second"})
+	var got []Entry
+	sampled := 0
+	for q.pending() {
+		b := q.take()
+		got = append(got, b.Entries...)
+		sampled += b.Sampled
+	}
+	if len(got) != MaxForwardedPerSecond+3 || sampled != 1000-MaxForwardedPerSecond {
+		t.Fatalf("%d entries and %d sampled; want %d and %d", len(got), sampled, MaxForwardedPerSecond+3, 1000-MaxForwardedPerSecond)
+	}
+	for _, id := range []string{"refused", "ask", "next second"} {
+		if !slices.ContainsFunc(got, func(e Entry) bool { return e.ID == id }) {
+			t.Errorf("%q left out", id)
+		}
+	}
+	l := NewLog(0)
+	l.Add(Batch{Entries: got[:1], Sampled: sampled})
+	if l.Sampled() != sampled {
+		t.Errorf("log sampled %d, want %d", l.Sampled(), sampled)
+	}
 }

@@ -183,6 +183,7 @@ type model struct {
 	entries     []traffic.Entry   // the gate's latest decisions that filter shows, newest first
 	restarted   []restarts.Report // lox's restarts, the latest first
 	dropped     int               // the gate's decisions it could not send
+	sampled     int               // forwarded requests the gate left out of the live view
 
 	filter traffic.Filter // of the recent decisions: all, refused, asks
 
@@ -272,7 +273,7 @@ func (m *model) refreshTraffic() {
 		return
 	}
 	m.entries = m.traffic.Recent(recentShown, m.filter)
-	m.dropped = m.traffic.Dropped()
+	m.dropped, m.sampled = m.traffic.Dropped(), m.traffic.Sampled()
 }
 
 // subscribe (again) and reread: Subscribe first, so that nothing between the read and the

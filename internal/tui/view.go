@@ -399,6 +399,9 @@ func (m *model) recentTitle() string {
 	if m.dropped > 0 {
 		title += "  " + m.st.warn.Render(fmt.Sprintf("%d not shown: the gate could not send them (the audit has every one)", m.dropped))
 	}
+	if m.sampled > 0 {
+		title += "  " + m.st.faint.Render(fmt.Sprintf("%d forwarded requests not shown: past %d a second only refusals and asks are (the audit has every one)", m.sampled, traffic.MaxForwardedPerSecond))
+	}
 	return title
 }
 
