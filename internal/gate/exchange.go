@@ -211,6 +211,35 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo copies the body to w through a pooled buffer: the proxy copies every answer with
+// io.Copy, which would otherwise allocate 32 KiB per request (the writer it copies to is not a
+// ReaderFrom).
+func (b *countingBody) WriteTo(w io.Writer) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, rerr := b.Read(buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+			if m != n {
+				return total, io.ErrShortWrite
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
 func (b *countingBody) Close() error {
 	err := b.rc.Close()
 	b.record()
