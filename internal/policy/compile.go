@@ -78,6 +78,7 @@ type Policy struct {
 	names   map[string]bool // container names
 
 	secretRules []SecretRule
+	jwtHosts    []string
 	injections  []Injection
 	budgets     []Budget
 	notify      []Notify
@@ -115,6 +116,9 @@ func (in *Injection) Value(secret string) string {
 
 // SecretRules are the policy's [[secret]] rules.
 func (p *Policy) SecretRules() []SecretRule { return p.secretRules }
+
+// JWTHosts are the host patterns of [jwt] hosts, as written: where a JWT may go.
+func (p *Policy) JWTHosts() []string { return p.jwtHosts }
 
 // Injections are the policy's [[inject]] rules.
 func (p *Policy) Injections() []Injection { return p.injections }
@@ -419,6 +423,7 @@ func (d *Document) Compile() (*Policy, error) {
 	c.sources(p, f.Sources)
 	c.settings(p, &f.Settings)
 	c.secretRules(p, f.Secrets)
+	c.jwt(p, &f.JWT)
 	c.injections(p, f.Inject)
 	c.budgets(p, f.Budgets)
 	c.notify(p, f.Notify)
@@ -820,6 +825,33 @@ func (c *compiler) secretRules(p *Policy, rules []FileSecret) {
 			}
 		}
 		p.secretRules = append(p.secretRules, SecretRule{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
+	}
+}
+
+// jwt compiles [jwt]: its hosts are checked as the gate's detector checks them
+// (secrets.CheckJWTHosts), so the detector builds from them.
+func (c *compiler) jwt(p *Policy, fj *FileJWT) {
+	path := []string{"jwt", "hosts"}
+	seen := spellings{}
+	for _, h := range fj.Hosts {
+		if err := secrets.CheckJWTHosts([]string{h}); err != nil {
+			c.errorf(path, "jwt.hosts", "%v", err)
+			continue
+		}
+		hp, err := parseHostPattern(h)
+		switch {
+		case err != nil:
+			c.errorf(path, "jwt.hosts", "%v", err)
+			continue
+		case hp.any:
+			c.errorf(path, "jwt.hosts", "\"*\" would let every JWT go to every host; list the hosts your agent's tokens are for")
+			continue
+		}
+		if msg, dup := seen.dup(hp.key(), h, hp.names()); dup {
+			c.errorf(path, "jwt.hosts", "%s", msg)
+			continue
+		}
+		p.jwtHosts = append(p.jwtHosts, h)
 	}
 }
 
