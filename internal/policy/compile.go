@@ -344,6 +344,41 @@ func (s spellings) dup(key, text, what string) (string, bool) {
 	return fmt.Sprintf("%q and %q name the same %s; keep one", prev, text, what), true
 }
 
+// sectionKind is an array of named tables ([[budget]], [[notify]]) whose names sectionName
+// checks.
+type sectionKind struct {
+	key     string         // the table's key: "budget"
+	noun    string         // what one section is called in a fix: "budget", "channel"
+	max     int            // the most sections allowed
+	tooMany string         // the fix past max, with %d for max
+	name    *regexp.Regexp // what a name must match
+	badName string         // the fix of a name that does not match
+}
+
+// sectionName checks the name of section i of kind k against the sections before it (seen
+// maps a name to the first section that has it) and past the most allowed. It returns the
+// section's path and the label its other problems are reported under.
+func (c *compiler) sectionName(k *sectionKind, seen map[string]int, i int, name string) ([]string, string) {
+	path := []string{k.key, itoa(i)}
+	at := append(append([]string{}, path...), "name")
+	label := fmt.Sprintf("%s %q", k.key, name)
+	if i == k.max {
+		c.errorf(path, label, k.tooMany, k.max)
+	}
+	switch j, dup := seen[name]; {
+	case name == "":
+		label = fmt.Sprintf("%s #%d", k.key, i+1)
+		c.errorf(at, label, "name is missing; give every %s a unique name = \"...\"", k.noun)
+	case !k.name.MatchString(name):
+		c.errorf(at, label, "%s", k.badName)
+	case dup:
+		c.errorf(at, label, "the name is used by %s #%d too; %s names must be unique", k.key, j+1, k.noun)
+	default:
+		seen[name] = i
+	}
+	return path, label
+}
+
 func parseHostPattern(text string) (hostPattern, error) {
 	if text == "*" {
 		return hostPattern{text: text, any: true}, nil
