@@ -167,14 +167,12 @@ func TestAuditFloodBounded(t *testing.T) {
 			if m["event"] == "summary" {
 				n, _ := m["count"].(float64)
 				counted += int(n)
-				list, _ := m["ids"].([]any)
-				for _, id := range list {
-					seen[id.(string)]++
-				}
-				continue
+			} else {
+				counted++
 			}
-			counted++
-			seen[m["id"].(string)]++
+			for _, id := range testkit.RecordIDs(m) {
+				seen[id]++
+			}
 		}
 		for id := range ids {
 			if seen[id] != 1 {

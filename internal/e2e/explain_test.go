@@ -51,24 +51,10 @@ func TestExplainAgreesWithGate(t *testing.T) {
 		"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
 		fmt.Sprintf("CONNECT origin.test:%d HTTP/1.1\r\nHost: origin.test:%d\r\n\r\n", e.tlsPort, e.tlsPort),
 	}
-	explainBin := filepath.Join(binDir, "lockhttp")
 	for i, raw := range requests {
 		line, _, _ := strings.Cut(raw, "\r\n")
 		t.Run(fmt.Sprintf("%02d %s", i, line), func(t *testing.T) {
-			cmd := exec.Command(explainBin, "explain", "--policy", e.policy, "-")
-			cmd.Stdin = strings.NewReader(raw)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("explain: %v\n%s", err, stderr.String())
-			}
-			var ex struct {
-				Verdict, Code, Rule, Reason string
-			}
-			if err := json.Unmarshal(out, &ex); err != nil {
-				t.Fatalf("explain output %q: %v", out, err)
-			}
+			ex := explainRaw(t, e.policy, raw)
 			conn := raw
 			if !strings.HasPrefix(raw, "CONNECT") {
 				conn = strings.Replace(raw, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
@@ -153,6 +139,23 @@ func TestCAInitRefusesToOverwrite(t *testing.T) {
 	if cmd.ProcessState.ExitCode() == 0 || !bytes.Equal(key1, key2) {
 		t.Fatalf("a second init replaced the CA (exit %d):\n%s", cmd.ProcessState.ExitCode(), out)
 	}
+}
+
+// explainRaw decides one raw request with lockhttp explain under the policy file.
+func explainRaw(t *testing.T, policyPath, raw string) (ex struct{ Verdict, Code, Rule, Reason string }) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "lockhttp"), "explain", "--policy", policyPath, "-")
+	cmd.Stdin = strings.NewReader(raw)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(out, &ex); err != nil {
+		t.Fatalf("explain output %q: %v", out, err)
+	}
+	return ex
 }
 
 // firstResponse sends raw to the gate and reads its first answer (a CONNECT's 200 included).

@@ -260,13 +260,8 @@ func TestFaults(t *testing.T) {
 		inAudit := map[string]bool{}
 		urls := map[string]bool{}
 		for _, m := range e.auditRecords() {
-			if id, _ := m["id"].(string); id != "" {
+			for _, id := range testkit.RecordIDs(m) {
 				inAudit[id] = true
-			}
-			if list, ok := m["ids"].([]any); ok {
-				for _, v := range list {
-					inAudit[v.(string)] = true
-				}
 			}
 			if u, _ := m["url"].(string); u != "" {
 				urls[u] = true

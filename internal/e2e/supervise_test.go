@@ -455,7 +455,7 @@ func TestSuperviseKillEachChildUnderLoad(t *testing.T) {
 
 	t.Run("no audit record lost", func(t *testing.T) {
 		var missing []string
-		var ids map[string]bool
+		var ids map[string]int
 		defer func() {
 			if len(missing) > 0 {
 				sort.Strings(missing)
@@ -463,25 +463,12 @@ func TestSuperviseKillEachChildUnderLoad(t *testing.T) {
 			}
 		}()
 		testkit.WaitFor(t, 10*time.Second, "every request id a client saw in the audit", func() bool {
-			ids = map[string]bool{}
-			for _, m := range e.auditRecords() {
-				if id, ok := m["id"].(string); ok {
-					ids[id] = true
-				}
-				// A summary of refusals past the gate's rate lists their ids.
-				if list, ok := m["ids"].([]any); ok {
-					for _, v := range list {
-						if id, ok := v.(string); ok {
-							ids[id] = true
-						}
-					}
-				}
-			}
+			ids = testkit.AuditIDs(t, e.up.AuditDir) // a summary of refusals lists their ids
 			missing = missing[:0]
 			e.seen.mu.Lock()
 			defer e.seen.mu.Unlock()
 			for id, what := range e.seen.ids {
-				if !ids[id] {
+				if ids[id] == 0 {
 					missing = append(missing, id+" ("+what+")")
 				}
 			}
@@ -509,7 +496,7 @@ func TestSuperviseKillEachChildUnderLoad(t *testing.T) {
 		}
 		var tunnelsMissing []string
 		for i, id := range e.seen.tunnels {
-			if ids[id] {
+			if ids[id] > 0 {
 				continue
 			}
 			tunnelsMissing = append(tunnelsMissing, id)

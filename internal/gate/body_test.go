@@ -167,6 +167,93 @@ func TestHeldBytesBounded(t *testing.T) {
 	}
 }
 
+// A chunked body is held 32 KiB at a time, each step taken before it is allocated: one that
+// would take its container past held_per_container, when it starts or as it grows, is refused
+// at once with E_BUSY; nothing of it reaches the origin, and once the bodies are done the
+// container holds nothing.
+func TestChunkedBodyAtHeldPerContainer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		settings string
+		// first is sent before the gate is seen to hold atCeiling bytes, then more.
+		first, more int
+		atCeiling   int64
+	}{
+		// Another body holds the whole ceiling: the first step is refused.
+		{"when it starts", "buffer_limit = \"64KiB\"\nheld_per_container = \"64KiB\"\n", 0, 1000, 64 << 10},
+		// The first step fills the ceiling exactly; the next one passes it.
+		{"as it grows", "buffer_limit = \"64KiB\"\nheld_per_container = \"96KiB\"\n", 16 << 10, 32 << 10, 96 << 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := startGateWith(t, nil, func(c *Config) { c.BodyStall = 2 * time.Second })
+			tg.withSettings(t, c.settings+"held_limit = \"1MiB\"\n")
+			// A body of 64 KiB that stalls holds 64 KiB of the container's share.
+			held := make(chan struct{})
+			go func() {
+				defer close(held)
+				resp, err := tg.slowPost(t, 64<<10, func(c net.Conn) { io.WriteString(c, "x") })
+				if err == nil {
+					resp.Body.Close()
+				}
+			}()
+			testkit.WaitFor(t, 5*time.Second, "a body held", func() bool { return tg.g.HeldBytes() == 64<<10 })
+
+			conn, err := net.Dial("tcp", tg.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			chunk := func(n int) {
+				if n > 0 {
+					fmt.Fprintf(conn, "%x\r\n%s\r\n", n, strings.Repeat("c", n))
+				}
+			}
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: origin.test:%d\r\nTransfer-Encoding: chunked\r\n\r\n", tg.url("/upload"), tg.port)
+			chunk(c.first)
+			testkit.WaitFor(t, 5*time.Second, "the container at its ceiling", func() bool { return tg.g.HeldBytes() == c.atCeiling })
+			go func() {
+				chunk(c.more)
+				io.WriteString(conn, "0\r\n\r\n")
+			}()
+			conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			wantRefusal(t, resp, err, http.StatusServiceUnavailable, policy.CodeBusy, "held_per_container", "held_per_container allows")
+			if !resp.Close {
+				t.Error("the answer does not close the connection")
+			}
+			<-held
+			testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
+			if n := tg.origin.count(); n != 0 {
+				t.Fatalf("the origin got %d requests; want none", n)
+			}
+			busy := 0
+			for _, r := range tg.records(t) {
+				if r["code"] == "E_BUSY" && r["rule"] == "held_per_container" && r["container"] == "local" {
+					busy++
+				}
+			}
+			if busy != 1 {
+				t.Fatalf("%d audit records of the refusal, want 1", busy)
+			}
+			// With the share free again, the same body, chunked, goes out whole (the reader
+			// hides its length).
+			body := strings.Repeat("c", c.first+c.more)
+			r, err := tg.client().Post(tg.url("/upload"), "text/plain", io.MultiReader(strings.NewReader(body)))
+			if err != nil || r.StatusCode != 200 {
+				t.Fatalf("after the held body: %v %v", r, err)
+			}
+			r.Body.Close()
+			tg.origin.mu.Lock()
+			got := tg.origin.body
+			tg.origin.mu.Unlock()
+			if len(got) != 1 || string(got[0]) != body {
+				t.Fatalf("the origin got %d requests; want the body whole", len(got))
+			}
+			testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
+		})
+	}
+}
+
 // Idle connections are bounded per source: past MaxConnsPerSource the source's oldest is
 // closed, and another source's connections are not touched.
 func TestConnectionsBoundedPerSource(t *testing.T) {

@@ -34,14 +34,15 @@ type Checks struct {
 // ErrNoSecretsFile is the SecretsErr of a gate given no secrets file.
 var ErrNoSecretsFile = errors.New("the gate has no secrets file (gate -secrets)")
 
-// NewChecks builds the detector from the policy's [[secret]] rules and the injected values. It
-// always returns Checks: when the detector cannot be built, the error is also in BuildErr,
-// and Decide refuses every request the detector would have checked.
+// NewChecks builds the detector from the policy's [[secret]] rules, its [jwt] hosts and the
+// injected values. It always returns Checks: when the detector cannot be built, the error is
+// also in BuildErr, and Decide refuses every request the detector would have checked.
 func NewChecks(p *policy.Policy, injected map[string]string, secretsErr error, claude *claudeapi.Credentials, claudeErr error) (*Checks, error) {
 	var cfg secrets.Config
 	for _, s := range p.SecretRules() {
 		cfg.Custom = append(cfg.Custom, secrets.Custom{Name: s.Name, Pattern: s.Pattern, Hosts: s.Hosts})
 	}
+	cfg.JWTHosts = p.JWTHosts()
 	for name, v := range injected {
 		cfg.Injected = append(cfg.Injected, secrets.Injected{Name: name, Value: v})
 	}

@@ -79,29 +79,21 @@ func (b *Budget) LimitWords() string {
 	return strings.Join(parts, ", ")
 }
 
+// budgetSections is how [[budget]] sections are counted and named.
+var budgetSections = sectionKind{
+	key: "budget", noun: "budget", max: maxBudgets,
+	tooMany: "more than %d budgets; merge some (a budget's hosts and containers are lists)",
+	name:    secretName,
+	badName: "the name uses letters, digits, '.', '_' and '-' only, at most 64: it is sent in X-LockHTTP-Rule",
+}
+
 // budgets compiles the [[budget]] sections; the containers they name must be [sources]
 // containers (compiled first).
 func (c *compiler) budgets(p *Policy, fbs []FileBudget) {
 	seen := make(map[string]int)
 	for i, fb := range fbs {
-		path := []string{"budget", itoa(i)}
+		path, label := c.sectionName(&budgetSections, seen, i, fb.Name)
 		at := func(k string) []string { return append(append([]string{}, path...), k) }
-		label := fmt.Sprintf("budget %q", fb.Name)
-		if i == maxBudgets {
-			c.errorf(path, label, "more than %d budgets; merge some (a budget's hosts and containers are lists)", maxBudgets)
-		}
-		switch j, dup := seen[fb.Name]; {
-		case fb.Name == "":
-			label = fmt.Sprintf("budget #%d", i+1)
-			c.errorf(at("name"), label, "name is missing; give every budget a unique name = \"...\"")
-		case !secretName.MatchString(fb.Name):
-			c.errorf(at("name"), label, "the name uses letters, digits, '.', '_' and '-' only, at most 64: it is sent in X-LockHTTP-Rule")
-		case dup:
-			c.errorf(at("name"), label, "the name is used by budget #%d too; budget names must be unique", j+1)
-		}
-		if _, dup := seen[fb.Name]; !dup {
-			seen[fb.Name] = i
-		}
 		b := Budget{Name: fb.Name}
 		count := func(key string, v *int64, max int64, what string) int64 {
 			if v == nil {

@@ -87,6 +87,7 @@ func compareFiles(old, new *Policy) Comparison {
 	c.sources(o.Sources, n.Sources)
 	c.settings(old.Settings, new.Settings)
 	c.secrets(o.Secrets, n.Secrets)
+	c.hostList("jwt.hosts", o.JWT.Hosts, n.JWT.Hosts, false) // a host a JWT may go to more is a loosening
 	c.injections(o.Inject, n.Inject)
 	c.budgets(old.budgets, new.budgets)
 	c.notify(old.notify, new.notify)

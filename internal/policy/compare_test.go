@@ -51,6 +51,9 @@ name = "acme"
 pattern = "acme_[a-z]{20}"
 hosts = ["api.acme.example"]
 
+[jwt]
+hosts = ["auth.example.com"]
+
 [floor]
 allow_cidrs = ["10.1.0.0/16"]
 allow_ports = [80, 443]
@@ -149,6 +152,18 @@ func TestCompare(t *testing.T) {
 		{"secret removed", func(s string) string {
 			return strings.Replace(s, "[[secret]]\nname = \"acme\"\npattern = \"acme_[a-z]{20}\"\nhosts = [\"api.acme.example\"]\n", "", 1)
 		}, `secret "acme": - (removed)`, ""},
+		{"jwt host added", func(s string) string {
+			return strings.Replace(s, `hosts = ["auth.example.com"]`, `hosts = ["auth.example.com", "attacker.example"]`, 1)
+		}, `jwt.hosts: + "attacker.example"`, ""},
+		{"jwt host widened to its suffix", func(s string) string {
+			return strings.Replace(s, `hosts = ["auth.example.com"]`, `hosts = ["*.example.com"]`, 1)
+		}, `jwt.hosts: + "*.example.com"`, ""},
+		{"jwt host respelled", func(s string) string {
+			return strings.Replace(s, `hosts = ["auth.example.com"]`, `hosts = ["Auth.Example.com."]`, 1)
+		}, "", ""},
+		{"jwt host removed", func(s string) string {
+			return strings.Replace(s, `hosts = ["auth.example.com"]`, `hosts = []`, 1)
+		}, "", `jwt.hosts: - "auth.example.com"`},
 		{"claude credentials changed", func(s string) string { return s + "\n[claude]\ncredentials = \"/elsewhere.toml\"\n" }, "claude.credentials", ""},
 	}
 	for _, c := range cases {

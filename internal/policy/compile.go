@@ -78,6 +78,7 @@ type Policy struct {
 	names   map[string]bool // container names
 
 	secretRules []SecretRule
+	jwtHosts    []string
 	injections  []Injection
 	budgets     []Budget
 	notify      []Notify
@@ -115,6 +116,9 @@ func (in *Injection) Value(secret string) string {
 
 // SecretRules are the policy's [[secret]] rules.
 func (p *Policy) SecretRules() []SecretRule { return p.secretRules }
+
+// JWTHosts are the host patterns of [jwt] hosts, as written: where a JWT may go.
+func (p *Policy) JWTHosts() []string { return p.jwtHosts }
 
 // Injections are the policy's [[inject]] rules.
 func (p *Policy) Injections() []Injection { return p.injections }
@@ -340,6 +344,41 @@ func (s spellings) dup(key, text, what string) (string, bool) {
 	return fmt.Sprintf("%q and %q name the same %s; keep one", prev, text, what), true
 }
 
+// sectionKind is an array of named tables ([[budget]], [[notify]]) whose names sectionName
+// checks.
+type sectionKind struct {
+	key     string         // the table's key: "budget"
+	noun    string         // what one section is called in a fix: "budget", "channel"
+	max     int            // the most sections allowed
+	tooMany string         // the fix past max, with %d for max
+	name    *regexp.Regexp // what a name must match
+	badName string         // the fix of a name that does not match
+}
+
+// sectionName checks the name of section i of kind k against the sections before it (seen
+// maps a name to the first section that has it) and past the most allowed. It returns the
+// section's path and the label its other problems are reported under.
+func (c *compiler) sectionName(k *sectionKind, seen map[string]int, i int, name string) ([]string, string) {
+	path := []string{k.key, itoa(i)}
+	at := append(append([]string{}, path...), "name")
+	label := fmt.Sprintf("%s %q", k.key, name)
+	if i == k.max {
+		c.errorf(path, label, k.tooMany, k.max)
+	}
+	switch j, dup := seen[name]; {
+	case name == "":
+		label = fmt.Sprintf("%s #%d", k.key, i+1)
+		c.errorf(at, label, "name is missing; give every %s a unique name = \"...\"", k.noun)
+	case !k.name.MatchString(name):
+		c.errorf(at, label, "%s", k.badName)
+	case dup:
+		c.errorf(at, label, "the name is used by %s #%d too; %s names must be unique", k.key, j+1, k.noun)
+	default:
+		seen[name] = i
+	}
+	return path, label
+}
+
 func parseHostPattern(text string) (hostPattern, error) {
 	if text == "*" {
 		return hostPattern{text: text, any: true}, nil
@@ -419,6 +458,7 @@ func (d *Document) Compile() (*Policy, error) {
 	c.sources(p, f.Sources)
 	c.settings(p, &f.Settings)
 	c.secretRules(p, f.Secrets)
+	c.jwt(p, &f.JWT)
 	c.injections(p, f.Inject)
 	c.budgets(p, f.Budgets)
 	c.notify(p, f.Notify)
@@ -820,6 +860,33 @@ func (c *compiler) secretRules(p *Policy, rules []FileSecret) {
 			}
 		}
 		p.secretRules = append(p.secretRules, SecretRule{Name: fs.Name, Pattern: fs.Pattern, Hosts: fs.Hosts})
+	}
+}
+
+// jwt compiles [jwt]: its hosts are checked as the gate's detector checks them
+// (secrets.CheckJWTHosts), so the detector builds from them.
+func (c *compiler) jwt(p *Policy, fj *FileJWT) {
+	path := []string{"jwt", "hosts"}
+	seen := spellings{}
+	for _, h := range fj.Hosts {
+		if err := secrets.CheckJWTHosts([]string{h}); err != nil {
+			c.errorf(path, "jwt.hosts", "%v", err)
+			continue
+		}
+		hp, err := parseHostPattern(h)
+		switch {
+		case err != nil:
+			c.errorf(path, "jwt.hosts", "%v", err)
+			continue
+		case hp.any:
+			c.errorf(path, "jwt.hosts", "\"*\" would let every JWT go to every host; list the hosts your agent's tokens are for")
+			continue
+		}
+		if msg, dup := seen.dup(hp.key(), h, hp.names()); dup {
+			c.errorf(path, "jwt.hosts", "%s", msg)
+			continue
+		}
+		p.jwtHosts = append(p.jwtHosts, h)
 	}
 }
 

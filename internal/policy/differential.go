@@ -32,11 +32,11 @@ import (
 // injected. A host whose matching rules, lists, injection and address are the same in both
 // policies decides alike and is skipped, which keeps an edit of a large policy cheap.
 //
-// The policy-wide values (floor ports and ranges, sources, settings, [[secret]], [claude]) are
-// compared by compareFiles alone: they are one value each, compared exactly there. So are the
-// [[budget]] sections, each with the section of the same name: a budget bounds what it counts
-// rather than deciding a request by itself (TestCompareDecisionsProperty checks, container by
-// container and host by host, that a tightening keeps every old bound).
+// The policy-wide values (floor ports and ranges, sources, settings, [[secret]], [jwt],
+// [claude]) are compared by compareFiles alone: they are one value each, compared exactly there.
+// So are the [[budget]] sections, each with the section of the same name: a budget bounds what
+// it counts rather than deciding a request by itself (TestCompareDecisionsProperty checks,
+// container by container and host by host, that a tightening keeps every old bound).
 
 // maxEvaluations bounds the decisions one differential check makes (both policies counted).
 // A change that reaches more requests counts as a loosening: a human looks.

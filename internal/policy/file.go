@@ -31,6 +31,8 @@ type File struct {
 	// Secrets are credential shapes of your own, each with the hosts it belongs to. Empty: the
 	// built-in shapes only.
 	Secrets []FileSecret `toml:"secret"`
+	// JWT holds where JSON Web Tokens may go. Zero: no host (every JWT is refused).
+	JWT FileJWT `toml:"jwt"`
 	// Inject rules add a credential from the gate's secrets file to requests to their hosts.
 	// Empty: the gate injects nothing.
 	Inject []FileInject `toml:"inject"`
@@ -73,6 +75,12 @@ type FileSecret struct {
 	// Pattern is a regular expression (RE2 syntax) matching the credential. Required.
 	Pattern string `toml:"pattern"`
 	// Hosts the credential may go to. Empty: none (it never leaves).
+	Hosts []string `toml:"hosts"`
+}
+
+// FileJWT is [jwt]: the hosts a JWT may go to, whatever its claims name (they are not verified).
+type FileJWT struct {
+	// Hosts are host patterns, as rules take them ("*" excepted). Empty: a JWT goes nowhere.
 	Hosts []string `toml:"hosts"`
 }
 

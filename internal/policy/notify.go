@@ -46,28 +46,20 @@ var channelName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 // Notify is the policy's [[notify]] channels, in file order.
 func (p *Policy) Notify() []Notify { return p.notify }
 
+// notifySections is how [[notify]] sections are counted and named.
+var notifySections = sectionKind{
+	key: "notify", noun: "channel", max: maxNotify,
+	tooMany: "more than %d channels; one webhook can fan out to more receivers",
+	name:    channelName,
+	badName: "the name uses a-z, 0-9, '.', '_' and '-' only, starting with a letter or digit, at most 64: it goes into the channel's decision links",
+}
+
 // notify compiles the [[notify]] sections.
 func (c *compiler) notify(p *Policy, fns []FileNotify) {
 	seen := make(map[string]int)
 	for i, fn := range fns {
-		path := []string{"notify", itoa(i)}
+		path, label := c.sectionName(&notifySections, seen, i, fn.Name)
 		at := func(k string) []string { return append(append([]string{}, path...), k) }
-		label := fmt.Sprintf("notify %q", fn.Name)
-		if i == maxNotify {
-			c.errorf(path, label, "more than %d channels; one webhook can fan out to more receivers", maxNotify)
-		}
-		switch j, dup := seen[fn.Name]; {
-		case fn.Name == "":
-			label = fmt.Sprintf("notify #%d", i+1)
-			c.errorf(at("name"), label, "name is missing; give every channel a unique name = \"...\"")
-		case !channelName.MatchString(fn.Name):
-			c.errorf(at("name"), label, "the name uses a-z, 0-9, '.', '_' and '-' only, starting with a letter or digit, at most 64: it goes into the channel's decision links")
-		case dup:
-			c.errorf(at("name"), label, "the name is used by notify #%d too; channel names must be unique", j+1)
-		}
-		if _, dup := seen[fn.Name]; !dup {
-			seen[fn.Name] = i
-		}
 		if msg := checkNotifyURL(fn.URL); msg != "" {
 			c.errorf(at("url"), label, "%s", msg)
 		}

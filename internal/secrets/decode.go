@@ -4,8 +4,6 @@ import (
 	"encoding/base64"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // percentDecode decodes %XX escapes (and '+' as a space when plus is set), keeping malformed
@@ -83,26 +81,4 @@ func isText(b []byte) bool {
 		}
 	}
 	return utf8.Valid(b)
-}
-
-// issuerHost returns the host a JWT "iss" claim names ("https://accounts.example.com",
-// "accounts.example.com"), normalised, or "" when it names none.
-func issuerHost(iss string) string {
-	if i := strings.Index(iss, "://"); i >= 0 {
-		iss = iss[i+3:]
-	}
-	if i := strings.IndexAny(iss, "/?#"); i >= 0 {
-		iss = iss[:i]
-	}
-	if i := strings.LastIndexByte(iss, ':'); i >= 0 && !strings.Contains(iss, "]") {
-		iss = iss[:i]
-	}
-	if iss == "" || len(iss) > 253 || !strings.Contains(strings.TrimSuffix(iss, "."), ".") {
-		return ""
-	}
-	h, r := floor.Host(iss)
-	if r != nil {
-		return ""
-	}
-	return h
 }

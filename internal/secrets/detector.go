@@ -20,14 +20,13 @@ type Kind string
 // never leaves.
 //
 // A JWT (three base64url segments, or five for JWE, the first a JSON object with "alg") belongs
-// to the host its "iss" claim names ("https://auth.example.com/…" → auth.example.com, exactly,
-// not the rest of example.com: a multi-tenant issuer's other sub-domains are other people's) and
-// to Config.JWTHosts; without an issuer host, only to JWTHosts, so by default nowhere. JWTs are
-// common in legitimate authentication, and a token is often issued by one host and used at
-// another (accounts.google.com for *.googleapis.com): the policy lists such hosts in JWTHosts.
-// The claim is not verified (the gate holds no issuer keys), so a self-issued token can name any
-// host; what such a token carries is scanned too ("… (inside a jwt)"), so that it is no way
-// around the other kinds' hosts.
+// to Config.JWTHosts only, so by default nowhere. Its claims do not widen that: they are not
+// verified (the gate holds no issuer keys), and an agent holding a real token can rewrite its
+// payload, "iss" included, and keep the real signature, which is what the receiver needs to
+// replay it. JWTs are common in legitimate authentication, and a token is often issued by one
+// host and used at another (accounts.google.com for *.googleapis.com): the policy lists the
+// hosts an agent's tokens are for in JWTHosts. What a JWT carries is scanned too ("… (inside a
+// jwt)"), so that a self-made token is no way around the other kinds' hosts.
 const (
 	KindGitHub      Kind = "github"
 	KindAnthropic   Kind = "anthropic"
@@ -85,8 +84,8 @@ const MinInjected = 8
 type Config struct {
 	Custom   []Custom
 	Injected []Injected
-	// JWTHosts are host patterns every JWT may go to besides the host its "iss" claim names;
-	// empty: a JWT may go only to its issuer's host, and nowhere when it names none.
+	// JWTHosts are the host patterns every JWT may go to, whatever its claims say; empty: a JWT
+	// goes nowhere.
 	JWTHosts []string
 }
 
@@ -166,6 +165,13 @@ func NewDetector(c Config) (*Detector, error) {
 	}
 	d.jwtHosts = hosts
 	return d, nil
+}
+
+// CheckJWTHosts checks the hosts JWTs may go to exactly as NewDetector does (it runs the same
+// code), so that the policy refuses what the detector would.
+func CheckJWTHosts(hosts []string) error {
+	_, err := hostPatterns(hosts)
+	return err
 }
 
 // CustomError is why a custom pattern is refused: the field at fault, so that a caller can point
@@ -355,7 +361,7 @@ var (
 )
 
 // BuiltinHosts returns the host patterns a built-in kind belongs to (a copy); nil for kinds that
-// belong nowhere (private-key) or whose hosts depend on the value (jwt: its issuer).
+// belong nowhere (private-key) or whose hosts the policy names (jwt: Config.JWTHosts).
 func BuiltinHosts(k Kind) []string {
 	var h []string
 	switch k {

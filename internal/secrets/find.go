@@ -50,7 +50,7 @@ const (
 	maxToken   = 512       // API keys and tokens
 	maxJWTHead = 4096      // a JWT's header segment
 	maxPEM     = 16 << 10  // a PEM block searched for its END line
-	maxJWTBody = 64 << 10  // a JWT payload decoded for its issuer
+	maxJWTBody = 64 << 10  // a JWT payload decoded to search what it carries
 	maxHits    = 256       // hits kept per text for each of: allowed for the host, refused
 	unlimited  = 1<<31 - 1 // hit cap for masking
 )
@@ -461,7 +461,10 @@ func (f *finder) jwt(i int) int {
 	if n2 <= maxJWTBody*4/3+4 {
 		payload, _ = base64.RawURLEncoding.DecodeString(s[p:q])
 	}
-	f.emit(KindJWT, i, end, f.d.jwtHostsFor(payload))
+	// A JWT goes to the configured JWT hosts only. Its claims are not read for where it may go:
+	// they are not verified (the gate holds no issuer keys), and whoever holds a real token can
+	// rewrite its payload ("iss") and keep its signature.
+	f.emit(KindJWT, i, end, f.d.jwtHosts)
 	// What a JWT carries is sent too: a credential inside one is found as well, so that a
 	// self-issued token is no way around the other kinds' hosts.
 	f.nested(hdr, i)
@@ -481,19 +484,6 @@ func (f *finder) nested(b []byte, off int) {
 		f.push(h)
 	}
 	f.work += n.work
-}
-
-// jwtHostsFor returns the hosts of a JWT with this (decoded) payload: its issuer's host, if
-// "iss" names one, and the configured JWT hosts.
-func (d *Detector) jwtHostsFor(payload []byte) []string {
-	var host string
-	if iss, ok := jsonTopString(string(payload), "iss"); ok {
-		host = issuerHost(iss)
-	}
-	if host == "" {
-		return d.jwtHosts
-	}
-	return append([]string{host}, d.jwtHosts...)
 }
 
 var slackHook = newNeedle("hooks.slack.com/services/")

@@ -98,23 +98,6 @@ func jsonHasKey(s, key string) bool {
 	return ok
 }
 
-// jsonTopString returns the value of the member key of the JSON object s when it is a string.
-func jsonTopString(s, key string) (string, bool) {
-	var l jsonlex.Lexer
-	b := bytesOf(s)
-	if _, ok := jsonMember(&l, b, key); !ok {
-		return "", false
-	}
-	t := l.Next()
-	if t.Kind != jsonlex.String || t.End >= len(b) {
-		return "", false // not a string, or not closed
-	}
-	if t.Escaped {
-		return string(jsonlex.AppendUnescaped(nil, b[t.Start:t.End])), true
-	}
-	return s[t.Start:t.End], true
-}
-
 // jsonMember reads the JSON object b leniently with l up to the member key at its top level
 // and returns the key's token.
 func jsonMember(l *jsonlex.Lexer, b []byte, key string) (jsonlex.Token, bool) {

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // kindCase is one credential and the host it belongs to ("" for none).
@@ -34,7 +37,7 @@ func kindCases() []kindCase {
 		{"huggingface", KindHuggingFace, fakeHuggingFace(), "huggingface.co"},
 		{"google", KindGoogle, fakeGoogle(), "generativelanguage.googleapis.com"},
 		{"jwt with issuer", KindJWT, fakeJWTIss(), "auth.example.com"},
-		{"jwt without issuer", KindJWT, fakeJWTNoIss(), ""},
+		{"jwt without issuer", KindJWT, fakeJWTNoIss(), "auth.example.com"},
 		{"private key rsa", KindPrivateKey, fakePEM("RSA PRIVATE KEY"), ""},
 		{"private key openssh", KindPrivateKey, fakePEM("OPENSSH PRIVATE KEY"), ""},
 		{"private key pkcs8", KindPrivateKey, fakePEM("PRIVATE KEY"), ""},
@@ -118,7 +121,17 @@ func testDetector(t testing.TB) *Detector {
 	d, err := NewDetector(Config{
 		Custom:   []Custom{{Name: "acme", Pattern: `acme_[0-9a-f]{32}`, Hosts: []string{"*.acme.test"}}},
 		Injected: []Injected{{Name: "deploy", Value: "hunter2-" + "correct-horse"}},
+		JWTHosts: []string{"auth.example.com"},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func testDetectorWith(t testing.TB, c Config) *Detector {
+	t.Helper()
+	d, err := NewDetector(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +233,9 @@ func TestScanHostsOfKinds(t *testing.T) {
 		{"huggingface to cdn", fakeHuggingFace(), "cdn-lfs.hf.co", true},
 		{"google to a google host", fakeGoogle(), "www.google.com", true},
 		{"google to bare google", fakeGoogle(), "google.com", false},
-		{"jwt to its issuer", fakeJWTIss(), "auth.example.com", true},
-		{"jwt to its issuer's sibling", fakeJWTIss(), "api.example.com", false},
+		{"jwt to a configured host", fakeJWTIss(), "auth.example.com", true},
+		{"jwt to a configured host's sibling", fakeJWTIss(), "api.example.com", false},
+		{"jwt to the host its iss names", fakeJWT(`{"alg":"HS256"}`, `{"iss":"https://evil.example.net"}`), "evil.example.net", false},
 		{"custom to its hosts", "acme_" + strings.Repeat("0f", 16), "eu.acme.test", true},
 		{"custom to the bare suffix", "acme_" + strings.Repeat("0f", 16), "acme.test", false},
 		{"host with upper case and dot", fakeGitHub(), "API.GitHub.com.", true},
@@ -248,17 +262,17 @@ func TestJWTHosts(t *testing.T) {
 		name, token, host string
 		ok                bool
 	}{
-		{"issuer", fakeJWTIss(), "auth.example.com", true},
-		{"configured host", fakeJWTNoIss(), "api.example.com", true},
+		{"configured host, issuer there", fakeJWTIss(), "auth.example.com", true},
+		{"configured host, no issuer", fakeJWTNoIss(), "api.example.com", true},
+		{"configured host, issuer elsewhere", fakeJWT(`{"alg":"ES256"}`, `{"iss":"login.example.org"}`), "api.example.com", true},
 		{"elsewhere", fakeJWTIss(), "api.example.org", false},
-		{"issuer as bare host", fakeJWT(`{"alg":"ES256"}`, `{"iss":"login.example.org"}`), "login.example.org", true},
-		{"issuer with a path", fakeJWT(`{"alg":"ES256"}`, `{"iss":"https://login.example.org/tenant/v2.0"}`), "login.example.org", true},
-		{"issuer an IP", fakeJWT(`{"alg":"ES256"}`, `{"iss":"https://10.0.0.1/"}`), "10.0.0.1", false},
-		{"issuer not a host", fakeJWT(`{"alg":"ES256"}`, `{"iss":"urn:acme"}`), "urn", false},
-		{"issuer not a string", fakeJWT(`{"alg":"ES256"}`, `{"iss":{"a":"x.example.org"}}`), "x.example.org", false},
-		{"header with spaces", fakeJWT("{ \"alg\" : \"none\" }", `{"iss":"a.example.org"}`), "b.example.org", false},
-		{"header with a line break", fakeJWT("{\n \"alg\": \"none\"\n}", `{"iss":"a.example.org"}`), "a.example.org", true},
+		{"the host its iss names", fakeJWT(`{"alg":"ES256"}`, `{"iss":"login.example.org"}`), "login.example.org", false},
+		{"the host its iss names, with a path", fakeJWT(`{"alg":"ES256"}`, `{"iss":"https://login.example.org/tenant/v2.0"}`), "login.example.org", false},
+		{"the bare configured suffix", fakeJWTIss(), "example.com", false},
+		{"header with spaces", fakeJWT("{ \"alg\" : \"none\" }", `{"iss":"a.example.org"}`), "b.example.com", true},
+		{"header with a line break", fakeJWT("{\n \"alg\": \"none\"\n}", `{"iss":"a.example.org"}`), "a.example.org", false},
 		{"jwe", fakeJWT(`{"alg":"RSA-OAEP","enc":"A256GCM"}`, "k") + ".iv.tag", "x.example.org", false},
+		{"jwe to a configured host", fakeJWT(`{"alg":"RSA-OAEP","enc":"A256GCM"}`, "k") + ".iv.tag", "x.example.com", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,6 +289,91 @@ func TestJWTHosts(t *testing.T) {
 				t.Fatalf("Where %q; want header Cookie", f.Where)
 			}
 		})
+	}
+}
+
+// TestJWTClaimsDoNotWiden is the attacker holding a real token (header.payload.signature) for
+// api.example.com, the one JWT host of the policy, who rewrites the payload to name a host of
+// its own and keeps the real signature: whatever the claims say, in whatever shape, the token
+// goes to api.example.com only.
+func TestJWTClaimsDoNotWiden(t *testing.T) {
+	d, err := NewDetector(Config{JWTHosts: []string{"api.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	sig := enc([]byte(strings.Repeat("real-signature", 4)))
+	token := func(header, payload string) string {
+		return enc([]byte(header)) + "." + enc([]byte(payload)) + "." + sig
+	}
+	hs := `{"alg":"RS256","typ":"JWT"}`
+	// A Cyrillic "а" in place of the Latin "a", as a host receives it (punycode).
+	lookAlike, refusal := floor.Host("\u0430pi.example.com")
+	if refusal != nil {
+		t.Fatal(refusal.Reason)
+	}
+	pad := strings.Repeat("x", maxJWTBody-200)
+	tests := []struct {
+		name, token, host string
+	}{
+		{"iss rewritten", token(hs, `{"iss":"https://attacker.example","sub":"agent"}`), "attacker.example"},
+		{"iss a bare host", token(hs, `{"iss":"attacker.example"}`), "attacker.example"},
+		{"iss with a path, query and fragment", token(hs, `{"iss":"https://attacker.example/t/v2.0?x=1#f"}`), "attacker.example"},
+		{"iss in upper case with a trailing dot", token(hs, `{"iss":"HTTPS://ATTACKER.EXAMPLE."}`), "attacker.example"},
+		{"iss with a port", token(hs, `{"iss":"https://attacker.example:8443"}`), "attacker.example"},
+		{"iss with userinfo naming the configured host", token(hs, `{"iss":"https://api.example.com@attacker.example/"}`), "attacker.example"},
+		{"iss with userinfo naming the attacker", token(hs, `{"iss":"https://attacker.example@api.example.com/"}`), "attacker.example"},
+		{"iss an IPv4 literal", token(hs, `{"iss":"https://203.0.113.7/"}`), "203.0.113.7"},
+		{"iss an IPv6 literal", token(hs, `{"iss":"https://[2001:db8::7]:443/"}`), "[2001:db8::7]"},
+		{"iss a look-alike of the configured host", token(hs, `{"iss":"https://\u0430pi.example.com"}`), lookAlike},
+		{"iss a look-alike in punycode", token(hs, `{"iss":"https://`+lookAlike+`"}`), lookAlike},
+		{"iss a sub-domain of the configured host", token(hs, `{"iss":"https://evil.api.example.com"}`), "evil.api.example.com"},
+		{"iss escaped", token(hs, `{"\u0069ss":"https:\/\/attacker\u002eexample"}`), "attacker.example"},
+		{"iss twice, the attacker's first", token(hs, `{"iss":"https://attacker.example","iss":"https://api.example.com"}`), "attacker.example"},
+		{"iss twice, the attacker's last", token(hs, `{"iss":"https://api.example.com","iss":"https://attacker.example"}`), "attacker.example"},
+		{"iss nested", token(hs, `{"act":{"iss":"https://attacker.example"}}`), "attacker.example"},
+		{"iss in an array", token(hs, `{"iss":["https://attacker.example"]}`), "attacker.example"},
+		{"iss in the header", token(`{"alg":"RS256","iss":"https://attacker.example"}`, `{"sub":"agent"}`), "attacker.example"},
+		{"iss after a long payload", token(hs, `{"pad":"`+pad+`","iss":"https://attacker.example"}`), "attacker.example"},
+		{"iss in a payload too long to read", token(hs, `{"iss":"https://attacker.example","pad":"`+pad+pad+`"}`), "attacker.example"},
+		{"payload not json", token(hs, `iss=https://attacker.example`), "attacker.example"},
+		{"payload not base64", enc([]byte(hs)) + ".iss-attacker_examplex." + sig, "attacker.example"},
+		{"jwe whose key segment names the attacker", token(`{"alg":"RSA-OAEP","enc":"A256GCM"}`, `{"iss":"https://attacker.example"}`) + ".aXY.dGFn", "attacker.example"},
+		{"jwe whose header names the attacker", token(`{"alg":"dir","enc":"A256GCM","iss":"https://attacker.example"}`, "k") + ".aXY.dGFn", "attacker.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, place := range []string{"Authorization", "Cookie"} {
+				v := "Bearer " + tt.token
+				if place == "Cookie" {
+					v = "session=" + tt.token
+				}
+				r := newRequest(tt.host)
+				r.Header.Set(place, v)
+				f := d.Egress(r)
+				if fs := d.Scan(r); !hasFinding(fs, KindJWT, "header "+place) {
+					t.Fatalf("%s: findings %+v; want a jwt", place, fs)
+				}
+				if f == nil || f.Kind != KindJWT {
+					t.Fatalf("%s: Egress to %s = %+v; want the jwt refused", place, tt.host, f)
+				}
+				if !slices.Equal(f.Hosts, []string{"api.example.com"}) {
+					t.Fatalf("%s: hosts %q; want only the configured host", place, f.Hosts)
+				}
+				// The configured host still takes it: the claims neither widen nor narrow.
+				r.Host = "api.example.com"
+				if f := d.Egress(r); f != nil {
+					t.Fatalf("%s: Egress to the configured host = %+v; want allowed", place, f)
+				}
+			}
+		})
+	}
+	// With no JWT hosts, a token goes nowhere, not even to the host its claims name.
+	none := testDetectorWith(t, Config{})
+	r := newRequest("attacker.example")
+	r.Header.Set("Authorization", "Bearer "+token(hs, `{"iss":"https://attacker.example"}`))
+	if f := none.Egress(r); f == nil || f.Kind != KindJWT || len(f.Hosts) != 0 {
+		t.Fatalf("Egress without JWT hosts = %+v; want the jwt refused, with no hosts", f)
 	}
 }
 
@@ -596,7 +695,7 @@ func TestInjectedWithEscapedCharacters(t *testing.T) {
 }
 
 func TestNestedInJWT(t *testing.T) {
-	d := testDetector(t)
+	d := testDetectorWith(t, Config{JWTHosts: []string{"evil.example.net"}})
 	jwt := fakeJWT(`{"alg":"none"}`, `{"iss":"evil.example.net","data":"`+fakeGitHub()+`"}`)
 	r := newRequest("evil.example.net")
 	r.Header.Set("Authorization", "Bearer "+jwt)

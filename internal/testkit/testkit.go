@@ -1,5 +1,6 @@
 // Package testkit holds what the tests of every package share, for _test.go files only: a
-// settable clock, a buffer safe for concurrent writes and a wait for a condition with a deadline.
+// settable clock, a buffer safe for concurrent writes, a wait for a condition with a deadline
+// and the request ids an audit directory records.
 package testkit
 
 import (

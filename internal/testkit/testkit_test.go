@@ -255,3 +255,28 @@ func TestOnlyTestsImport(t *testing.T) {
 		})
 	}
 }
+
+func TestAuditIDs(t *testing.T) {
+	dir := t.TempDir()
+	day := `{"event":"request","id":"r1","code":""}` + "\n" +
+		`{"event":"summary","count":3,"ids":["r2","r3","r1"]}` + "\n" +
+		"\n" +
+		`{"event":"policy"}` + "\n" +
+		`{"event":"request","id":"r4"`
+	write := func(name, text string) {
+		if err := os.WriteFile(dir+"/"+name, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("2026-03-01.jsonl", day)
+	write("2026-03-02.jsonl", `{"event":"connect","id":"r5"}`+"\n")
+	write("audit.key", `{"id":"not-a-record"}`+"\n")
+	got := AuditIDs(t, dir)
+	want := map[string]int{"r1": 2, "r2": 1, "r3": 1, "r5": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("AuditIDs = %v; want %v (r4's line is not finished; audit.key is no day file)", got, want)
+	}
+	if ids := RecordIDs(map[string]any{"id": "a", "ids": []any{"b", 7, ""}}); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("RecordIDs = %q", ids)
+	}
+}

@@ -1,0 +1,63 @@
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// AuditIDs returns the request ids that the audit records in dir (its *.jsonl day files) name,
+// each with how many records name it: a record's own "id", and every id a summary record lists
+// in its "ids" (audit summaries cover many requests in one record). A last line still being
+// written (no line end yet) is left for the next call; any other line that is not JSON fails
+// the test.
+func AuditIDs(t testing.TB, dir string) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make(map[string]int)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			data = nil
+		}
+		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(line, &rec); err != nil {
+				t.Fatalf("%s: audit line %q: %v", f, line, err)
+			}
+			for _, id := range RecordIDs(rec) {
+				ids[id]++
+			}
+		}
+	}
+	return ids
+}
+
+// RecordIDs returns the request ids one decoded audit record names: its own "id", then the
+// ids a summary record lists in "ids".
+func RecordIDs(rec map[string]any) []string {
+	var out []string
+	if id, ok := rec["id"].(string); ok && id != "" {
+		out = append(out, id)
+	}
+	list, _ := rec["ids"].([]any)
+	for _, v := range list {
+		if id, ok := v.(string); ok && id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
