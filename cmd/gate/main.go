@@ -40,6 +40,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/tracing"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -72,6 +73,7 @@ type options struct {
 	pprof                       bool
 	version                     bool
 	metricsListen               string
+	otlpEndpoint                string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -99,6 +101,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxConns, "max-conns", 4096, "the most client connections held at once (at it, a new one takes the place of the oldest)")
 	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export a span of every finished request to this OTLP/HTTP collector URL (http://host:4318; /v1/traces is added to a URL with no path); empty: none")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	fs.BoolVar(&o.version, "version", false, "print the gate's version (module version, revision, build) and exit")
@@ -122,6 +125,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.auditSummarize < 1 {
 		return nil, fmt.Errorf("-audit-summarize-after %d: use 1 or more", o.auditSummarize)
+	}
+	if o.otlpEndpoint != "" {
+		if _, err := tracing.ParseEndpoint(o.otlpEndpoint); err != nil {
+			return nil, fmt.Errorf("-otlp-endpoint %w", err)
+		}
 	}
 	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
 		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
@@ -236,6 +244,19 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	})
 	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets,
 		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource, Metrics: gm}
+	if o.otlpEndpoint != "" {
+		tr, err := tracing.New(tracing.Options{Endpoint: o.otlpEndpoint, Version: buildinfo.Read().String(),
+			Logger: log, Metrics: metrics.NewTracing(reg)})
+		if err != nil {
+			return fmt.Errorf("-otlp-endpoint: %w", err)
+		}
+		tctx, stopTraces := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { tr.Run(tctx); close(done) }()
+		defer func() { stopTraces(); <-done }() // the spans still queued go out as the gate stops
+		cfg.Tracer = tr
+		log.Info("traces exporting", "endpoint", tr.Endpoint())
+	}
 	if o.signer != "" {
 		var sc *signerclient.Client
 		scm := metrics.NewSignerClient(reg, func() int { return sc.Len() })

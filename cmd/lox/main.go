@@ -99,6 +99,7 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	fs.StringVar(&o.HubListen, "hub-listen", "127.0.0.1:3131", "the hub's address (the gate, lox's commands and the phone page reach it there)")
 	fs.StringVar(&o.PhoneURL, "phone-url", "", "the URL a phone reaches the hub at, for the phone page (default: http:// and the hub's address)")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:0", "where the gate, the console and the signer serve Prometheus metrics: HOST:PORT gives the gate PORT, the console PORT+1 and the signer PORT+2 (port 0: free ports); up.json names each URL under \"metrics\"; empty: none")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "the gate exports a span of every request (decision attributes, no secret) to this OTLP/HTTP collector URL, such as http://127.0.0.1:4318; a request's traceparent header makes it a child of the agent's span; empty: none")
 	fs.StringVar(&o.Secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; never shown to the agent")
 	fs.StringVar(&o.ClaudeKeyFile, "claude-key-file", "", "a file holding a Claude API key: lox puts it in the gate's secrets file as \"anthropic\" (--secrets, default STATE/secrets.toml) for the shipped [[inject]] rule; with -- COMMAND the agent gets a placeholder ANTHROPIC_API_KEY, never the key (docs/claude-code.md)")
 	fs.StringVar(&o.Roots, "roots", "", "PEM file of extra roots the gate trusts for origins (an internal CA); default: the system roots")
@@ -134,6 +135,9 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q; to start an agent, put -- before its command", fs.Arg(0))
+	}
+	if err := stack.CheckOTLPEndpoint(o.OTLPEndpoint); err != nil {
+		return o, err
 	}
 	if o.RestartDelay <= 0 || o.RestartDelay > stack.MaxRestartDelay {
 		return o, fmt.Errorf("--restart-delay %s: give a duration above 0 and at most %s (with a longer one, a process that keeps crashing would never exit five times within a minute, and never stop the stack)", o.RestartDelay, stack.MaxRestartDelay)

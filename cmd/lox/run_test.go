@@ -47,6 +47,7 @@ func TestParseRun(t *testing.T) {
 		{name: "no restart delay", args: []string{"--restart-delay", "0s"}, err: "--restart-delay 0s: give a duration above 0 and at most 3s"},
 		{name: "a restart delay too long to see a crash loop", args: []string{"--restart-delay", "10s"}, err: "would never exit five times within a minute"},
 		{name: "-- is never a flag's value", args: []string{"--policy", "--", "sh"}, err: "flag needs an argument: -policy"},
+		{name: "an OTLP endpoint without a scheme", args: []string{"--otlp-endpoint", "127.0.0.1:4318"}, err: `--otlp-endpoint "127.0.0.1:4318": write the collector's OTLP/HTTP URL`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +84,14 @@ func TestParseRun(t *testing.T) {
 				t.Errorf("agent %q uid %d pass %q, want %q uid %d pass %q", o.Agent.Argv, o.Agent.UID, o.Agent.Pass, tc.argv, tc.uid, tc.pass)
 			}
 		})
+	}
+}
+
+// TestParseRunOTLP: --otlp-endpoint reaches the stack's options as given.
+func TestParseRunOTLP(t *testing.T) {
+	o, err := parseRun([]string{"--headless", "--otlp-endpoint", "http://127.0.0.1:4318"}, io.Discard, io.Discard, nil)
+	if err != nil || o.OTLPEndpoint != "http://127.0.0.1:4318" {
+		t.Fatalf("OTLPEndpoint %q, %v", o.OTLPEndpoint, err)
 	}
 }
 

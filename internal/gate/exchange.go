@@ -49,6 +49,8 @@ type exchange struct {
 	// closeAfter ends the client connection after the answer: the request asked for an upgrade,
 	// and the framing check stopped following the connection when it saw it.
 	closeAfter bool
+
+	traceparent string // the request's traceparent header, kept only when the gate exports spans
 }
 
 func (g *Gate) newExchange(r *http.Request, event string) *exchange {
@@ -74,6 +76,7 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 		ex.rec.Stream = si.id
 	}
 	ex.closeAfter = r.Header.Get("Upgrade") != ""
+	ex.traceparent = g.traceparent(r)
 	return ex
 }
 
@@ -126,6 +129,7 @@ func (ex *exchange) fill(status int, bytesOut int64, detail string) {
 		ex.rec.Detail = detail
 	}
 	ex.g.count(ex)
+	ex.g.trace(ex)
 }
 
 // finish writes the audit record of a request whose response is complete but for what is

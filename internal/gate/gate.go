@@ -83,6 +83,8 @@ type Config struct {
 	Refresh func(ctx context.Context)
 	// Metrics counts requests, decisions and upstream answers (metrics.go). Nil: nothing counted.
 	Metrics *metrics.Gate
+	// Tracer exports a span of every finished request (tracing.go). Nil: none.
+	Tracer Tracer
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and

@@ -2,10 +2,10 @@
 // labels and buckets stay the same wherever they are counted (docs/observability.md lists them).
 //
 // Each process builds a Registry (the standard Go and process collectors included) and the
-// families it counts: Gate, Signer and SignerClient, Audit, Hub, Console, Notify. Their methods
-// are safe on a nil receiver and then do nothing, so a package counts whether or not its process
-// exports metrics. Label values are bounded: containers, rules, budgets, channels and facades
-// come from the policy or the code, never a host, a URL or a request's bytes.
+// families it counts: Gate, Tracing, Signer and SignerClient, Audit, Hub, Console, Notify. Their
+// methods are safe on a nil receiver and then do nothing, so a package counts whether or not its
+// process exports metrics. Label values are bounded: containers, rules, budgets, channels and
+// facades come from the policy or the code, never a host, a URL or a request's bytes.
 package metrics
 
 import (

@@ -39,6 +39,7 @@ func every(t *testing.T) *Registry {
 	n.Attempted("ops", false)
 	n.Decision("ops", OutcomeApproved)
 	n.Queued("ops", 0)
+	NewTracing(r).Spans(SpanDropped, 1)
 	return r
 }
 

@@ -59,6 +59,9 @@ type Options struct {
 	// MetricsListen is where the processes serve Prometheus metrics (see metricsArgs). Empty:
 	// nowhere.
 	MetricsListen string
+	// OTLPEndpoint is the OTLP/HTTP collector the gate exports a span of every request to
+	// (CheckOTLPEndpoint). Empty: no traces.
+	OTLPEndpoint string
 	// BinDir holds the gate and console binaries. Empty: the running executable's directory,
 	// then PATH.
 	BinDir string
@@ -452,6 +455,9 @@ func gateArgs(o Options, listen string, up *Up, hubGateToken, hubKey string) ([]
 	}
 	if o.Upstream != "" {
 		args = append(args, "-upstream", o.Upstream)
+	}
+	if o.OTLPEndpoint != "" {
+		args = append(args, "-otlp-endpoint", o.OTLPEndpoint)
 	}
 	if os.Geteuid() == 0 {
 		args = append(args, "-allow-root")
