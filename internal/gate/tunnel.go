@@ -223,6 +223,7 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 		return t, &openFailure{kind: openGone, detail: "tls handshake: " + err.Error()}
 	}
 	client.SetReadDeadline(time.Time{})
+	t.cc.unbuffer()
 	t.tls = tc
 	return t, nil
 }
@@ -282,8 +283,17 @@ func (g *Gate) writeRawRefusal(c net.Conn, ex *exchange, d policy.Decision) {
 // first.
 type countConn struct {
 	net.Conn
-	r       *bufio.Reader
+	r       io.Reader // the server's buffered reader, then (unbuffer) the connection itself
 	in, out atomic.Int64
+}
+
+// unbuffer reads straight from the connection once the server's buffer is drained (after the
+// handshake, the client waits for the gate's answer): an open tunnel keeps no 4 KiB buffer of
+// the connection it came on. Called by the reading goroutine between reads.
+func (c *countConn) unbuffer() {
+	if br, ok := c.r.(*bufio.Reader); ok && br.Buffered() == 0 {
+		c.r = c.Conn
+	}
 }
 
 func (c *countConn) Read(p []byte) (int, error) {
