@@ -780,7 +780,7 @@ func TestUpstreamSpeaksHTTP2ToOriginsThatOfferIt(t *testing.T) {
 }
 
 // TestH2StreamIDsComeFromTheFrames: the stream id of each record is the one the client's frames
-// named (streams 1, 3 and 9, one of them with its header block split over a CONTINUATION), also
+// named (streams 1, 3, 9 and 11: one header block split over a CONTINUATION, one padded), also
 // for a stream that sends an x-lockhttp-stream header of its own; that header never reaches the
 // origin, nor does the gate's.
 func TestH2StreamIDsComeFromTheFrames(t *testing.T) {
@@ -792,13 +792,15 @@ func TestH2StreamIDsComeFromTheFrames(t *testing.T) {
 	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: b[:5], EndStream: true})
 	h.fr.WriteContinuation(3, true, b[5:])
 	h.headers(9, true, h.get("GET", "/nine", "x-lockhttp-stream", "forged.3")...)
-	paths := map[uint32]string{1: "/one", 3: "/three", 9: "/nine"}
+	// A padded block: the mark comes in a CONTINUATION of the gate's.
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 11, BlockFragment: h.block(h.get("GET", "/eleven")...), EndStream: true, EndHeaders: true, PadLength: 10})
+	paths := map[uint32]string{1: "/one", 3: "/three", 9: "/nine", 11: "/eleven"}
 	for id := range paths {
 		if o := h.wait(id); o.status != 200 {
 			t.Fatalf("stream %d: %+v", id, o)
 		}
 	}
-	testkit.WaitFor(t, 5*time.Second, "the three records", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the four records", func() bool {
 		n := 0
 		for _, r := range tg.records(t) {
 			for id, path := range paths {
@@ -810,7 +812,7 @@ func TestH2StreamIDsComeFromTheFrames(t *testing.T) {
 				}
 			}
 		}
-		return n == 3
+		return n == 4
 	})
 	origin.mu.Lock()
 	defer origin.mu.Unlock()
