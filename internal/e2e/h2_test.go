@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,13 +25,16 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // h2Policy decides the HTTP/2 tests' requests: reads of origin.test are free, POSTs under /api
-// are refused, a DELETE asks; other.test is known to the floor but is not the tunnel's host.
+// are refused, a DELETE asks; other.test is known to the floor but is not the tunnel's host;
+// denied.test is refused as a whole.
 const h2Policy = `version = 1
 trusted = ["origin.test"]
+deny = ["denied.test"]
 
 [[rule]]
 name = "no-api-posts"
@@ -292,6 +296,62 @@ func TestH2Curl(t *testing.T) {
 	out := run("-d", "x=1", e.url("/api/items"))
 	if !strings.HasSuffix(out, "\n2 403\n") || !strings.Contains(out, "x-lockhttp-code: E_RULE") || !strings.Contains(out, "Rule:    no-api-posts") {
 		t.Fatalf("refused POST:\n%s", out)
+	}
+	// HTTP/2 has no reason phrase: the advice is in a header and in the body.
+	if advice := policy.CodeRule.Advice(); !strings.Contains(out, "x-lockhttp-advice: "+advice+"\r\n") || !strings.Contains(out, "What to do: "+advice) {
+		t.Fatalf("the refusal's advice:\n%s", out)
+	}
+}
+
+// TestH2RefusedHost: a tunnel to a host the policy refuses as a whole answers curl --http2 and
+// Go's client on HTTP/2 with the refusal (code, rule and advice in the headers and the body), a
+// record of the stream with its id; nothing reaches the origin.
+func TestH2RefusedHost(t *testing.T) {
+	curl := requireTool(t, "curl")
+	e := startH2(t, false, nil)
+	u := fmt.Sprintf("https://denied.test:%d/x", e.port)
+	advice := policy.CodeRule.Advice()
+	out, err := exec.Command(curl, "-sS", "--http2", "--cacert", e.up.CACert, "-x", e.up.Gate, "--max-time", "10",
+		"-w", "\n%{http_version} %{http_code}\n", "-D", "-", u).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	for _, want := range []string{"x-lockhttp-code: E_RULE\r\n", "x-lockhttp-rule: deny\r\n", "x-lockhttp-advice: " + advice + "\r\n",
+		"Code:    E_RULE", "What to do: " + advice} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("curl --http2: no %q in\n%s", want, out)
+		}
+	}
+	if !strings.HasSuffix(string(out), "\n2 403\n") {
+		t.Fatalf("curl --http2: not a 403 over HTTP/2:\n%s", out)
+	}
+	proxy, _ := url.Parse(e.up.Gate)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: e.pool}, ForceAttemptHTTP2: true},
+		Timeout: 10 * time.Second}
+	resp, err := c.Get(u + "?go=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_RULE" || resp.Header.Get(gate.HeaderAdvice) != advice ||
+		!strings.Contains(string(b), "What to do: "+advice) {
+		t.Fatalf("Go's client: %s %d %v\n%s", resp.Proto, resp.StatusCode, resp.Header, b)
+	}
+	id := resp.Header.Get(gate.HeaderRequest)
+	testkit.WaitFor(t, 10*time.Second, "the stream's record", func() bool {
+		for _, m := range e.auditRecords() {
+			if m["id"] == id {
+				if m["event"] != "tunnel-request" || m["rule"] != "deny" || m["stream"] != float64(1) || m["status"] != float64(403) {
+					t.Fatalf("the stream's record: %v", m)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(e.origin.all()); n != 0 {
+		t.Fatalf("the origin saw %d requests", n)
 	}
 }
 

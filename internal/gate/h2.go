@@ -3,9 +3,9 @@ package gate
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -37,8 +37,15 @@ const (
 	h2StreamWindow = 1 << 20
 	h2ConnWindow   = 4 << 20
 	// h2MaxResets is how many streams a client may cancel before their answer on one
-	// connection (rapid reset): past it the connection is closed.
+	// connection (rapid reset): past it the connection is closed. The same bound holds for the
+	// streams the HTTP/2 server refuses by itself.
 	h2MaxResets = 200
+	// h2StreamRecords is how many of the streams the HTTP/2 server refuses by itself on one
+	// connection get an audit record each; the rest are counted in the connection's record.
+	h2StreamRecords = 16
+	// h2MaxOpen bounds the streams the watch follows from their opening to a handler or their
+	// end; more are counted, not followed.
+	h2MaxOpen = 1024
 )
 
 // streamInfo is what the gate knows about one HTTP/2 stream: an HTTP/1.1 connection carries one
@@ -70,16 +77,13 @@ func holdOf(ctx context.Context) *bodyHold {
 	return nil
 }
 
-// h2Conn is one HTTP/2 connection inside a decrypted tunnel.
-type h2Conn struct {
-	tc     *tls.Conn
-	resets atomic.Int64 // streams the client cancelled before their answer
-}
-
 // serveH2 serves the HTTP/2 streams of tc with h, each stream a request, until the connection
-// ends.
+// ends. id is the CONNECT's; tun the tunnel's binding.
 func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id string, h http.Handler) {
-	hc := &h2Conn{tc: tc}
+	st := &h2Streams{g: g, source: source, tun: tun, connect: id, open: map[uint32]bool{}}
+	hc := newH2Conn(tc, st)
+	st.close = func() { tc.Close() }
+	var resets atomic.Int64 // streams the client cancelled before their answer
 	srv := &http2.Server{
 		MaxConcurrentStreams:         h2MaxStreams,
 		MaxReadFrameSize:             h2MaxFrame,
@@ -90,7 +94,9 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 		IdleTimeout:                  orDefault(g.cfg.IdleTimeout, 2*time.Minute),
 		CountError: func(errType string) {
 			// What the HTTP/2 server refused before any handler saw it (a malformed header
-			// block, a bad content-length, too many resets): the log names the tunnel.
+			// block, a bad content-length, too many resets): tallied for the connection's
+			// record, and the log names the tunnel.
+			st.countError(errType)
 			g.log.Info("http2: refused", logID, id, "host", tun.Host, "error", errType)
 		},
 	}
@@ -101,47 +107,70 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 		ErrorLog:          g.srvLog,
 	}
 	ctx := context.WithValue(context.Background(), connInfoKey{}, &connInfo{source: source, tunnel: tun, h2: true})
-	srv.ServeConn(tc, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		si := &streamInfo{id: streamID(w), rc: http.NewResponseController(w)}
+	srv.ServeConn(hc, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sid, ok := hc.streamOf(r)
+		if ok && !st.claim(sid) {
+			// The HTTP/2 server ended the stream before this handler began, and its record
+			// is written: nothing more to do.
+			return
+		}
+		si := &streamInfo{id: sid, rc: http.NewResponseController(w)}
 		r = r.WithContext(context.WithValue(r.Context(), streamInfoKey{}, si))
+		if !ok {
+			g.refuseH2Mark(w, r, tun)
+			return
+		}
 		h.ServeHTTP(w, r)
 		if r.Context().Err() != nil {
 			// The client reset the stream before its answer was complete (or the connection
 			// ended, and this count no longer matters).
-			if hc.resets.Add(1) > h2MaxResets {
+			if resets.Add(1) > h2MaxResets {
 				g.log.Info("http2: too many streams cancelled before their answer; closing the connection", logID, id, "host", tun.Host)
+				st.closing(fmt.Sprintf("the gate closed the connection: more than %d streams were cancelled before their answer", h2MaxResets))
 				tc.Close()
 			}
 		}
 	})})
+	st.finish()
 }
 
-// streamID is the HTTP/2 stream id of a request's ResponseWriter. x/net/http2 does not export
-// it; its response writer holds it at rws.stream.id, which this reads (a test fails if a new
-// version of x/net moves it). 0 when it is not there.
-func streamID(w http.ResponseWriter) (id uint32) {
-	defer func() {
-		if recover() != nil {
-			id = 0
-		}
-	}()
-	v := reflect.ValueOf(w)
-	for _, f := range []string{"rws", "stream", "id"} {
-		for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-			if v.IsNil() {
-				return 0
-			}
-			v = v.Elem()
-		}
-		if v.Kind() != reflect.Struct {
-			return 0
-		}
-		if v = v.FieldByName(f); !v.IsValid() {
-			return 0
-		}
-	}
-	if v.Kind() != reflect.Uint32 {
-		return 0
-	}
-	return uint32(v.Uint())
+// refuseH2Mark refuses a stream whose header block did not end with the gate's mark (h2watch.go):
+// a block that ends inside a representation, which HTTP/2 forbids, and which took the mark into
+// a field of its own.
+func (g *Gate) refuseH2Mark(w http.ResponseWriter, r *http.Request, tun *judge.Binding) {
+	ex := g.newExchange(r, "tunnel-request")
+	ex.rec.Method, ex.rec.URL = "-", "https://"+tun.Authority()+"/"
+	a := g.arrival(r)
+	a.Framing = judge.H2Refused(judge.H2Stream, "the stream's header block did not end where the gate marked it (a block that ends inside a field, which HTTP/2 forbids)")
+	pol := g.pol.Load()
+	v := judge.See(a)
+	res := g.decide(g.env(pol), v, ex.rec.Event)
+	g.decided(ex, v, res, pol)
+	g.refuseWriter(w, r, ex, res.Decision)
 }
+
+// h2LastAnswer makes each answer of h end its HTTP/2 connection: the server sends GOAWAY, answers
+// the streams already open and closes, as an HTTP/1.1 connection closes after a refusal inside
+// a tunnel that the policy refuses as a whole.
+func h2LastAnswer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(lastAnswer{w}, r)
+	})
+}
+
+// lastAnswer is a stream's ResponseWriter whose answer carries Connection: close, which the
+// HTTP/2 server takes out and turns into a graceful GOAWAY (writeStreamRefusal takes it out
+// before the answer is written; this puts it back).
+type lastAnswer struct{ http.ResponseWriter }
+
+func (w lastAnswer) WriteHeader(code int) {
+	w.Header().Set("Connection", "close")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w lastAnswer) Write(b []byte) (int, error) {
+	w.Header().Set("Connection", "close")
+	return w.ResponseWriter.Write(b)
+}
+
+func (w lastAnswer) Unwrap() http.ResponseWriter { return w.ResponseWriter }

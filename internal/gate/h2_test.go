@@ -24,6 +24,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -63,6 +64,8 @@ type h2Raw struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 	auth string
+	// connect is the id of the CONNECT the connection is inside.
+	connect string
 	// done and open are what wait learnt of each stream.
 	done map[uint32]bool
 	open map[uint32]*outcome
@@ -81,7 +84,8 @@ func (tg *tlsGate) rawH2(t *testing.T) *h2Raw {
 	o := fmt.Sprintf("origin.test:%d", tg.port)
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", o, o)
 	br := bufio.NewReader(c)
-	if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
 	tc := tls.Client(c, &tls.Config{ServerName: "origin.test", RootCAs: tg.caPool, NextProtos: []string{"h2"}})
@@ -91,7 +95,7 @@ func (tg *tlsGate) rawH2(t *testing.T) *h2Raw {
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("ALPN: %q, want h2", p)
 	}
-	h := &h2Raw{t: t, tc: tc, fr: http2.NewFramer(tc, tc), auth: o}
+	h := &h2Raw{t: t, tc: tc, fr: http2.NewFramer(tc, tc), auth: o, connect: resp.Header.Get(HeaderRequest)}
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = 1 << 20
 	h.enc = hpack.NewEncoder(&h.hbuf)
@@ -168,6 +172,10 @@ func (h *h2Raw) wait(id uint32) outcome {
 		switch f := f.(type) {
 		case *http2.GoAwayFrame:
 			o := get(id)
+			if f.ErrCode == http2.ErrCodeNo && id != 0 && f.LastStreamID >= id {
+				// A graceful GOAWAY: the stream is still answered.
+				continue
+			}
 			o.goaway = true
 			return *o
 		case *http2.RSTStreamFrame:
@@ -226,6 +234,11 @@ func TestH2StreamsAreDecidedEachOnOneConnection(t *testing.T) {
 		}
 		if step.status == 403 && (resp.Header.Get(HeaderCode) != "E_RULE" || !strings.Contains(string(b), "Code:    E_RULE") || resp.Header.Get("Connection") != "") {
 			t.Fatalf("the refusal on its stream: %v\n%s", resp.Header, b)
+		}
+		// HTTP/2 has no reason phrase: the advice HTTP/1.1 clients read there is in a header
+		// and in the body.
+		if advice := policy.CodeRule.Advice(); step.status == 403 && (resp.Header.Get(HeaderAdvice) != advice || !strings.Contains(string(b), "What to do: "+advice)) {
+			t.Fatalf("the refusal's advice: %s: %q\n%s", HeaderAdvice, resp.Header.Get(HeaderAdvice), b)
 		}
 		ids = append(ids, resp.Header.Get(HeaderRequest))
 	}
@@ -295,53 +308,71 @@ func (o *countingOrigin) count() int {
 }
 
 // TestH2AttacksAreRefused: what HTTP/2 lets a client send that HTTP/1.1 did not is refused on
-// its stream (or, past a bound, with the connection), and nothing of it reaches the origin; the
-// gate still serves a new connection afterwards.
+// its stream (or, past a bound, with the connection), nothing of it reaches the origin, and the
+// audit shows that the agent tried: a record of the stream (the gate's decision, or the HTTP/2
+// server's own refusal, rule framing:h2-stream), or of the connection the HTTP/2 server closed
+// (event h2-refused, rule framing:h2-connection). The gate still serves a new connection
+// afterwards.
 func TestH2AttacksAreRefused(t *testing.T) {
 	origin := &countingOrigin{}
 	tg := startTLSGate(t, origin)
 	long := strings.Repeat("a", 15000)
+	// The records the attacks must leave.
+	stream := func(status int, detail string) h2Want { return h2Want{kind: "stream", status: status, detail: detail} }
+	conn := h2Want{kind: "conn"}
+	decided := func(rule string) h2Want { return h2Want{kind: "decided", rule: rule} }
 	for _, tc := range []struct {
 		name string
 		send func(h *h2Raw)
 		// ok says whether the outcome is a refusal
 		ok func(o outcome) bool
+		// rec is the record the attempt leaves: one of them
+		rec []h2Want
 	}{
 		{"pseudo-header after a regular one", func(h *h2Raw) {
 			h.headers(1, true, ":method", "GET", ":scheme", "https", "x-a", "b", ":authority", h.auth, ":path", "/")
-		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol }},
-		{"connection header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "connection", "keep-alive")...) }, refused400},
-		{"transfer-encoding header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "transfer-encoding", "chunked")...) }, refused400},
-		{"keep-alive header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "keep-alive", "timeout=5")...) }, refused400},
-		{"upgrade header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "upgrade", "websocket")...) }, refused400},
-		{"proxy-connection header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "proxy-connection", "close")...) }, refused400},
-		{"te other than trailers", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "te", "gzip")...) }, refused400},
+		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol }, []h2Want{stream(0, "reset the stream (PROTOCOL_ERROR)")}},
+		{"connection header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "connection", "keep-alive")...) }, refused400,
+			[]h2Want{stream(400, `request header "Connection" is not valid in HTTP/2`)}},
+		{"transfer-encoding header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "transfer-encoding", "chunked")...) }, refused400,
+			[]h2Want{stream(400, `"Transfer-Encoding" is not valid`)}},
+		{"keep-alive header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "keep-alive", "timeout=5")...) }, refused400,
+			[]h2Want{stream(400, `"Keep-Alive" is not valid`)}},
+		{"upgrade header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "upgrade", "websocket")...) }, refused400,
+			[]h2Want{stream(400, `"Upgrade" is not valid`)}},
+		{"proxy-connection header", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "proxy-connection", "close")...) }, refused400,
+			[]h2Want{stream(400, `"Proxy-Connection" is not valid`)}},
+		{"te other than trailers", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "te", "gzip")...) }, refused400,
+			[]h2Want{stream(400, `"TE" may only be "trailers"`)}},
 		{"content-length under the DATA", func(h *h2Raw) {
 			h.headers(1, false, h.get("POST", "/", "content-length", "5")...)
 			h.fr.WriteData(1, true, []byte("abcdeGET /smuggled HTTP/1.1\r\nHost: origin.test\r\n\r\n"))
-		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol || o.status == 400 }},
+		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol || o.status == 400 },
+			// The handler may have started before the DATA came: then it reads a body that
+			// fails, and the record is its own.
+			[]h2Want{stream(0, "reset the stream (PROTOCOL_ERROR)"), {kind: "handled"}}},
 		{"content-length over the DATA", func(h *h2Raw) {
 			h.headers(1, false, h.get("POST", "/", "content-length", "500")...)
 			h.fr.WriteData(1, true, []byte("abcde"))
-		}, func(o outcome) bool { return o.isReset || o.status == 400 }},
+		}, func(o outcome) bool { return o.isReset || o.status == 400 }, []h2Want{stream(0, "reset the stream"), {kind: "handled"}}},
 		{"extended CONNECT", func(h *h2Raw) {
 			h.headers(1, true, ":method", "CONNECT", ":protocol", "websocket", ":scheme", "https", ":authority", h.auth, ":path", "/chat")
-		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol }},
+		}, func(o outcome) bool { return o.isReset && o.reset == http2.ErrCodeProtocol }, []h2Want{stream(0, "reset the stream (PROTOCOL_ERROR)")}},
 		{"CONNECT inside the tunnel", func(h *h2Raw) {
 			h.headers(1, true, ":method", "CONNECT", ":authority", "other.test:443")
-		}, func(o outcome) bool { return o.status == 403 && strings.Contains(o.body, "framing:nested-connect") }},
+		}, func(o outcome) bool { return o.status == 403 && strings.Contains(o.body, "framing:nested-connect") }, []h2Want{decided("framing:nested-connect")}},
 		{":authority of another host", func(h *h2Raw) {
 			h.headers(1, true, ":method", "GET", ":scheme", "https", ":authority", "other.test:443", ":path", "/")
-		}, func(o outcome) bool { return o.status == 403 && strings.Contains(o.body, "floor:tunnel-binding") }},
+		}, func(o outcome) bool { return o.status == 403 && strings.Contains(o.body, "floor:tunnel-binding") }, []h2Want{decided("floor:tunnel-binding")}},
 		{"Host header of another host", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/", "host", "other.test")...) },
 			func(o outcome) bool {
 				return o.isReset && o.reset == http2.ErrCodeProtocol || o.status == 403 && strings.Contains(o.body, "floor:tunnel-binding")
-			}},
+			}, []h2Want{stream(0, "reset the stream"), decided("floor:tunnel-binding")}},
 		{"CR LF in a header value", func(h *h2Raw) {
 			h.headers(1, true, h.get("GET", "/", "x-a", "b\r\nGET /smuggled HTTP/1.1")...)
-		}, func(o outcome) bool { return o.isReset || o.status == 400 || o.goaway }},
+		}, func(o outcome) bool { return o.isReset || o.status == 400 || o.goaway }, []h2Want{stream(-1, ""), conn}},
 		{"CR LF in the path", func(h *h2Raw) { h.headers(1, true, h.get("GET", "/a HTTP/1.1\r\nX: /smuggled")...) },
-			func(o outcome) bool { return o.isReset || o.status == 400 || o.goaway }},
+			func(o outcome) bool { return o.isReset || o.status == 400 || o.goaway }, []h2Want{stream(-1, ""), conn}},
 		{"HPACK bomb", func(h *h2Raw) {
 			// One 4 KB field in the dynamic table, then a thousand one-byte references to it:
 			// a 6 KB block that decodes to 4 MB.
@@ -356,7 +387,7 @@ func TestH2AttacksAreRefused(t *testing.T) {
 				block = append(block, 0x80|62) // indexed: the newest dynamic entry
 			}
 			h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
-		}, func(o outcome) bool { return o.status == 431 || o.goaway || o.closed || o.isReset }},
+		}, func(o outcome) bool { return o.status == 431 || o.goaway || o.closed || o.isReset }, []h2Want{stream(431, "HTTP Error 431"), stream(0, ""), conn}},
 		{"oversized header list", func(h *h2Raw) {
 			fields := h.get("GET", "/")
 			for i := 0; i < 6; i++ {
@@ -369,7 +400,7 @@ func TestH2AttacksAreRefused(t *testing.T) {
 				h.fr.WriteContinuation(1, n == len(b), b[:n])
 				b = b[n:]
 			}
-		}, func(o outcome) bool { return o.status == 431 || o.goaway || o.closed }},
+		}, func(o outcome) bool { return o.status == 431 || o.goaway || o.closed }, []h2Want{stream(431, "HTTP Error 431"), conn}},
 		{"CONTINUATION flood", func(h *h2Raw) {
 			frag := h.block("x-pad", long)
 			h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block(h.get("GET", "/")...), EndStream: true})
@@ -381,10 +412,11 @@ func TestH2AttacksAreRefused(t *testing.T) {
 					}
 				}
 			}()
-		}, func(o outcome) bool { return o.goaway || o.closed }},
+		}, func(o outcome) bool { return o.goaway || o.closed }, []h2Want{conn}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := origin.count()
+			seen := len(tg.records(t))
 			h := tg.rawH2(t)
 			tc.send(h)
 			o := h.wait(1)
@@ -394,6 +426,27 @@ func TestH2AttacksAreRefused(t *testing.T) {
 			if n := origin.count(); n != before {
 				t.Fatalf("the origin saw %d requests (%v)", n-before, origin.paths)
 			}
+			var got map[string]any
+			defer func() {
+				if got == nil {
+					for _, r := range tg.records(t)[seen:] {
+						t.Logf("a record since: %v", r)
+					}
+				}
+			}()
+			testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("a record of the attempt (%v)", tc.rec), func() bool {
+				recs := tg.records(t)
+				for i, r := range recs {
+					for _, w := range tc.rec {
+						if w.match(r, h.connect, i >= seen) {
+							got = r
+							return true
+						}
+					}
+				}
+				return false
+			})
+			t.Logf("outcome %+v; record %v %v %v %v: %v / %v", o, got["event"], got["rule"], got["status"], got["stream"], got["reason"], got["detail"])
 		})
 	}
 	// The gate still serves.
@@ -402,6 +455,40 @@ func TestH2AttacksAreRefused(t *testing.T) {
 		t.Fatalf("after the attacks: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// h2Want is an audit record an HTTP/2 attempt must leave.
+type h2Want struct {
+	// kind: "stream", the HTTP/2 server's refusal of stream 1 (status -1: any); "conn", the
+	// record of the connection the HTTP/2 server closed, naming stream 1; "decided", the gate's
+	// decision on stream 1 with rule; "handled", any record of the gate's handler for stream 1.
+	kind   string
+	status int
+	detail string
+	rule   string
+}
+
+func (w h2Want) String() string { return w.kind + " " + w.rule + w.detail }
+
+// match reports whether r is the record w wants, on the connection inside CONNECT connect; a
+// record of the gate's handler must be new (it names no CONNECT).
+func (w h2Want) match(r map[string]any, connect string, fresh bool) bool {
+	s := func(k string) string { return fmt.Sprint(r[k]) }
+	switch w.kind {
+	case "stream":
+		return r["event"] == "tunnel-request" && r["stream"] == float64(1) && r["verdict"] == "DENY" && r["code"] == "E_FLOOR" &&
+			r["rule"] == "framing:h2-stream" && strings.Contains(s("detail"), connect) && r["container"] == "local" &&
+			(w.status < 0 || r["status"] == float64(w.status)) && strings.Contains(s("reason")+s("detail"), w.detail)
+	case "conn":
+		return r["event"] == "h2-refused" && r["verdict"] == "DENY" && r["code"] == "E_FLOOR" && r["rule"] == "framing:h2-connection" &&
+			strings.Contains(s("detail"), connect) && strings.Contains(s("reason"), "stream 1") && r["container"] == "local"
+	case "decided":
+		// (The refusals of serveNonProxy, a nested CONNECT's, are recorded as event request.)
+		return fresh && (r["event"] == "tunnel-request" || r["event"] == "request") && r["stream"] == float64(1) && r["rule"] == w.rule
+	case "handled":
+		return fresh && r["event"] == "tunnel-request" && r["stream"] == float64(1) && r["rule"] != "framing:h2-stream"
+	}
+	return false
 }
 
 func refused400(o outcome) bool {
@@ -439,6 +526,59 @@ func TestH2RapidResetIsBounded(t *testing.T) {
 		t.Fatalf("%d of %d cancelled streams reached the origin", n, sent)
 	}
 	t.Logf("%d streams written before the gate closed; %d reached the origin", sent, origin.count())
+	// The audit shows the attempt: the connection's record, naming its CONNECT.
+	rec := waitRecord(t, tg.audit, "the connection's record", func(m map[string]any) bool {
+		return m["event"] == "h2-refused" && strings.Contains(fmt.Sprint(m["detail"]), h.connect)
+	})
+	if rec["rule"] != "framing:h2-connection" || rec["verdict"] != "DENY" || !strings.Contains(fmt.Sprint(rec["reason"]), "closed the connection") {
+		t.Fatalf("the connection's record: %v", rec)
+	}
+	t.Logf("%v / %v", rec["reason"], rec["detail"])
+}
+
+// TestH2RefusedStreamsAreBounded: a client that makes the HTTP/2 server refuse stream after
+// stream on one connection gets a record for each of the first h2StreamRecords, the connection's
+// record counts the rest, and past h2MaxResets the gate closes the connection: the audit grows
+// by a bounded number of records whatever the client sends.
+func TestH2RefusedStreamsAreBounded(t *testing.T) {
+	origin := &countingOrigin{}
+	tg := startTLSGate(t, origin)
+	h := tg.rawH2(t)
+	go func() {
+		for id := uint32(1); id < 2*(h2MaxResets+100); id += 2 {
+			if h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block(h.get("GET", "/", "connection", "close")...), EndStream: true, EndHeaders: true}) != nil {
+				return
+			}
+		}
+	}()
+	if o := h.wait(0); !o.goaway && !o.closed {
+		t.Fatalf("outcome %+v", o)
+	}
+	rec := waitRecord(t, tg.audit, "the connection's record", func(m map[string]any) bool {
+		return m["event"] == "h2-refused" && strings.Contains(fmt.Sprint(m["detail"]), h.connect) &&
+			strings.Contains(fmt.Sprint(m["reason"]), "with a record of their own")
+	})
+	t.Logf("%v / %v", rec["reason"], rec["detail"])
+	if !strings.Contains(fmt.Sprint(rec["reason"]), fmt.Sprintf("%d of them with a record of their own", h2StreamRecords)) {
+		t.Fatalf("the connection's record: %v", rec)
+	}
+	n, conns := 0, 0
+	for _, r := range tg.records(t) {
+		if strings.Contains(fmt.Sprint(r["detail"]), h.connect) {
+			switch r["event"] {
+			case "tunnel-request":
+				n++
+			case "h2-refused":
+				conns++
+			}
+		}
+	}
+	if n != h2StreamRecords || conns > 2 {
+		t.Fatalf("%d records of refused streams and %d of the connection; want %d and at most 2", n, conns, h2StreamRecords)
+	}
+	if origin.count() != 0 {
+		t.Fatalf("the origin saw %d requests", origin.count())
+	}
 }
 
 // TestH2HeldAskHoldsOnlyItsStream: a DELETE asks a human and is held on its stream; a GET on
@@ -636,5 +776,113 @@ func TestUpstreamSpeaksHTTP2ToOriginsThatOfferIt(t *testing.T) {
 		if proto != 2 {
 			t.Fatalf("%s: the origin was asked over HTTP/%d, want HTTP/2", name, proto)
 		}
+	}
+}
+
+// TestH2StreamIDsComeFromTheFrames: the stream id of each record is the one the client's frames
+// named (streams 1, 3, 9 and 11: one header block split over a CONTINUATION, one padded), also
+// for a stream that sends an x-lockhttp-stream header of its own; that header never reaches the
+// origin, nor does the gate's.
+func TestH2StreamIDsComeFromTheFrames(t *testing.T) {
+	origin := &countingOrigin{}
+	tg := startTLSGate(t, origin)
+	h := tg.rawH2(t)
+	h.headers(1, true, h.get("GET", "/one")...)
+	b := h.block(h.get("GET", "/three", "x-pad", "p")...)
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: b[:5], EndStream: true})
+	h.fr.WriteContinuation(3, true, b[5:])
+	h.headers(9, true, h.get("GET", "/nine", "x-lockhttp-stream", "forged.3")...)
+	// A padded block: the mark comes in a CONTINUATION of the gate's.
+	h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 11, BlockFragment: h.block(h.get("GET", "/eleven")...), EndStream: true, EndHeaders: true, PadLength: 10})
+	paths := map[uint32]string{1: "/one", 3: "/three", 9: "/nine", 11: "/eleven"}
+	for id := range paths {
+		if o := h.wait(id); o.status != 200 {
+			t.Fatalf("stream %d: %+v", id, o)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the four records", func() bool {
+		n := 0
+		for _, r := range tg.records(t) {
+			for id, path := range paths {
+				if r["event"] == "tunnel-request" && strings.HasSuffix(fmt.Sprint(r["url"]), path) {
+					if r["stream"] != float64(id) {
+						t.Fatalf("the record of %s names stream %v, want %d", path, r["stream"], id)
+					}
+					n++
+				}
+			}
+		}
+		return n == 4
+	})
+	origin.mu.Lock()
+	defer origin.mu.Unlock()
+	if v := origin.head.Values("X-Lockhttp-Stream"); len(v) > 0 {
+		t.Fatalf("the origin saw x-lockhttp-stream: %q", v)
+	}
+}
+
+// TestH2RefusedHostAnsweredOnEachStream: a tunnel to a host the policy refuses as a whole, opened
+// by a client that chooses HTTP/2, answers its streams with the refusal (code, rule, advice in
+// the headers and the body, a record each with its stream id), then ends the connection
+// (GOAWAY); nothing goes out.
+func TestH2RefusedHostAnsweredOnEachStream(t *testing.T) {
+	origin := &countingHandler{}
+	tg := startTLSGate(t, origin)
+	setPolicy(t, tg.gate, fmt.Sprintf(refusalPolicy, tg.port, ""))
+	c := tg.h2Client()
+	u := fmt.Sprintf("https://denied.test:%d/x?q=1", tg.port)
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatalf("a transport error instead of the refusal: %v", err)
+	}
+	body := readAll(resp)
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("%s inside the tunnel, want HTTP/2", resp.Proto)
+	}
+	advice := policy.CodeRule.Advice()
+	if resp.StatusCode != 403 || resp.Header.Get(HeaderCode) != "E_RULE" || resp.Header.Get(HeaderRule) != "deny" || resp.Header.Get(HeaderAdvice) != advice {
+		t.Fatalf("got %d %v\n%s", resp.StatusCode, resp.Header, body)
+	}
+	for _, want := range []string{"lockhttp refused this request: GET " + u, "Code:    E_RULE", "Rule:    deny",
+		`Why:     the deny list names "denied.test"`, "What to do: " + advice, "Request: " + resp.Header.Get(HeaderRequest)} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the body lacks %q:\n%s", want, body)
+		}
+	}
+	id := resp.Header.Get(HeaderRequest)
+	inner := waitRecord(t, tg.audit, "the stream's record", func(m map[string]any) bool { return m["id"] == id })
+	if inner["event"] != "tunnel-request" || inner["verdict"] != "DENY" || inner["code"] != "E_RULE" || inner["rule"] != "deny" ||
+		inner["status"] != float64(403) || inner["stream"] != float64(1) || inner["url"] != u {
+		t.Errorf("the stream's record: %v", inner)
+	}
+	conn := waitRecord(t, tg.audit, "the CONNECT's record", func(m map[string]any) bool {
+		return m["event"] == "connect" && m["url"] == fmt.Sprintf("denied.test:%d", tg.port)
+	})
+	if conn["code"] != "E_RULE" || conn["status"] != float64(403) || !strings.Contains(fmt.Sprint(conn["detail"]), "answered request "+id) {
+		t.Errorf("the CONNECT's record: %v", conn)
+	}
+
+	// Two streams at once on a raw connection: each answered, then GOAWAY.
+	tc, err := connectTLS(t, tg.addr, "denied.test:443", "denied.test", &tls.Config{RootCAs: tg.caPool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &h2Raw{t: t, tc: tc, fr: http2.NewFramer(tc, tc), auth: "denied.test"}
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.enc = hpack.NewEncoder(&h.hbuf)
+	io.WriteString(tc, http2.ClientPreface)
+	h.fr.WriteSettings()
+	h.headers(1, true, h.get("GET", "/one")...)
+	h.headers(3, true, h.get("GET", "/two")...)
+	for _, id := range []uint32{1, 3} {
+		if o := h.wait(id); o.status != 403 || o.lockCode != "E_RULE" || !strings.Contains(o.body, "What to do: "+advice) {
+			t.Fatalf("stream %d: %+v", id, o)
+		}
+	}
+	if o := h.wait(0); !o.goaway && !o.closed {
+		t.Fatalf("after the refusals: %+v, want the connection to end", o)
+	}
+	if n := origin.n.Load(); n != 0 {
+		t.Fatalf("%d requests to a refused host reached the origin", n)
 	}
 }

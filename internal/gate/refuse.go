@@ -22,6 +22,9 @@ const (
 	HeaderRequest = "X-LockHTTP-Request"
 	HeaderRule    = "X-LockHTTP-Rule"
 	HeaderTicket  = "X-LockHTTP-Ticket"
+	// HeaderAdvice is what to do next, the code's advice: on HTTP/1.1 in the reason phrase too,
+	// on HTTP/2 (which has none) here and in the body only.
+	HeaderAdvice = "X-LockHTTP-Advice"
 )
 
 // refusalStatus is the HTTP status of a refusal.
@@ -135,6 +138,7 @@ func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) h
 	if ex.rec.Ticket != "" {
 		h.Set(HeaderTicket, ex.rec.Ticket)
 	}
+	h.Set(HeaderAdvice, phraseText(d.Code.Advice(), maxPhrase))
 	if s := max(d.RetryAfter, retryAfter(d.Code)); s > 0 {
 		h.Set("Retry-After", strconv.Itoa(s))
 	}

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"golang.org/x/net/http2"
+
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -37,7 +39,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		return
 	}
 	status := refusalStatus(d)
-	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, false) // HTTP/1.1: one answer, then the connection closes
+	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
 	if t != nil {
 		defer t.close()
 	}
@@ -51,12 +53,16 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		ex.finish(status, t.out(), "the tunnel was opened to answer with this refusal and was not used: "+fail.detail)
 		return
 	}
-	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+	h2 := t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS
+	var fc *framing.Conn
+	if !h2 {
+		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+	}
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
 	var answered atomic.Pointer[string] // the id of the (first) request refused inside
-	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// The first answer closes the connection; were there another request, it would be
-		// refused the same way.
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// The first answer closes the connection (on HTTP/2, once the streams open are
+		// answered); were there another request, it would be refused the same way.
 		in := g.newExchange(req, "tunnel-request")
 		u := url.URL{Scheme: "https", Host: tun.Authority(), Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 		if u.Path == "" {
@@ -67,7 +73,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		} else {
 			in.rec.URL = recordURL(nil, &u)
 		}
-		if fc.Refusal(req) != nil {
+		if fc != nil && fc.Refusal(req) != nil {
 			// A head the framing check refused: nothing of it is known.
 			in.rec.Method, in.rec.URL = "-", "https://"+tun.Authority()+"/"
 		}
@@ -76,7 +82,12 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		in.decided(judge.Result{Decision: d, Container: ex.rec.Container}, pol)
 		answered.CompareAndSwap(nil, &in.rec.ID)
 		g.refuseWriter(w, req, in, d)
-	}))
+	})
+	if h2 {
+		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, h2LastAnswer(h))
+	} else {
+		g.serveTunnelConn(fc, ex.source, tun, h)
+	}
 	ex.bytesIn.Store(t.cc.in.Load())
 	detail := "the tunnel was opened to answer with this refusal; the client sent no request"
 	if id := answered.Load(); id != nil {

@@ -1,0 +1,334 @@
+package gate
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The gate's watch on the frames of an HTTP/2 connection inside a tunnel. golang.org/x/net's
+// server reads the frames and refuses what HTTP/2 forbids, but it tells the gate's handler
+// neither the id of its stream nor anything of a stream it refuses itself. So the connection it
+// reads and writes is the TLS connection wrapped (h2Conn), and the gate follows the frame
+// headers both ways (9 bytes a frame; payloads pass untouched and uncopied):
+//
+//   - On the way in, a header block that opens a stream (HEADERS with a new odd id, and its
+//     CONTINUATIONs) gets one field more at its end, appended to its last frame (or, when that
+//     frame is full or padded, in a CONTINUATION frame of the gate's): x-lockhttp-stream, the
+//     connection's random token and the stream id. The handler takes it
+//     out before anything decides on the header (streamOf): that is the stream id of the record,
+//     read from the client's own frames and not from x/net's internals. HPACK blocks are
+//     concatenations, and a literal without indexing leaves the dynamic table alone, so the
+//     field changes nothing else of the block. A block that swallows it (one that ends inside
+//     a representation, which HTTP/2 forbids) leaves no valid mark, and is refused.
+//   - On the way out, a stream that x/net resets or answers itself (a 400 or 431 of its own)
+//     before any handler claimed it was refused by x/net: its audit record is written before
+//     the frame that ends it leaves the gate (h2Streams). A GOAWAY with an error code ends the
+//     connection's record.
+
+// h2MarkHeader is the field the gate appends to each header block that opens a stream, as
+// net/http canonicalises it.
+const (
+	h2MarkName   = "x-lockhttp-stream"
+	h2MarkHeader = "X-Lockhttp-Stream"
+)
+
+// h2Conn is the TLS connection of one HTTP/2 connection inside a tunnel, as x/net's server
+// reads and writes it.
+type h2Conn struct {
+	*tls.Conn
+	st    *h2Streams
+	token string // the connection's mark: token "." stream id
+
+	in h2In // read by x/net's frame reader only (and its preface read before it starts)
+
+	wmu sync.Mutex // guards out
+	out h2Out
+}
+
+func newH2Conn(tc *tls.Conn, st *h2Streams) *h2Conn {
+	return &h2Conn{Conn: tc, st: st, token: newToken(), in: h2In{preface: len(http2.ClientPreface)}}
+}
+
+// streamOf is the id of the stream r came on, from the gate's mark, which it removes from r's
+// header (with any field of that name the client sent: the gate's is the last). ok is false
+// when the mark is missing or not this connection's.
+func (c *h2Conn) streamOf(r *http.Request) (id uint32, ok bool) {
+	vs := r.Header[h2MarkHeader]
+	delete(r.Header, h2MarkHeader)
+	if len(vs) == 0 {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(vs[len(vs)-1], c.token+".")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 31)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// h2In follows the client's frames as x/net reads them.
+type h2In struct {
+	preface int // bytes of the client preface still to pass
+	hdr     [9]byte
+	hn      int    // bytes of hdr gathered
+	pend    []byte // bytes ready for the reader: a frame header, or the gate's CONTINUATION
+	left    int    // payload bytes of the current frame still to pass
+	after   []byte // the gate's CONTINUATION, to pass once the payload has
+	maxID   uint32 // the highest stream id the client opened
+	marking uint32 // the stream whose opening header block is still open
+}
+
+func (c *h2Conn) Read(p []byte) (int, error) {
+	in := &c.in
+	for {
+		if len(in.pend) > 0 {
+			n := copy(p, in.pend)
+			in.pend = in.pend[n:]
+			return n, nil
+		}
+		if lim := in.preface + in.left; lim > 0 {
+			n, err := c.Conn.Read(p[:min(len(p), lim)])
+			if in.preface > 0 {
+				in.preface -= n
+			} else if in.left -= n; in.left == 0 && in.after != nil {
+				in.pend, in.after = in.after, nil
+			}
+			if n > 0 || err != nil {
+				return n, err
+			}
+			continue
+		}
+		n, err := c.Conn.Read(in.hdr[in.hn:])
+		if in.hn += n; in.hn < len(in.hdr) {
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		in.hn = 0
+		in.left = int(in.hdr[0])<<16 | int(in.hdr[1])<<8 | int(in.hdr[2])
+		c.frameIn()
+		in.pend = in.hdr[:]
+		if in.left == 0 && in.after != nil {
+			in.pend = append(in.hdr[:len(in.hdr):len(in.hdr)], in.after...)
+			in.after = nil
+		}
+	}
+}
+
+// frameIn looks at the header of the client's next frame, in c.in.hdr, before x/net reads it:
+// it marks a header block that opens a stream, and notes the client's resets.
+func (c *h2Conn) frameIn() {
+	in := &c.in
+	typ, flags := http2.FrameType(in.hdr[3]), http2.Flags(in.hdr[4])
+	id := binary.BigEndian.Uint32(in.hdr[5:]) & (1<<31 - 1)
+	marking := in.marking
+	in.marking = 0
+	switch {
+	case typ == http2.FrameHeaders && id%2 == 1 && id > in.maxID:
+		in.maxID = id
+		c.st.opened(id)
+		marking = id
+	case typ == http2.FrameContinuation && id == marking && id != 0:
+	case typ == http2.FrameRSTStream:
+		c.st.cancelled(id)
+		return
+	default:
+		return
+	}
+	if !flags.Has(http2.FlagHeadersEndHeaders) {
+		in.marking = marking
+		return
+	}
+	m := c.mark(id)
+	if n := in.left + len(m); !flags.Has(http2.FlagHeadersPadded) && n <= h2MaxFrame {
+		// The mark goes at the end of the block's last frame, which grows by its length.
+		in.hdr[0], in.hdr[1], in.hdr[2] = byte(n>>16), byte(n>>8), byte(n)
+		in.after = m
+		return
+	}
+	// No room in the frame (or padding after the block): the mark comes in a CONTINUATION
+	// of its own, which ends the block instead. (x/net closes the connection, rather than reset
+	// the stream, when a block it refuses goes on in a CONTINUATION: only a padded or full
+	// frame with a malformed block is refused so.)
+	in.hdr[4] &^= byte(http2.FlagHeadersEndHeaders)
+	f := make([]byte, 9, 9+len(m))
+	f[0], f[1], f[2] = byte(len(m)>>16), byte(len(m)>>8), byte(len(m))
+	f[3], f[4] = byte(http2.FrameContinuation), byte(http2.FlagContinuationEndHeaders)
+	binary.BigEndian.PutUint32(f[5:], id)
+	in.after = append(f, m...)
+}
+
+// mark is the gate's field that ends the header block of stream id: one literal field without
+// indexing, x-lockhttp-stream: token.id.
+func (c *h2Conn) mark(id uint32) []byte {
+	v := c.token + "." + strconv.FormatUint(uint64(id), 10)
+	b := make([]byte, 0, 1+1+len(h2MarkName)+1+len(v)) // both lengths fit a 7-bit prefix
+	b = append(b, 0x00, byte(len(h2MarkName)))
+	b = append(b, h2MarkName...)
+	b = append(b, byte(len(v)))
+	return append(b, v...)
+}
+
+// h2Out follows the frames x/net writes to the client.
+type h2Out struct {
+	hdr   [9]byte
+	hn    int
+	left  int // payload bytes of the current frame still to come
+	typ   http2.FrameType
+	flags http2.Flags
+	id    uint32
+	head  [16]byte // the first payload bytes of a frame the watch reads (RST_STREAM, GOAWAY, HEADERS)
+	hl    int      // bytes of head gathered
+	want  int      // bytes of head wanted; 0 once the frame has been seen
+	data  bool     // the current DATA frame is an answer x/net makes itself: its text is kept
+}
+
+// Write follows the frames of p; what they end (a stream refused by x/net, the connection) is
+// recorded before p is written.
+func (c *h2Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	c.follow(p)
+	c.wmu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *h2Conn) follow(p []byte) {
+	o := &c.out
+	for len(p) > 0 {
+		if o.hn < len(o.hdr) {
+			k := copy(o.hdr[o.hn:], p)
+			o.hn += k
+			p = p[k:]
+			if o.hn < len(o.hdr) {
+				return
+			}
+			o.left = int(o.hdr[0])<<16 | int(o.hdr[1])<<8 | int(o.hdr[2])
+			o.typ, o.flags = http2.FrameType(o.hdr[3]), http2.Flags(o.hdr[4])
+			o.id = binary.BigEndian.Uint32(o.hdr[5:]) & (1<<31 - 1)
+			o.hl, o.want, o.data = 0, 0, false
+			switch o.typ {
+			case http2.FrameRSTStream:
+				o.want = 4
+			case http2.FrameGoAway:
+				o.want = 8
+			case http2.FrameHeaders:
+				o.want = len(o.head)
+			case http2.FrameData:
+				o.data = c.st.answering(o.id)
+			}
+			o.want = min(o.want, o.left)
+			c.seen()
+		}
+		k := min(len(p), o.left)
+		if o.want > o.hl {
+			o.hl += copy(o.head[o.hl:o.want], p[:k])
+			c.seen()
+		}
+		if o.data {
+			c.st.answerText(o.id, p[:k])
+		}
+		o.left -= k
+		p = p[k:]
+		if o.left == 0 {
+			if o.data && o.flags.Has(http2.FlagDataEndStream) {
+				c.st.answerEnded(o.id)
+			}
+			o.hn = 0
+		}
+	}
+}
+
+// seen acts on the frame being written once its header and the payload bytes the watch wants
+// have been followed.
+func (c *h2Conn) seen() {
+	o := &c.out
+	if o.want < 0 || o.hl < o.want {
+		return
+	}
+	o.want = -1 // once a frame
+	switch o.typ {
+	case http2.FrameRSTStream:
+		if o.hl == 4 {
+			c.st.reset(o.id, http2.ErrCode(binary.BigEndian.Uint32(o.head[:4])))
+		}
+	case http2.FrameGoAway:
+		if o.hl == 8 {
+			c.st.goAway(http2.ErrCode(binary.BigEndian.Uint32(o.head[4:8])))
+		}
+	case http2.FrameHeaders:
+		c.st.answered(o.id, answerStatus(o.flags, o.head[:o.hl]), o.flags.Has(http2.FlagHeadersEndStream))
+	}
+}
+
+// answerStatus is the :status of a response header block that starts with b, when it can be
+// read without the encoder's dynamic table (x/net writes :status first): from the static table,
+// or a literal; 0 otherwise.
+func answerStatus(flags http2.Flags, b []byte) int {
+	if flags.Has(http2.FlagHeadersPadded) {
+		if len(b) == 0 {
+			return 0
+		}
+		b = b[1:]
+	}
+	if flags.Has(http2.FlagHeadersPriority) {
+		if len(b) < 5 {
+			return 0
+		}
+		b = b[5:]
+	}
+	// Dynamic table size updates (001xxxxx) may come first.
+	for len(b) > 0 && b[0]&0xe0 == 0x20 {
+		b = skipInt(b, 5)
+	}
+	if len(b) == 0 {
+		return 0
+	}
+	switch c := b[0]; {
+	case c >= 0x88 && c <= 0x8e: // indexed, static :status 200 204 206 304 400 404 500
+		return []int{200, 204, 206, 304, 400, 404, 500}[c-0x88]
+	case c&0xc0 == 0x40 && c&0x3f >= 8 && c&0x3f <= 14, c&0xf0 <= 0x10 && c&0x0f >= 8 && c&0x0f <= 14:
+		// A literal whose name is :status (static indexes 8 to 14), and its value.
+		b = b[1:]
+		if len(b) == 0 || b[0]&0x7f > 3 || len(b) < 1+int(b[0]&0x7f) {
+			return 0
+		}
+		v := string(b[1 : 1+int(b[0]&0x7f)])
+		if b[0]&0x80 != 0 {
+			s, err := hpackHuffman(v)
+			if err != nil {
+				return 0
+			}
+			v = s
+		}
+		if n, err := strconv.Atoi(v); err == nil && n >= 100 && n <= 999 {
+			return n
+		}
+	}
+	return 0
+}
+
+// skipInt skips an HPACK integer with an n-bit prefix at the start of b.
+func skipInt(b []byte, n int) []byte {
+	if b[0]&(1<<n-1) != 1<<n-1 {
+		return b[1:]
+	}
+	for i := 1; i < len(b) && i < 6; i++ {
+		if b[i]&0x80 == 0 {
+			return b[i+1:]
+		}
+	}
+	return nil
+}
+
+func hpackHuffman(s string) (string, error) { return hpack.HuffmanDecodeToString([]byte(s)) }
