@@ -216,7 +216,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	var sink *auditdb.Sink
 	ao := audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize, KeyFile: key, CreateKey: true, Metrics: am}
 	if dsn != "" {
-		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Logger: log})
+		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Logger: log,
+			Metrics: metrics.NewAuditDB(reg, func() metrics.AuditDBLag { return sink.Lag() })})
 		ao.Sink = sink
 	}
 	aw, err = audit.Open(ao)

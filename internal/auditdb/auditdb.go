@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
 // The tables: one row per line of a day file, keyed by the file and the line number, so a line
@@ -83,6 +84,23 @@ type Options struct {
 	Logger *slog.Logger // nil: discard
 	// Retry is how long the sink waits after a failure before it tries again. Zero: 2s.
 	Retry time.Duration
+	// Metrics counts the rows copied and the failures (metrics.NewAuditDB, whose lag is the
+	// sink's Lag). Nil: nothing counted.
+	Metrics *metrics.AuditDB
+	// Now is the clock of the lag. Nil: time.Now.
+	Now func() time.Time
+}
+
+// maxMarks bounds the record numbers the sink remembers with the time they reached the disk
+// (for Lag): past it the last mark takes the newer numbers and keeps its time, so the lag of
+// a long outage is counted from its start, never from later.
+const maxMarks = 4096
+
+// mark is a record number and when it was on disk: the records up to it and after the mark
+// before it reached the disk then.
+type mark struct {
+	seq int64
+	at  time.Time
 }
 
 // Sink copies the audit's records to the database as they reach the disk: it is told (Durable)
@@ -95,11 +113,13 @@ type Sink struct {
 	log    *slog.Logger
 	notify chan struct{} // cap 1
 
+	now     func() time.Time
 	durable atomic.Int64 // the last record number on disk
 	rows    atomic.Int64 // rows copied since start
 	dbSeq   atomic.Int64 // the last record number the database has
-	mu      sync.Mutex   // guards err
-	err     error        // the last failure, nil once copying succeeds
+	mu      sync.Mutex
+	err     error  // guarded by mu: the last failure, nil once copying succeeds
+	marks   []mark // guarded by mu: the record numbers on disk after dbSeq, oldest first, with when
 }
 
 // New returns a sink; Run copies.
@@ -111,16 +131,62 @@ func New(o Options) *Sink {
 	if s.o.Retry == 0 {
 		s.o.Retry = 2 * time.Second
 	}
+	s.now = o.Now
+	if s.now == nil {
+		s.now = time.Now
+	}
 	return s
 }
 
 // Durable implements audit.Sink.
 func (s *Sink) Durable(seq int64, file string) {
-	s.durable.Store(seq)
+	s.onDisk(seq)
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
+}
+
+// onDisk notes that the records up to seq are on disk, now.
+func (s *Sink) onDisk(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.durable.Load() {
+		return
+	}
+	s.durable.Store(seq)
+	if n := len(s.marks); n >= maxMarks {
+		s.marks[n-1].seq = seq
+		return
+	}
+	s.marks = append(s.marks, mark{seq: seq, at: s.now()})
+}
+
+// copied notes that the database has the records up to seq.
+func (s *Sink) copied(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.dbSeq.Load() {
+		return
+	}
+	s.dbSeq.Store(seq)
+	i := 0
+	for i < len(s.marks) && s.marks[i].seq <= seq {
+		i++
+	}
+	s.marks = append(s.marks[:0], s.marks[i:]...)
+}
+
+// Lag is how far the database is behind the files: the records on disk it does not have, and
+// how long the oldest of them has been on disk.
+func (s *Sink) Lag() metrics.AuditDBLag {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := metrics.AuditDBLag{Records: max(s.durable.Load()-s.dbSeq.Load(), 0)}
+	if l.Records > 0 && len(s.marks) > 0 {
+		l.Seconds = max(s.now().Sub(s.marks[0].at).Seconds(), 0)
+	}
+	return l
 }
 
 // Status is the sink's state, for the gate's status and the doctor.
@@ -154,6 +220,7 @@ func (s *Sink) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.o.Metrics.Failed()
 		s.setErr(err)
 		select {
 		case <-ctx.Done():
@@ -195,8 +262,8 @@ func (s *Sink) session(ctx context.Context) error {
 			return fmt.Errorf("auditdb: read where the copy stands: %w", err)
 		}
 		pos[p.file] = &p
-		if seq != nil && *seq > s.dbSeq.Load() {
-			s.dbSeq.Store(*seq)
+		if seq != nil {
+			s.copied(*seq)
 		}
 	}
 	rows.Close()
@@ -247,6 +314,7 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 	durable := s.durable.Load()
 	if h, err := audit.ReadHead(filepath.Join(s.o.Dir, audit.HeadName)); err == nil {
 		durable = max(durable, h.Seq)
+		s.onDisk(h.Seq) // records of an earlier run of the gate count in the lag too
 		head, _ = json.Marshal(h)
 	}
 	for _, name := range names {
@@ -270,11 +338,12 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 				return false, err
 			}
 			for _, r := range rows[:n] {
-				if r.seq != nil && *r.seq > s.dbSeq.Load() {
-					s.dbSeq.Store(*r.seq)
+				if r.seq != nil {
+					s.copied(*r.seq)
 				}
 			}
 			s.rows.Add(int64(n))
+			s.o.Metrics.Copied(n)
 			rows = rows[n:]
 		}
 		*p = next

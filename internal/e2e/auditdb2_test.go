@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,15 +129,35 @@ func TestAuditDatabaseCopy(t *testing.T) {
 	send(20)
 	waitCopied(t, e, pg.DSN)
 
+	gateMetrics := e.up.Metrics["gate"]
+	testkit.WaitFor(t, 10*time.Second, "the metrics to show no lag", func() bool {
+		return scraped(t, gateMetrics, "lockhttp_audit_db_lag_records") == 0 && scraped(t, gateMetrics, "lockhttp_audit_db_rows_total") > 0
+	})
+
 	pg.stop()
 	send(20) // the gate serves on: the files are the record
 	testkit.WaitFor(t, 10*time.Second, "the status to say the copy is down", func() bool {
 		st := gateStatusRaw(t, e)
 		return strings.Contains(st, `"audit_sink":{"state":"down"`)
 	})
+	// The lag grows while the database is down: records behind, for longer and longer.
+	testkit.WaitFor(t, 10*time.Second, "the lag in the metrics", func() bool {
+		return scraped(t, gateMetrics, "lockhttp_audit_db_lag_records") >= 20 && scraped(t, gateMetrics, "lockhttp_audit_db_lag_seconds") > 0
+	})
+	before := scraped(t, gateMetrics, "lockhttp_audit_db_lag_seconds")
+	testkit.WaitFor(t, 10*time.Second, "the lag to grow", func() bool {
+		return scraped(t, gateMetrics, "lockhttp_audit_db_lag_seconds") > before+1
+	})
+	if scraped(t, gateMetrics, "lockhttp_audit_db_failures_total") < 1 {
+		t.Error("no failed copy counted while the database is down")
+	}
+	t.Run("promtool", func(t *testing.T) { promtoolCheck(t, gateMetrics) })
 	pg.start()
 	send(10)
 	waitCopied(t, e, pg.DSN)
+	testkit.WaitFor(t, 10*time.Second, "the lag back to 0", func() bool {
+		return scraped(t, gateMetrics, "lockhttp_audit_db_lag_records") == 0 && scraped(t, gateMetrics, "lockhttp_audit_db_lag_seconds") == 0
+	})
 
 	// The copy verifies like the files, with the same key.
 	var out, errb bytes.Buffer
@@ -225,5 +246,44 @@ func waitCopied(t *testing.T, e *running, dsn string) {
 	}
 	if len(seen) > len(want) {
 		t.Errorf("the database has %d lines, the files %d", len(seen), len(want))
+	}
+}
+
+// scraped is the value of series (a family without labels, or one series written with its
+// labels) on the metrics page at url; -1 when the page or the series is missing.
+func scraped(t *testing.T, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", url, line, err)
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// promtoolCheck checks every family on the metrics page at url with promtool check metrics.
+func promtoolCheck(t *testing.T, url string) {
+	t.Helper()
+	promtool := requireTool(t, "promtool")
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Errorf("promtool check metrics on %s: %v\n%s", url, err, out)
 	}
 }

@@ -367,6 +367,7 @@ networks:
 			}
 		}
 	})
+	t.Run("metrics on the hub network only", func(t *testing.T) { d.metricsOnHubOnly(t) })
 	t.Run("the gate container cannot read the CA key", func(t *testing.T) {
 		gid := strings.TrimSpace(d.must("ps", "-q", "gate"))
 		for _, p := range []string{"/vol/ca/ca-key.pem", "/vol/ca", "/run/lockhttp/ca-key.pem"} {
@@ -759,5 +760,45 @@ func (d *deployment) pairAndApprove(browser, pairOut string) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the approval on the phone did not release the request")
+	}
+}
+
+// metricsOnHubOnly: a container on the hub network (the test agent's image, playing an
+// operator's Prometheus) scrapes each service's metrics at the address docs/deploy.md gives;
+// from the agent network none of them answers, by name or by its hub address.
+func (d *deployment) metricsOnHubOnly(t *testing.T) {
+	hubNet := composeProject + "_hub"
+	services := []string{"gate", "console", "signer"}
+	for _, svc := range services {
+		target := "http://" + svc + ".hub:9464/metrics"
+		var out string
+		testkit.WaitFor(t, 30*time.Second, "the "+svc+"'s metrics from the hub network", func() bool {
+			b, _ := exec.Command("docker", "run", "--rm", "--network", hubNet, "lockhttp-agent:local", "metrics", target).CombinedOutput()
+			out = strings.TrimSpace(string(b))
+			return strings.HasPrefix(out, "status=200 ")
+		})
+		if !strings.Contains(out, `lockhttp_build_info{process="`+svc+`"`) {
+			t.Errorf("%s from the hub network: %s", target, out)
+		}
+	}
+	// From the agent network: the hub's names do not resolve, the gate's agent address does not
+	// listen on the metrics port, and no hub address is reachable.
+	probes := []string{"gate.hub:9464", "console.hub:9464", "signer.hub:9464", "gate:9464"}
+	for _, svc := range services {
+		id := strings.TrimSpace(d.must("ps", "-q", svc))
+		ip, err := exec.Command("docker", "inspect", "-f", `{{(index .NetworkSettings.Networks "`+hubNet+`").IPAddress}}`, id).Output()
+		if err != nil || strings.TrimSpace(string(ip)) == "" {
+			t.Fatalf("the %s's address on %s: %v %s", svc, hubNet, err, ip)
+		}
+		probes = append(probes, strings.TrimSpace(string(ip))+":9464")
+	}
+	outs := make(chan [2]string, len(probes))
+	for _, p := range probes { // at once: each waits for its timeout
+		go func() { outs <- [2]string{p, d.agent("tcp", p)} }()
+	}
+	for range probes {
+		if o := <-outs; !strings.HasPrefix(o[1], "failed:") {
+			t.Errorf("the agent network reaches %s: %s", o[0], o[1])
+		}
 	}
 }

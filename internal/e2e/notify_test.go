@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/notify"
+	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -39,6 +42,19 @@ func (n *notifyReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.got = append(n.got, notifyGot{h, string(b), time.Now()})
 	n.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// allFor is every notification of ticket id, in the order they came.
+func (n *notifyReceiver) allFor(id string) []notifyGot {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []notifyGot
+	for _, g := range n.got {
+		if g.hook.Ticket == id {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 func (n *notifyReceiver) forTicket(id string) (notifyGot, bool) {
@@ -243,5 +259,60 @@ func TestNotifyHumanChannelWaitsForReview(t *testing.T) {
 	out, _ := runDoctor(t, "--state", e.state)
 	if !hasLine(out, "WARN", "console", "waits for a human") {
 		t.Errorf("the doctor does not say the edit waits for review:\n%s", out)
+	}
+}
+
+// TestNotifyAfterConsoleRestart: a request held for a human when the console dies (SIGKILL)
+// reaches the channel again once lox has restarted it, once, marked again; the decision through
+// that notification's link releases the held request.
+func TestNotifyAfterConsoleRestart(t *testing.T) {
+	recv := &notifyReceiver{}
+	hook := httptest.NewServer(recv)
+	t.Cleanup(hook.Close)
+	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\n", hook.URL+"/lockhttp-hook"))
+	res := e.send("POST", "/items", "payload-restart")
+	tk := e.waitTicket(t, fmt.Sprintf("http://origin.test:%d/items", e.port))
+	testkit.WaitFor(t, 5*time.Second, "the first notification", func() bool { return len(recv.allFor(tk.ID)) == 1 })
+	if recv.allFor(tk.ID)[0].hook.Again {
+		t.Fatalf("the first notification is marked again: %s", recv.allFor(tk.ID)[0].raw)
+	}
+
+	// The hub writes its state file within a second of a change: the ticket is on disk, then
+	// the console dies.
+	testkit.WaitFor(t, 5*time.Second, "the ticket in the hub's state file", func() bool {
+		data, _ := os.ReadFile(filepath.Join(e.state, "hub.json"))
+		return strings.Contains(string(data), tk.ID)
+	})
+	old := e.up.PIDs["console"]
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the console restarted", func() bool {
+		var up stack.Up
+		data, err := os.ReadFile(filepath.Join(e.state, stack.UpFile))
+		if err != nil || json.Unmarshal(data, &up) != nil {
+			return false
+		}
+		pid := up.PIDs["console"]
+		return pid != 0 && pid != old && alive(pid)
+	})
+	testkit.WaitFor(t, 10*time.Second, "the notification after the restart", func() bool { return len(recv.allFor(tk.ID)) == 2 })
+	got := recv.allFor(tk.ID)[1]
+	h := got.hook
+	if !h.Again || h.Fingerprint != tk.Fingerprint || !strings.HasPrefix(h.DecisionURL, e.up.Hub+notify.LinkPrefix+"ops/"+tk.ID+"/") {
+		t.Fatalf("the notification after the restart: %s", got.raw)
+	}
+	if e.origin.count() != 0 {
+		t.Fatal("the held request reached the origin before the decision")
+	}
+	if st := postDecision(t, h.DecisionURL, `{"decision":"approve","fingerprint":"`+tk.Fingerprint+`","actor":"carol"}`); st != 200 {
+		t.Fatalf("the decision through the link sent after the restart: %d", st)
+	}
+	r := <-res
+	if r.err != nil || r.status != 200 || r.body != "origin saw POST /items (15 bytes)" {
+		t.Fatalf("the held request after the decision: %+v", r)
+	}
+	if n := len(recv.allFor(tk.ID)); n != 2 {
+		t.Errorf("%d notifications of the ticket, want 2 (one per start of the console)", n)
 	}
 }

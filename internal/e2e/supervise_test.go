@@ -748,3 +748,54 @@ func TestSuperviseShowsRestartsInTheTerminal(t *testing.T) {
 		t.Errorf("up.json left behind: %v", err)
 	}
 }
+
+// TestSuperviseKeepsMetricsAddress: under lox run --metrics-listen 127.0.0.1:0, each process
+// lox restarts serves its metrics at the address it had (the port the first start took), so a
+// scrape configuration stays right; up.json names that URL, and it is the new process that
+// answers there.
+func TestSuperviseKeepsMetricsAddress(t *testing.T) {
+	r := startStackWith(t, minimalPolicy, []string{"--restart-delay", "50ms", "--metrics-listen", "127.0.0.1:0"}, nil)
+	e := &superviseEnv{running: r}
+	for _, name := range []string{"signer", "console", "gate"} {
+		t.Run(name, func(t *testing.T) {
+			before := upMetrics(t, e)[name]
+			started := scraped(t, before, "process_start_time_seconds")
+			if before == "" || started <= 0 {
+				t.Fatalf("up.json's metrics URL of the %s: %q (process_start_time_seconds %v)", name, before, started)
+			}
+			old := e.kill(t, name)
+			e.restarted(t, name, old)
+			var now string
+			testkit.WaitFor(t, 10*time.Second, "the restarted "+name+"'s metrics at up.json's URL", func() bool {
+				now = upMetrics(t, e)[name]
+				return scraped(t, now, "process_start_time_seconds") > started
+			})
+			if now != before {
+				t.Errorf("the %s's metrics moved from %s to %s across its restart", name, before, now)
+			}
+			if got := scraped(t, now, `lockhttp_build_info{process="`+name+`",version="`+buildinfoVersion(t, e)+`"}`); got != 1 {
+				t.Errorf("%s does not serve the %s's build info (%v)", now, name, got)
+			}
+		})
+	}
+}
+
+// upMetrics reads up.json's metrics URLs.
+func upMetrics(t *testing.T, e *superviseEnv) map[string]string {
+	t.Helper()
+	var up stack.Up
+	data, err := os.ReadFile(filepath.Join(e.state, stack.UpFile))
+	if err != nil || json.Unmarshal(data, &up) != nil {
+		return nil
+	}
+	return up.Metrics
+}
+
+// buildinfoVersion is the build the stack runs, as up.json names it.
+func buildinfoVersion(t *testing.T, e *superviseEnv) string {
+	t.Helper()
+	var up stack.Up
+	data, _ := os.ReadFile(filepath.Join(e.state, stack.UpFile))
+	json.Unmarshal(data, &up)
+	return up.Version
+}

@@ -171,18 +171,23 @@ type Webhook struct {
 	DecisionURL string    `json:"decision_url"`
 	Expires     time.Time `json:"expires"`
 	Created     time.Time `json:"created"`
-	Channel     string    `json:"channel"`
-	Human       bool      `json:"human"`
-	Kind        string    `json:"kind"`
-	Method      string    `json:"method"`
-	URL         string    `json:"url"`
-	Container   string    `json:"container"`
-	Agent       string    `json:"agent,omitempty"`
-	Rule        string    `json:"rule"`
-	Why         string    `json:"why"`
-	Warning     string    `json:"warning,omitempty"`
-	BodyPreview string    `json:"body_preview,omitempty"`
-	BodySize    int64     `json:"body_size"`
+	// Again is true for a ticket opened before the console last started: the hub reloaded it
+	// and it still waits for a human; the channel may have had a notification of it before the
+	// restart. The link decides it all the same (its token is the hub key's, kept across
+	// restarts).
+	Again       bool   `json:"again,omitempty"`
+	Channel     string `json:"channel"`
+	Human       bool   `json:"human"`
+	Kind        string `json:"kind"`
+	Method      string `json:"method"`
+	URL         string `json:"url"`
+	Container   string `json:"container"`
+	Agent       string `json:"agent,omitempty"`
+	Rule        string `json:"rule"`
+	Why         string `json:"why"`
+	Warning     string `json:"warning,omitempty"`
+	BodyPreview string `json:"body_preview,omitempty"`
+	BodySize    int64  `json:"body_size"`
 }
 
 // previewBytes bounds a notification's body preview.
@@ -194,7 +199,7 @@ func (n *Notifier) show(cfg policy.Notify, t hub.Ticket) Webhook {
 	e := t.Escaped()
 	w := Webhook{Ticket: e.ID, Fingerprint: e.Fingerprint, Expires: t.Expires.UTC(), Created: t.Created.UTC(), Channel: cfg.Name, Human: cfg.Human,
 		Kind: e.Kind, Method: e.Method, URL: e.URL, Container: e.Container, Agent: e.Agent, Rule: e.Rule, Why: e.Reason, Warning: e.Warning,
-		BodySize: t.BodySize}
+		BodySize: t.BodySize, Again: t.Created.Before(n.started)}
 	// The gate masked the preview with the policy's detector; the built-in shapes are masked
 	// again here, and it is cut short: a notification leaves the machine.
 	w.BodyPreview = display.Escape(display.Truncate(secrets.MaskText(t.BodyPreview), previewBytes), true)
@@ -219,6 +224,9 @@ func (n *Notifier) message(cfg policy.Notify, t hub.Ticket) ([]byte, http.Header
 	// decision. Header values are the gate's and the hub's own words (ids, the link, the
 	// fingerprint), never the request's.
 	var b strings.Builder
+	if w.Again {
+		b.WriteString("Still waiting after a console restart:\n")
+	}
 	fmt.Fprintf(&b, "%s %s from %s (rule %s)\n", w.Method, w.URL, w.Container, w.Rule)
 	if w.Why != "" {
 		fmt.Fprintf(&b, "Why: %s\n", w.Why)

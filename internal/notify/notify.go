@@ -30,9 +30,6 @@ const (
 	queueSize = 64
 	// workers is how many notifications one channel sends at once.
 	workers = 2
-	// fresh is how old a ticket may be when its event comes and still be notified: a ticket
-	// the hub reloaded from its state file after a restart was notified before it.
-	fresh = 30 * time.Second
 )
 
 // Config is what a Notifier needs.
@@ -66,6 +63,10 @@ type Notifier struct {
 	now    func() time.Time
 	client *http.Client
 
+	// started is when this Notifier was made: a pending ticket created before it is one the hub
+	// reloaded from its state file after a restart (Webhook.Again).
+	started time.Time
+
 	mu       sync.Mutex
 	channels map[string]*channel  // guarded by mu: every channel seen, by name
 	seen     map[string]time.Time // guarded by mu: tickets notified → their expiry
@@ -80,6 +81,7 @@ func New(cfg Config) *Notifier {
 	if n.now == nil {
 		n.now = time.Now
 	}
+	n.started = n.now()
 	if n.client == nil {
 		n.client = &http.Client{
 			Timeout:   DefaultTimeout,
@@ -114,14 +116,17 @@ func (n *Notifier) DecisionURL(channel, ticket string) string {
 	return n.cfg.PublicURL + LinkPrefix + url.PathEscape(channel) + "/" + url.PathEscape(ticket) + "/" + Token(n.cfg.Key, channel, ticket)
 }
 
-// Run delivers a notification to every channel for each new ticket until ctx ends. A receiver
-// that is slow or dead holds its own channel's workers only: the hub, the gate and the other
-// channels never wait on it.
+// Run delivers a notification to every channel for each new ticket until ctx ends, and, when
+// it starts, for each ticket still pending that the hub reloaded after a restart: a request
+// waiting for a human reaches the channels again, once per start of the console, with a link
+// that works (the link's token is the hub key's, which the restart kept). A receiver that is
+// slow or dead holds its own channel's workers only: the hub, the gate and the other channels
+// never wait on it.
 func (n *Notifier) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		ch, cancel := n.cfg.Hub.Subscribe()
-		// Tickets opened while no subscription was listening (the first one, or one that fell
-		// behind) are read from the pending list.
+		// Tickets opened while no subscription was listening (the ones reloaded from the state
+		// file, or opened while one fell behind) are read from the pending list.
 		for _, t := range n.cfg.Hub.Pending() {
 			n.ticket(ctx, t)
 		}
@@ -155,10 +160,10 @@ func (n *Notifier) listen(ctx context.Context, ch <-chan hub.Event) {
 	}
 }
 
-// ticket queues t's notification on every channel, once per ticket.
+// ticket queues t's notification on every channel, once per ticket and Notifier (so once per
+// start of the console).
 func (n *Notifier) ticket(ctx context.Context, t hub.Ticket) {
-	now := n.now()
-	if now.Sub(t.Created) > fresh || !now.Before(t.Expires) {
+	if !n.now().Before(t.Expires) {
 		return
 	}
 	chans := n.cfg.Channels()

@@ -265,3 +265,125 @@ func TestSlowReceiverBounded(t *testing.T) {
 		return len(st) == 1 && st[0].Dropped >= 1 && st[0].Queued <= queueSize
 	})
 }
+
+// startNotifier runs a Notifier for h until the test ends or stop is called, its decision links
+// served by srv's mux.
+func startNotifier(t *testing.T, h *hub.Hub, clock *testkit.Clock, chans func() []policy.Notify, mux *http.ServeMux, public string) (n *Notifier, stop func()) {
+	t.Helper()
+	n = New(Config{Hub: h, Channels: chans, PublicURL: public, Key: h.NotifyKey(), Now: clock.Now, Backoff: 10 * time.Millisecond, Attempts: 3})
+	mux.Handle(Pattern, n.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return n, stop
+}
+
+// TestReloadedTicketNotifiedAgain: a ticket still pending when the console restarts (the hub
+// reloads it from its state file, long after it was opened) reaches the channel again, once,
+// marked again; the link of that notification decides it on the restarted hub. A ticket that
+// expired meanwhile is not sent.
+func TestReloadedTicketNotifiedAgain(t *testing.T) {
+	rc := &receiver{}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	chans := func() []policy.Notify {
+		return []policy.Notify{{Name: "ops", URL: hook.URL, Kind: "webhook", Human: true}}
+	}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	state := t.TempDir() + "/hub.json"
+	of := func(id string) []Webhook {
+		var out []Webhook
+		for _, r := range rc.all() {
+			var w Webhook
+			if json.Unmarshal(r.body, &w) == nil && w.Ticket == id {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+
+	// Before the restart: two tickets, the first opened eight minutes before it.
+	h1, err := hub.New(hub.Config{Key: key, StatePath: state, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux1 := http.NewServeMux()
+	srv1 := httptest.NewServer(mux1)
+	defer srv1.Close()
+	_, stop1 := startNotifier(t, h1, clock, chans, mux1, srv1.URL)
+	ask := func(h *hub.Hub, fp string) hub.Ticket {
+		ans, err := h.Ask(hub.AskRequest{Kind: hub.KindRequest, Container: "agent", Method: "POST", URL: "https://api.example.com/v1/items",
+			Rule: "ask-writes", Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans.Ticket
+	}
+	held := ask(h1, "fp1:1111")
+	testkit.WaitFor(t, 5*time.Second, "the first notification", func() bool { return len(of(held.ID)) == 1 })
+	if of(held.ID)[0].Again {
+		t.Fatal("a new ticket's notification is marked again")
+	}
+	clock.Advance(hub.DefaultTicketTTL - 2*time.Minute)
+	second := ask(h1, "fp1:2222")
+	testkit.WaitFor(t, 5*time.Second, "the second ticket's notification", func() bool { return len(of(second.ID)) == 1 })
+	h1.Flush()
+	stop1()
+	srv1.Close()
+
+	// The restart, a minute later: a new hub from the state file, a new notifier.
+	clock.Advance(time.Minute)
+	h2, err := hub.New(hub.Config{Key: key, StatePath: state, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux2 := http.NewServeMux()
+	srv2 := httptest.NewServer(mux2)
+	defer srv2.Close()
+	n2, _ := startNotifier(t, h2, clock, chans, mux2, srv2.URL)
+	testkit.WaitFor(t, 5*time.Second, "the reloaded tickets notified again", func() bool {
+		return len(of(held.ID)) == 2 && len(of(second.ID)) == 2
+	})
+	again := of(held.ID)[1]
+	if !again.Again || again.Fingerprint != held.Fingerprint || !strings.HasPrefix(again.DecisionURL, srv2.URL+LinkPrefix+"ops/"+held.ID+"/") {
+		t.Fatalf("the notification after the restart: %+v", again)
+	}
+	// The gate asking again for the held request (its hold re-reported) sends nothing more.
+	ask(h2, "fp1:1111")
+	fresh := ask(h2, "fp1:3333")
+	testkit.WaitFor(t, 5*time.Second, "a new ticket's notification", func() bool { return len(of(fresh.ID)) == 1 })
+	if of(fresh.ID)[0].Again {
+		t.Fatal("a ticket opened after the restart is marked again")
+	}
+	testkit.WaitFor(t, 5*time.Second, "the queue drained", func() bool { return n2.Status()[0].Queued == 0 })
+	if got := len(of(held.ID)); got != 2 {
+		t.Fatalf("%d notifications of the held ticket, want 2 (one per start)", got)
+	}
+	if st, body := decide(t, again.DecisionURL, `{"decision":"approve","fingerprint":"fp1:1111","actor":"bob"}`); st != 200 {
+		t.Fatalf("the decision through the link sent after the restart: %d %s", st, body)
+	}
+	if cur, _ := h2.Get(held.ID); cur.Status != hub.Approved || cur.Decision.By != "notify:ops:bob" {
+		t.Fatalf("after the decision: %s %+v", cur.Status, cur.Decision)
+	}
+
+	// A ticket that expired while the console was down is not sent again.
+	stale := ask(h2, "fp1:4444")
+	testkit.WaitFor(t, 5*time.Second, "the stale ticket's notification", func() bool { return len(of(stale.ID)) == 1 })
+	h2.Flush()
+	clock.Advance(hub.DefaultTicketTTL + time.Minute)
+	h3, err := hub.New(hub.Config{Key: key, StatePath: state, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3, _ := startNotifier(t, h3, clock, chans, http.NewServeMux(), srv2.URL)
+	marker := ask(h3, "fp1:5555")
+	testkit.WaitFor(t, 5*time.Second, "the marker ticket's notification", func() bool { return len(of(marker.ID)) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the queue drained", func() bool { return n3.Status()[0].Queued == 0 })
+	if got := len(of(stale.ID)); got != 1 {
+		t.Fatalf("a ticket that expired while the console was down was notified %d times, want 1", got)
+	}
+}

@@ -131,6 +131,8 @@ func readable(line string) string {
 func hint(name string, lines []string, o Options) string {
 	text := strings.Join(lines, "\n")
 	switch {
+	case strings.Contains(text, "metrics-listen") && strings.Contains(text, "address already in use"):
+		return fmt.Sprintf("another process listens on the address of the %s's metrics (--metrics-listen %s; a restart keeps the port the first start took, so that scrapes find it): stop that process, or start the stack with another --metrics-listen", name, o.MetricsListen)
 	case strings.Contains(text, "address already in use"):
 		switch name {
 		case "gate":

@@ -34,6 +34,10 @@ func TestHint(t *testing.T) {
 			"the CA in /a/long/state/ca does not load: restore ca.pem and ca-key.pem together from your backup; never make a new CA"},
 		{"a line that says its own fix", "signer", "signer serve: load CA: the key in ca-key.pem does not match; fix: restore", o, ""},
 		{"the signer's socket is no address", "signer", "bind: address already in use", o, ""},
+		{"the gate's metrics address taken", "gate", "gate: -metrics-listen 127.0.0.1:9464: listen tcp 127.0.0.1:9464: bind: address already in use",
+			Options{MetricsListen: "127.0.0.1:9464"}, "the address of the gate's metrics (--metrics-listen 127.0.0.1:9464;"},
+		{"the signer's metrics address taken", "signer", "signer serve: --metrics-listen 127.0.0.1:9466: listen tcp 127.0.0.1:9466: bind: address already in use",
+			Options{MetricsListen: "127.0.0.1:9464"}, "start the stack with another --metrics-listen"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,3 +36,23 @@ func TestMetricsArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptMetricsArgs: a restart listens on the host lox was given and the port the first start
+// took, so that the scrape address stays; a URL without a port leaves the flag as it was.
+func TestKeptMetricsArgs(t *testing.T) {
+	cases := []struct{ listen, url, want string }{
+		{"127.0.0.1:0", "http://127.0.0.1:41234/metrics", "-metrics-listen 127.0.0.1:41234"},
+		{"0.0.0.0:0", "http://127.0.0.1:41234/metrics", "-metrics-listen 0.0.0.0:41234"}, // the URL reads 0.0.0.0 as loopback
+		{"[::1]:0", "http://[::1]:9001/metrics", "-metrics-listen [::1]:9001"},
+		{"127.0.0.1:9464", "http://127.0.0.1:9465/metrics", "-metrics-listen 127.0.0.1:9465"},
+		{"127.0.0.1:0", "", ""},
+		{"127.0.0.1:0", "http://127.0.0.1/metrics", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.listen+" "+c.url, func(t *testing.T) {
+			if got := strings.Join(keptMetricsArgs(c.listen, c.url), " "); got != c.want {
+				t.Fatalf("%q, want %q", got, c.want)
+			}
+		})
+	}
+}

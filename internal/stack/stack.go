@@ -250,16 +250,20 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	signerArgs := append([]string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}, margs["signer"]...)
-	if os.Geteuid() == 0 {
-		signerArgs = append(signerArgs, "--dev")
+	signerArgs := func() []string {
+		args := append([]string{"serve", "--ca", caDir, "--socket", up.SignerSocket, "--allow-uid", strconv.Itoa(os.Geteuid())}, margs["signer"]...)
+		if os.Geteuid() == 0 {
+			args = append(args, "--dev")
+		}
+		return args
 	}
 	signerLog := filepath.Join(up.Logs, "signer.log")
 	signerProc := &proc{name: "signer", what: "the signer",
-		start: func() (*child, error) { return start("signer", bins["signer"], signerLog, nil, signerArgs...) },
+		start: func() (*child, error) { return start("signer", bins["signer"], signerLog, nil, signerArgs()...) },
 		ready: func(ctx context.Context, c *child) error {
 			return waitFor(ctx, c, readyTimeout, func() bool { return get(up.SignerSocket, "/health") == nil })
-		}}
+		},
+		metrics: func() string { return signerMetrics(up.SignerSocket) }}
 	hubListen := o.HubListen
 	if hubListen == "" {
 		hubListen = defaultHubListen
@@ -282,7 +286,8 @@ func Run(ctx context.Context, o Options) error {
 			return waitFor(ctx, c, readyTimeout, func() bool {
 				return getJSON(up.ConsoleSocket, "/status", &cst) == nil && cst.Hub != ""
 			})
-		}}
+		},
+		metrics: func() string { return cst.Metrics }}
 	var tty *terminalState
 	if o.Headless {
 		consoleProc.start = func() (*child, error) {
@@ -314,7 +319,8 @@ func Run(ctx context.Context, o Options) error {
 			return waitFor(ctx, c, readyTimeout, func() bool {
 				return getJSON(up.GateSocket, "/status", &st) == nil && st.Listen != ""
 			})
-		}}
+		},
+		metrics: func() string { return st.Metrics }}
 	s.procs = []*proc{signerProc, consoleProc, gateProc}
 	// A terminal UI's console that crashed (and did not come back) leaves the terminal in raw
 	// mode on the alternate screen: lox gives it back before its own last lines.
@@ -375,7 +381,14 @@ func Run(ctx context.Context, o Options) error {
 		up.PIDs[p.name] = p.cur.pid
 	}
 	if o.MetricsListen != "" {
-		up.Metrics = map[string]string{"gate": st.Metrics, "console": cst.Metrics, "signer": signerMetrics(up.SignerSocket)}
+		up.Metrics = map[string]string{}
+		for _, p := range s.procs {
+			up.Metrics[p.name] = p.metrics()
+			// A restart listens where the first start does: the port it took is kept.
+			if a := keptMetricsArgs(o.MetricsListen, up.Metrics[p.name]); a != nil {
+				margs[p.name] = a
+			}
+		}
 	}
 	up.Started = time.Now().UTC()
 	if err := writeUp(state, up); err != nil {

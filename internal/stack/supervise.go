@@ -39,6 +39,9 @@ type proc struct {
 	// quit says whether c's exit is the person at the terminal quitting (the terminal UI's
 	// console exiting cleanly), which stops the stack instead of restarting c. Nil: never.
 	quit func(c *child) bool
+	// metrics is the URL the current process serves its metrics at, once it is ready ("":
+	// none), for up.json.
+	metrics func() string
 
 	cur   *child
 	exits []time.Time    // its exits within the last restarts.Window, oldest first
@@ -185,6 +188,10 @@ func (s *supervisor) restart(ctx context.Context, p *proc) error {
 		p.tally.Restarted = s.now().UTC()
 		s.up.Restarts[p.name] = p.tally
 		s.up.PIDs[p.name] = nc.pid
+		if s.up.Metrics != nil && p.metrics != nil {
+			// The address is kept across restarts; up.json names what the new process says.
+			s.up.Metrics[p.name] = p.metrics()
+		}
 		s.writeUp()
 		s.say(slog.LevelWarn, "process restarted",
 			fmt.Sprintf("restarted %s: pid %d (restart %d since the stack started)", p.what, nc.pid, p.tally.Count),

@@ -9,6 +9,8 @@
 //	agent tcp HOST:PORT         a direct TCP connection
 //	agent dns NAME              a DNS lookup
 //	agent noproxy URL           a GET that ignores the proxy variables
+//	agent metrics URL           a Prometheus scrape, ignoring the proxy variables: the status,
+//	                            how many lockhttp families, and the lockhttp_build_info line
 package main
 
 import (
@@ -28,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Println("usage: agent sleep|get|post|delete|key|tcp|dns|noproxy ...")
+		fmt.Println("usage: agent sleep|get|post|delete|key|tcp|dns|noproxy|metrics ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -43,6 +45,8 @@ func main() {
 		request("GET", os.Args[2], "", os.Getenv("ANTHROPIC_API_KEY"), true)
 	case "noproxy":
 		request("GET", os.Args[2], "", "", false)
+	case "metrics":
+		scrape(os.Args[2])
 	case "tcp":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -89,4 +93,26 @@ func request(method, url, body, apiKey string, proxy bool) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	fmt.Printf("status=%d code=%s ticket=%s body=%s\n", resp.StatusCode, resp.Header.Get("X-Lockhttp-Code"), resp.Header.Get("X-Lockhttp-Ticket"), strings.SplitN(string(b), "\n", 2)[0])
+}
+
+// scrape GETs a metrics page and sums it up in one line.
+func scrape(url string) {
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Println("failed:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	families, info := 0, ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "# TYPE lockhttp_") {
+			families++
+		}
+		if strings.HasPrefix(l, "lockhttp_build_info{") {
+			info = l
+		}
+	}
+	fmt.Printf("status=%d families=%d %s\n", resp.StatusCode, families, info)
 }
