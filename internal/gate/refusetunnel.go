@@ -40,8 +40,13 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 	}
 	status := refusalStatus(d)
 	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
+	detached := false // the tunnel outlives this call: serveTunnelConn's end closes it
 	if t != nil {
-		defer t.close()
+		defer func() {
+			if !detached {
+				t.close()
+			}
+		}()
 	}
 	if fail != nil {
 		if fail.kind == openPlain {
@@ -83,15 +88,22 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		answered.CompareAndSwap(nil, &in.rec.ID)
 		g.refuseWriter(w, req, in, d)
 	})
+	end := func() {
+		ex.bytesIn.Store(t.cc.in.Load())
+		detail := "the tunnel was opened to answer with this refusal; the client sent no request"
+		if id := answered.Load(); id != nil {
+			detail = "the tunnel was opened to answer with this refusal; answered request " + *id
+		}
+		ex.finish(status, t.out(), detail)
+	}
 	if h2 {
 		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, h2LastAnswer(h))
-	} else {
-		g.serveTunnelConn(fc, ex.source, tun, h)
+		end()
+		return
 	}
-	ex.bytesIn.Store(t.cc.in.Load())
-	detail := "the tunnel was opened to answer with this refusal; the client sent no request"
-	if id := answered.Load(); id != nil {
-		detail = "the tunnel was opened to answer with this refusal; answered request " + *id
-	}
-	ex.finish(status, t.out(), detail)
+	detached = true
+	g.serveTunnelConn(fc, ex.source, tun, h, func() {
+		end()
+		t.close()
+	})
 }

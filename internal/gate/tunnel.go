@@ -62,8 +62,13 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		return
 	}
 	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
+	detached := false // the tunnel outlives this call: serveTunnelConn's end closes it
 	if t != nil {
-		defer t.close()
+		defer func() {
+			if !detached {
+				t.close()
+			}
+		}()
 	}
 	if fail != nil {
 		switch fail.kind {
@@ -90,20 +95,28 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		return
 	}
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
-	detail := ""
-	if t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
-		detail = "http/2"
-		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, http.HandlerFunc(g.serveTunnel))
-	} else {
-		fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
-		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel))
+	end := func(detail string) {
+		ex.bytesIn.Store(t.cc.in.Load())
+		ex.finish(http.StatusOK, t.out(), detail)
 	}
-	ex.bytesIn.Store(t.cc.in.Load())
-	ex.finish(http.StatusOK, t.out(), detail)
+	if t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
+		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, http.HandlerFunc(g.serveTunnel))
+		end("http/2")
+		return
+	}
+	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+	detached = true
+	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
+		end("")
+		t.close()
+	})
 }
 
-// serveTunnelConn serves the requests decrypted on fc with h until the connection ends.
-func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler) {
+// serveTunnelConn serves the requests decrypted on fc with h on a goroutine of net/http's
+// server and returns at once, so that no goroutine of the caller's stays parked for the
+// tunnel's life (an idle tunnel costs one goroutine, not two). end runs once the connection is
+// closed: by the server after its last answer, or by whoever hijacked it.
+func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler, end func()) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
@@ -114,7 +127,7 @@ func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.B
 			return context.WithValue(ctx, connInfoKey{}, &connInfo{fc: fc, source: source, tunnel: tun})
 		},
 	}
-	srv.Serve(newOneConnListener(fc))
+	srv.Serve(&oneConnListener{c: &closeSignalConn{Conn: fc, end: end}})
 }
 
 func newToken() string {
@@ -308,42 +321,34 @@ func (c *countConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// oneConnListener hands one connection to an http.Server and then reports closed once that
-// connection is closed, so that Serve returns when the tunnel ends.
+// oneConnListener hands one connection to an http.Server and then reports closed, so that
+// Serve returns while the server goes on serving that connection.
 type oneConnListener struct {
 	c    net.Conn
-	once sync.Once
-	done chan struct{}
-	used atomic.Bool
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{c: c, done: make(chan struct{})}
+	used bool // Serve calls Accept from one goroutine
 }
 
 func (l *oneConnListener) Accept() (net.Conn, error) {
-	if !l.used.Swap(true) {
-		return &closeSignalConn{Conn: l.c, l: l}, nil
+	if l.used {
+		return nil, net.ErrClosed
 	}
-	<-l.done
-	return nil, net.ErrClosed
+	l.used = true
+	return l.c, nil
 }
 
-func (l *oneConnListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
+func (l *oneConnListener) Close() error   { return nil }
 func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 
+// closeSignalConn runs end once its connection is closed.
 type closeSignalConn struct {
 	net.Conn
-	l *oneConnListener
+	once sync.Once
+	end  func()
 }
 
 func (c *closeSignalConn) Close() error {
 	err := c.Conn.Close()
-	c.l.Close()
+	c.once.Do(c.end)
 	return err
 }
 
