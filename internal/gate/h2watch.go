@@ -3,6 +3,7 @@ package gate
 import (
 	"crypto/tls"
 	"encoding/binary"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ const (
 // h2Conn is the TLS connection of one HTTP/2 connection inside a tunnel, as x/net's server
 // reads and writes it.
 type h2Conn struct {
-	*tls.Conn
+	h2Wire
 	st    *h2Streams
 	token string // the connection's mark: token "." stream id
 
@@ -52,8 +53,15 @@ type h2Conn struct {
 	out h2Out
 }
 
-func newH2Conn(tc *tls.Conn, st *h2Streams) *h2Conn {
-	return &h2Conn{Conn: tc, st: st, token: newToken(), in: h2In{preface: len(http2.ClientPreface)}}
+// h2Wire is the connection under an h2Conn: the tunnel's *tls.Conn (a test's fake in the fuzz
+// targets). x/net's server takes the TLS state from its ConnectionState.
+type h2Wire interface {
+	net.Conn
+	ConnectionState() tls.ConnectionState
+}
+
+func newH2Conn(tc h2Wire, st *h2Streams) *h2Conn {
+	return &h2Conn{h2Wire: tc, st: st, token: newToken(), in: h2In{preface: len(http2.ClientPreface)}}
 }
 
 // streamOf is the id of the stream r came on, from the gate's mark, which it removes from r's
@@ -89,6 +97,11 @@ type h2In struct {
 }
 
 func (c *h2Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		// Nothing to give: asking the connection for nothing (a *tls.Conn answers 0, nil)
+		// would go on without end.
+		return 0, nil
+	}
 	in := &c.in
 	for {
 		if len(in.pend) > 0 {
@@ -97,18 +110,20 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if lim := in.preface + in.left; lim > 0 {
-			n, err := c.Conn.Read(p[:min(len(p), lim)])
+			n, err := c.h2Wire.Read(p[:min(len(p), lim)])
 			if in.preface > 0 {
 				in.preface -= n
 			} else if in.left -= n; in.left == 0 && in.after != nil {
-				in.pend, in.after = in.after, nil
+				// The gate's bytes come before the connection's error, which its next read
+				// gives again.
+				in.pend, in.after, err = in.after, nil, nil
 			}
 			if n > 0 || err != nil {
 				return n, err
 			}
 			continue
 		}
-		n, err := c.Conn.Read(in.hdr[in.hn:])
+		n, err := c.h2Wire.Read(in.hdr[in.hn:])
 		if in.hn += n; in.hn < len(in.hdr) {
 			if err != nil {
 				return 0, err
@@ -200,7 +215,7 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	c.follow(p)
 	c.wmu.Unlock()
-	return c.Conn.Write(p)
+	return c.h2Wire.Write(p)
 }
 
 func (c *h2Conn) follow(p []byte) {
