@@ -67,8 +67,8 @@ cat >"$site/services.yaml" <<'END'
 # Your services next to lockhttp (docs/deploy.md): agents (compose/agent.example.yaml is the
 # template), an upstream proxy, overrides of lockhttp's services. Paths here are relative to
 # lockhttp's compose directory: write ${LOCKHTTP_SITE}/... for files in this directory.
-# A Prometheus that scrapes lockhttp's metrics (gate.hub:9464, console.hub:9464,
-# signer.hub:9464) joins the hub network, never the agent network (docs/deploy.md, "Metrics").
+# A Prometheus that scrapes lockhttp's metrics (gate.hub:9464, which carries the signer's too,
+# and console.hub:9464) joins the hub network, never the agent network (docs/deploy.md, "Metrics").
 version: "3.8"
 
 services: {}

@@ -73,6 +73,7 @@ type options struct {
 	pprof                       bool
 	version                     bool
 	metricsListen               string
+	metricsSigner               bool
 	otlpEndpoint                string
 }
 
@@ -101,6 +102,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxConns, "max-conns", 4096, "the most client connections held at once (at it, a new one takes the place of the oldest)")
 	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
+	fs.BoolVar(&o.metricsSigner, "metrics-signer", false, "also serve the signer's lockhttp_signer_* families on -metrics-listen, read over -signer's socket at each scrape: for a signer with no network of its own (the compose setup); a signer with its own -metrics-listen (lox run) needs none")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export a span of every finished request to this OTLP/HTTP collector URL (http://host:4318; /v1/traces is added to a URL with no path); empty: none")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
@@ -130,6 +132,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		if _, err := tracing.ParseEndpoint(o.otlpEndpoint); err != nil {
 			return nil, fmt.Errorf("-otlp-endpoint %w", err)
 		}
+	}
+	if o.metricsSigner && (o.signer == "" || o.metricsListen == "") {
+		return nil, errors.New("-metrics-signer needs -signer (the socket its families are read from) and -metrics-listen (where they are served)")
 	}
 	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
 		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
@@ -266,6 +271,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return fmt.Errorf("signer client: %w", err)
 		}
 		cfg.Certs = sc
+		if o.metricsSigner {
+			metrics.ImportSigner(reg, metrics.SignerImportOptions{Read: sc.Metrics, Logger: log})
+		}
 	}
 	var hc *hubclient.Client
 	if o.hubURL != "" {

@@ -34,3 +34,32 @@ func TestParseOTLPEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestParseMetricsSigner: -metrics-signer reads the signer's families from -signer's socket and
+// serves them on -metrics-listen: without either it is a usage error, before the gate opens
+// anything.
+func TestParseMetricsSigner(t *testing.T) {
+	base := []string{"-console", "/s/console.sock", "-audit", "/s/audit", "-metrics-signer"}
+	for _, c := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"both", []string{"-signer", "/s/signer.sock", "-metrics-listen", "127.0.0.1:9464"}, ""},
+		{"no signer", []string{"-metrics-listen", "127.0.0.1:9464"}, "-metrics-signer needs -signer"},
+		{"no listener", []string{"-signer", "/s/signer.sock"}, "and -metrics-listen"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := parse(append(append([]string{}, base...), c.args...), io.Discard)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one with %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || !o.metricsSigner {
+				t.Fatalf("metricsSigner %v, %v", o != nil && o.metricsSigner, err)
+			}
+		})
+	}
+}

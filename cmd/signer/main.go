@@ -161,7 +161,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags.Float64Var(&o.rate, "rate", signer.DefaultRate, "issue `N` certificates a second on average, across all callers")
 	flags.IntVar(&o.burst, "burst", signer.DefaultBurst, "issue up to `N` certificates at once before --rate applies")
 	flags.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-	flags.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP `ADDR` (host:port); empty: none")
+	flags.StringVar(&o.metrics, "metrics-listen", "", "also serve Prometheus metrics at /metrics on this TCP `ADDR` (host:port); empty: on the socket only (GET /metrics, for the allowed uids: the gate's -metrics-signer)")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
 	}
@@ -233,7 +233,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 		go reg.Serve(ctx, ml)
 	}
 	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst,
-		Metrics: metrics.NewSigner(reg), MetricsURL: murl})
+		Metrics: metrics.NewSigner(reg), MetricsURL: murl, Registry: reg})
 	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
 		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
 	if err := srv.Serve(ctx, l); err != nil {

@@ -351,7 +351,9 @@ type bareGate struct {
 	audit string
 }
 
-func startBareGate(t *testing.T, r *running, roots string) *bareGate {
+// startBareGate starts a gate on the stack's console and signer; extra flags come last, so that
+// one given twice (-signer) takes the extra's value.
+func startBareGate(t *testing.T, r *running, roots string, extra ...string) *bareGate {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -361,10 +363,14 @@ func startBareGate(t *testing.T, r *running, roots string) *bareGate {
 	l.Close()
 	g := &bareGate{addr: addr, audit: t.TempDir()}
 	args := []string{"-listen", addr, "-console", r.up.ConsoleSocket, "-audit", g.audit, "-signer", r.up.SignerSocket,
-		"-roots", roots, "-log-level", "warn", "-poll", "200ms",
+		"-log-level", "warn", "-poll", "200ms",
 		// Every refusal with a record of its own: the test compares each request's decision,
 		// which a summary of refusals (past 20 a second per container) lists only by id.
 		"-audit-summarize-after", "1000000"}
+	if roots != "" {
+		args = append(args, "-roots", roots)
+	}
+	args = append(args, extra...)
 	if os.Geteuid() == 0 {
 		args = append(args, "-allow-root")
 	}

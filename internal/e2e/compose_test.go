@@ -763,28 +763,57 @@ func (d *deployment) pairAndApprove(browser, pairOut string) {
 	}
 }
 
-// metricsOnHubOnly: a container on the hub network (the test agent's image, playing an
-// operator's Prometheus) scrapes each service's metrics at the address docs/deploy.md gives;
-// from the agent network none of them answers, by name or by its hub address.
+// metricsOnHubOnly: the signer has no network at all; a container on the hub network (the test
+// agent's image, playing an operator's Prometheus) scrapes the gate's and the console's metrics
+// at the addresses docs/deploy.md gives, the gate's page carrying the signer's families, read
+// over the signer's socket; from the agent network none of them answers, by name or by its hub
+// address; promtool passes the gate's combined page.
 func (d *deployment) metricsOnHubOnly(t *testing.T) {
 	hubNet := composeProject + "_hub"
-	services := []string{"gate", "console", "signer"}
-	for _, svc := range services {
+	sid := strings.TrimSpace(d.must("ps", "-q", "signer"))
+	netw, err := exec.Command("docker", "inspect", "-f", `{{.HostConfig.NetworkMode}} {{range $n, $_ := .NetworkSettings.Networks}}{{$n}} {{end}}`, sid).Output()
+	if got := strings.TrimSpace(string(netw)); err != nil || got != "none none" {
+		t.Errorf("the signer's network mode and networks: %q %v, want none and none", got, err)
+	}
+	scrape := func(target string, prefixes ...string) string {
+		b, _ := exec.Command("docker", append([]string{"run", "--rm", "--network", hubNet, "lockhttp-agent:local", "metrics", target}, prefixes...)...).CombinedOutput()
+		return strings.TrimSpace(string(b))
+	}
+	for _, svc := range []string{"gate", "console"} {
 		target := "http://" + svc + ".hub:9464/metrics"
 		var out string
 		testkit.WaitFor(t, 30*time.Second, "the "+svc+"'s metrics from the hub network", func() bool {
-			b, _ := exec.Command("docker", "run", "--rm", "--network", hubNet, "lockhttp-agent:local", "metrics", target).CombinedOutput()
-			out = strings.TrimSpace(string(b))
+			out = scrape(target)
 			return strings.HasPrefix(out, "status=200 ")
 		})
 		if !strings.Contains(out, `lockhttp_build_info{process="`+svc+`"`) {
 			t.Errorf("%s from the hub network: %s", target, out)
 		}
 	}
+	// The signer's families on the gate's page, as the signer counts them: the gate read them at
+	// this scrape (up 1), and only them of the signer's page (one lockhttp_build_info, the gate's).
+	var page string
+	testkit.WaitFor(t, 30*time.Second, "the signer's families on the gate's page", func() bool {
+		page = scrape("http://gate.hub:9464/metrics", "")
+		return strings.Contains(page, "\nlockhttp_gate_signer_metrics_up 1\n")
+	})
+	for _, want := range []string{"\n# TYPE lockhttp_signer_requests_total counter\n", "\nlockhttp_signer_requests_total{outcome=\"issued\"} ",
+		"\n# TYPE lockhttp_signer_sign_duration_seconds histogram\n"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the gate's page lacks %q:\n%.3000s", want, page)
+		}
+	}
+	if n := strings.Count(page, "\nlockhttp_build_info{"); n != 1 || !strings.Contains(page, `lockhttp_build_info{process="gate"`) {
+		t.Errorf("%d lockhttp_build_info lines on the gate's page, want the gate's alone", n)
+	}
+	// No signer on the hub network, by its old name either.
+	if b, _ := exec.Command("docker", "run", "--rm", "--network", hubNet, "lockhttp-agent:local", "dns", "signer.hub").CombinedOutput(); !strings.HasPrefix(string(b), "failed:") {
+		t.Errorf("signer.hub from the hub network: %s", b)
+	}
 	// From the agent network: the hub's names do not resolve, the gate's agent address does not
 	// listen on the metrics port, and no hub address is reachable.
 	probes := []string{"gate.hub:9464", "console.hub:9464", "signer.hub:9464", "gate:9464"}
-	for _, svc := range services {
+	for _, svc := range []string{"gate", "console"} {
 		id := strings.TrimSpace(d.must("ps", "-q", svc))
 		ip, err := exec.Command("docker", "inspect", "-f", `{{(index .NetworkSettings.Networks "`+hubNet+`").IPAddress}}`, id).Output()
 		if err != nil || strings.TrimSpace(string(ip)) == "" {
@@ -800,5 +829,13 @@ func (d *deployment) metricsOnHubOnly(t *testing.T) {
 		if o := <-outs; !strings.HasPrefix(o[1], "failed:") {
 			t.Errorf("the agent network reaches %s: %s", o[0], o[1])
 		}
+	}
+	// The combined page as Prometheus reads it (the scrape's summary line aside).
+	promtool := requireTool(t, "promtool")
+	_, body, _ := strings.Cut(page, "\n")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Errorf("promtool check metrics on the gate's page: %v\n%s", err, out)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -84,6 +85,87 @@ func TestMetricsPromtool(t *testing.T) {
 			t.Errorf("the doctor does not report the %s's metrics listener:\n%s", name, out)
 		}
 	}
+}
+
+// TestMetricsSignerThroughGate: a gate started with -metrics-signer serves the signer's
+// lockhttp_signer_* families on its own page, read over the signer's socket (as in the compose
+// setup, where the signer has no network), the same counts as the signer's own listener, and none
+// of the signer's other families; promtool passes the combined page. A gate whose signer cannot
+// be read serves its own families with lockhttp_gate_signer_metrics_up 0.
+func TestMetricsSignerThroughGate(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	e := startAsk(t, "30s")
+	addr := freeAddr(t)
+	g := startBareGate(t, e.running, "", "-metrics-listen", addr, "-metrics-signer")
+	// A decrypted request through that gate: a certificate issued, so the signer has counted one.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(mustURL(t, "http://"+g.addr)),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Get("https://lockhttp.internal/")
+	if err != nil {
+		t.Fatalf("a decrypted request through the gate: %v", err)
+	}
+	resp.Body.Close()
+
+	page := func(u string) string {
+		t.Helper()
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %s\n%.2000s", u, resp.Status, b)
+		}
+		return string(b)
+	}
+	lines := func(p, prefix string) []string {
+		var out []string
+		for _, l := range strings.Split(p, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	own := page(e.up.Metrics["signer"])
+	gate := page("http://" + addr + "/metrics")
+	issued := `lockhttp_signer_requests_total{outcome="issued"} `
+	if l := lines(gate, issued); len(l) != 1 || l[0] == issued+"0" {
+		t.Errorf("the gate's page: %q, want the signer's count of the certificate it issued\n%.3000s", l, gate)
+	}
+	for _, fam := range []string{"lockhttp_signer_requests_total", "lockhttp_signer_sign_duration_seconds_count"} {
+		if g, s := lines(gate, fam), lines(own, fam); len(g) == 0 || strings.Join(g, "\n") != strings.Join(s, "\n") {
+			t.Errorf("%s on the gate's page:\n%s\non the signer's own:\n%s", fam, strings.Join(g, "\n"), strings.Join(s, "\n"))
+		}
+	}
+	if l := lines(gate, "lockhttp_build_info{"); len(l) != 1 || !strings.Contains(l[0], `process="gate"`) {
+		t.Errorf("lockhttp_build_info on the gate's page: %q, want the gate's alone", l)
+	}
+	if l := lines(gate, "go_goroutines "); len(l) != 1 {
+		t.Errorf("go_goroutines on the gate's page: %q, want the gate's one", l)
+	}
+	if l := lines(gate, "lockhttp_gate_signer_metrics_up "); len(l) != 1 || l[0] != "lockhttp_gate_signer_metrics_up 1" {
+		t.Errorf("lockhttp_gate_signer_metrics_up: %q, want 1", l)
+	}
+	promcheck := func(name, p string) {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(p)
+		if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+			t.Errorf("promtool check metrics on %s: %v\n%s", name, err, out)
+		}
+	}
+	promcheck("the gate's page with the signer's families", gate)
+
+	// A signer that cannot be read: the gate's own page all the same.
+	addr2 := freeAddr(t)
+	startBareGate(t, e.running, "", "-metrics-listen", addr2, "-metrics-signer", "-signer", filepath.Join(t.TempDir(), "none.sock"))
+	down := page("http://" + addr2 + "/metrics")
+	if len(lines(down, "lockhttp_signer_")) != 0 || len(lines(down, "lockhttp_gate_connections_open ")) == 0 ||
+		!strings.Contains(down, "\nlockhttp_gate_signer_metrics_up 0\n") || !strings.Contains(down, "\nlockhttp_gate_signer_metrics_failures_total 1\n") {
+		t.Errorf("the page of a gate whose signer cannot be read:\n%.3000s", down)
+	}
+	promcheck("the gate's page without its signer", down)
 }
 
 // TestMetricsScrapedByPrometheus: a real Prometheus scrapes the stack; known traffic shows in its

@@ -14,11 +14,13 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Namespace prefixes every family.
@@ -27,6 +29,9 @@ const Namespace = "lockhttp"
 // Registry is one process's metrics.
 type Registry struct {
 	reg *prometheus.Registry
+
+	mu   sync.Mutex
+	more prometheus.Gatherers // guarded by mu: another process's families served here (ImportSigner)
 }
 
 // NewRegistry returns a registry holding the Go runtime's and the process's collectors and
@@ -49,10 +54,19 @@ func (r *Registry) register(cs ...prometheus.Collector) {
 	r.reg.MustRegister(cs...)
 }
 
-// Handler serves the registry in Prometheus's text format (OpenMetrics when asked). A
-// collector's error is answered 500, not a partial page.
+// Gather returns the registry's families and those it imports (ImportSigner).
+func (r *Registry) Gather() ([]*dto.MetricFamily, error) {
+	r.mu.Lock()
+	gs := append(prometheus.Gatherers{r.reg}, r.more...)
+	r.mu.Unlock()
+	return gs.Gather()
+}
+
+// Handler serves the registry (Gather) in Prometheus's text format (OpenMetrics when asked). A
+// collector's error is answered 500, not a partial page; an import that cannot be read is left
+// out of the page, not an error.
 func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError, MaxRequestsInFlight: 4,
+	return promhttp.HandlerFor(prometheus.GathererFunc(r.Gather), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError, MaxRequestsInFlight: 4,
 		Timeout: 10 * time.Second, EnableOpenMetrics: true})
 }
 

@@ -112,11 +112,16 @@ type ServerConfig struct {
 	ReadHeaderTimeout time.Duration
 	// Metrics counts the sign requests by outcome and the signing time. Nil: nothing counted.
 	Metrics *metrics.Signer
-	// MetricsURL is where the metrics are served, for GET /health. Empty: nowhere.
+	// MetricsURL is where the metrics are served on TCP (--metrics-listen), for GET /health.
+	// Empty: nowhere.
 	MetricsURL string
+	// Registry is served at GET /metrics on the socket, to the allowed uids like every route: how
+	// a signer with no network exports its metrics (the gate reads them and serves them with its
+	// own, metrics.ImportSigner). Nil: /metrics is not served.
+	Registry *metrics.Registry
 }
 
-// Server serves certificates over HTTP: POST /sign and GET /health.
+// Server serves certificates over HTTP: POST /sign, GET /health and GET /metrics.
 type Server struct {
 	ca     *CA
 	uids   []int
@@ -128,6 +133,7 @@ type Server struct {
 	rht    time.Duration
 	m      *metrics.Signer
 	murl   string
+	reg    *metrics.Registry
 }
 
 // NewServer returns a server for cfg. It panics if cfg.CA is nil.
@@ -135,7 +141,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.CA == nil {
 		panic("signer.NewServer: ServerConfig.CA is nil")
 	}
-	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout, m: cfg.Metrics, murl: cfg.MetricsURL}
+	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout, m: cfg.Metrics, murl: cfg.MetricsURL, reg: cfg.Registry}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -159,14 +165,19 @@ func NewServer(cfg ServerConfig) *Server {
 	return s
 }
 
-// Handler serves POST /sign and GET /health to peers whose uid is allowed (read by
-// unixsock.ConnContext, which the http.Server must use); other peers get 403.
+// Handler serves POST /sign, GET /health and, with a Registry, GET /metrics to peers whose uid
+// is allowed (read by unixsock.ConnContext, which the http.Server must use); other peers get 403.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sign", s.serveSign)
 	mux.HandleFunc("/health", s.serveHealth)
+	routes := "POST /sign and GET /health"
+	if s.reg != nil {
+		mux.HandleFunc(metrics.Path, serveMetrics(s.reg.Handler()))
+		routes = "POST /sign, GET /health and GET " + metrics.Path
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint; the signer serves POST /sign and GET /health")
+		writeError(w, http.StatusNotFound, "no such endpoint; the signer serves "+routes)
 	})
 	return unixsock.RequireUID(s.uids, mux, func(r *http.Request, p unixsock.Peer, err error) {
 		if err != nil {
@@ -313,6 +324,18 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		CASHA256:   CertSHA256(s.ca.cert),
 		Metrics:    s.murl,
 	})
+}
+
+// serveMetrics answers GET /metrics with h (the registry's page); nothing but GET and HEAD.
+func serveMetrics(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "use GET "+metrics.Path)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -191,6 +192,34 @@ func TestServerHealth(t *testing.T) {
 	}
 }
 
+// TestServerMetrics: with a registry, GET /metrics on the socket is the signer's page, its
+// sign requests counted; nothing but GET and HEAD; without one, no such endpoint.
+func TestServerMetrics(t *testing.T) {
+	ts := startServer(t, func(c *ServerConfig) {
+		reg := metrics.NewRegistry("signer", "test")
+		c.Registry, c.Metrics = reg, metrics.NewSigner(reg)
+	})
+	if r := ts.do(t, "POST", "/sign", signBody(t, "api.example.com")); r.status != 200 {
+		t.Fatalf("sign: %d %s", r.status, r.body)
+	}
+	r := ts.do(t, "GET", "/metrics", "")
+	if r.status != 200 || !bytes.Contains(r.body, []byte(`lockhttp_signer_requests_total{outcome="issued"} 1`)) ||
+		!bytes.Contains(r.body, []byte(`lockhttp_build_info{process="signer"`)) {
+		t.Fatalf("GET /metrics: %d\n%.2000s", r.status, r.body)
+	}
+	if r := ts.do(t, "POST", "/metrics", ""); r.status != 405 || r.header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /metrics: %d %s", r.status, r.body)
+	}
+	if r := ts.do(t, "GET", "/nope", ""); r.status != 404 || !bytes.Contains(r.body, []byte("GET /metrics")) {
+		t.Errorf("GET /nope: %d %s", r.status, r.body)
+	}
+
+	bare := startServer(t, nil)
+	if r := bare.do(t, "GET", "/metrics", ""); r.status != 404 || bytes.Contains(r.body, []byte("lockhttp_")) {
+		t.Errorf("GET /metrics without a registry: %d %s", r.status, r.body)
+	}
+}
+
 func TestServerRefuses(t *testing.T) {
 	ts := startServer(t, nil)
 	good := signBody(t, "example.com")
@@ -307,7 +336,9 @@ func TestHandlerRechecksUID(t *testing.T) {
 	// Without the listener wrapper, the handler alone still refuses a uid that is not allowed.
 	ca, _ := newCA(t)
 	logs := &testkit.Buffer{}
-	s := NewServer(ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid() + 4242}, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: func() time.Time { return t0 }})
+	reg := metrics.NewRegistry("signer", "test")
+	s := NewServer(ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid() + 4242}, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Now: func() time.Time { return t0 },
+		Registry: reg, Metrics: metrics.NewSigner(reg)})
 	sock := filepath.Join(shortDir(t), "s.sock")
 	l, err := unixsock.Listen(sock, 0o600)
 	if err != nil {
@@ -325,8 +356,18 @@ func TestHandlerRechecksUID(t *testing.T) {
 	if resp.StatusCode != 403 || strings.Contains(string(body), "CERTIFICATE") {
 		t.Fatalf("got %d %q, want 403", resp.StatusCode, body)
 	}
+	// GET /metrics is refused alike.
+	resp, err = unixsock.Client(sock, 5*time.Second).Get("http://signer/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || strings.Contains(string(body), "lockhttp_") {
+		t.Fatalf("GET /metrics: %d %q, want 403", resp.StatusCode, body)
+	}
 	refused := logLines(t, logs, "request refused: uid not allowed")
-	if len(refused) != 1 || refused[0]["uid"] != float64(os.Geteuid()) {
+	if len(refused) != 2 || refused[0]["uid"] != float64(os.Geteuid()) || refused[1]["path"] != "/metrics" {
 		t.Errorf("refusal log: %v\n%s", refused, logs)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -23,21 +24,25 @@ import (
 // that socket for a certificate and prints what happened (see childClient).
 const childEnv = "LOCKHTTP_SIGNER_TEST_CLIENT"
 
+// childMetricsEnv, when set too, makes the child ask GET /metrics instead.
+const childMetricsEnv = "LOCKHTTP_SIGNER_TEST_METRICS"
+
 // nobody is the uid and gid the child runs as.
 const nobody = 65534
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(childEnv); sock != "" {
-		fmt.Println(childClient(sock))
+		fmt.Println(childClient(sock, os.Getenv(childMetricsEnv) != ""))
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-// childClient sends one POST /sign over a raw connection and reports "status N" when an HTTP
-// answer came (with "certificate" when it held one), "closed: ..." when the signer closed the
-// connection without answering, or "dial: ..." when it could not connect.
-func childClient(sock string) string {
+// childClient sends one POST /sign (or GET /metrics) over a raw connection and reports "status
+// N" when an HTTP answer came (with "certificate" or "metrics" when it held one), "closed: ..."
+// when the signer closed the connection without answering, or "dial: ..." when it could not
+// connect.
+func childClient(sock string, askMetrics bool) string {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		return "dial: " + err.Error()
@@ -46,6 +51,9 @@ func childClient(sock string) string {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	body := signBody(nopTB{}, "example.com")
 	req := fmt.Sprintf("POST /sign HTTP/1.1\r\nHost: signer\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	if askMetrics {
+		req = "GET /metrics HTTP/1.1\r\nHost: signer\r\nConnection: close\r\n\r\n"
+	}
 	if _, err := io.WriteString(c, req); err != nil {
 		if closedByPeer(err) {
 			return "closed: " + err.Error()
@@ -63,6 +71,9 @@ func childClient(sock string) string {
 	out := fmt.Sprintf("status %d", resp.StatusCode)
 	if strings.Contains(string(b), "BEGIN CERTIFICATE") {
 		out += " certificate"
+	}
+	if strings.Contains(string(b), "lockhttp_signer_") {
+		out += " metrics"
 	}
 	return out
 }
@@ -111,9 +122,9 @@ func TestOtherUIDRefusedAtAccept(t *testing.T) {
 	}
 
 	ca, _ := newCA(t)
-	runChild := func(sock string) (string, int) {
+	runChild := func(sock string, env ...string) (string, int) {
 		cmd := exec.Command(bin)
-		cmd.Env = []string{childEnv + "=" + sock}
+		cmd.Env = append([]string{childEnv + "=" + sock}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -142,8 +153,39 @@ func TestOtherUIDRefusedAtAccept(t *testing.T) {
 			t.Errorf("the refused connection reached the handler (%d sign lines)", n)
 		}
 		// The signer keeps accepting: its own uid still gets a certificate.
-		if got := childClient(sock); got != "status 200 certificate" {
+		if got := childClient(sock, false); got != "status 200 certificate" {
 			t.Errorf("allowed uid after the refusal: %q", got)
+		}
+	})
+
+	// GET /metrics on the socket: the same refusal at accept for another uid, the page for an
+	// allowed one.
+	withMetrics := func(cfg ServerConfig) ServerConfig {
+		reg := metrics.NewRegistry("signer", "test")
+		cfg.Registry, cfg.Metrics = reg, metrics.NewSigner(reg)
+		return cfg
+	}
+	t.Run("metrics refused", func(t *testing.T) {
+		logs := &testkit.Buffer{}
+		sock := filepath.Join(dir, "mrefuse.sock")
+		serve(t, withMetrics(ServerConfig{CA: ca, AllowUIDs: []int{os.Geteuid()}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}), sock, 0o666)
+		got, pid := runChild(sock, childMetricsEnv+"=1")
+		if !strings.HasPrefix(got, "closed: ") {
+			t.Fatalf("GET /metrics as uid %d: %q, want the connection closed without an answer", nobody, got)
+		}
+		refused := logLines(t, logs, "connection refused: uid not allowed")
+		if len(refused) != 1 || refused[0]["uid"] != float64(nobody) || refused[0]["pid"] != float64(pid) {
+			t.Errorf("refusals logged %v, want one of uid %d pid %d", refused, nobody, pid)
+		}
+		if got := childClient(sock, true); got != "status 200 metrics" {
+			t.Errorf("GET /metrics as the allowed uid: %q", got)
+		}
+	})
+	t.Run("control: metrics allowed", func(t *testing.T) {
+		sock := filepath.Join(dir, "mallow.sock")
+		serve(t, withMetrics(ServerConfig{CA: ca, AllowUIDs: []int{nobody}}), sock, 0o666)
+		if got, _ := runChild(sock, childMetricsEnv+"=1"); got != "status 200 metrics" {
+			t.Errorf("GET /metrics as allowed uid %d: %q, want the page", nobody, got)
 		}
 	})
 

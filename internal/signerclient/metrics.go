@@ -1,7 +1,11 @@
 package signerclient
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
@@ -25,4 +29,34 @@ func (c *Client) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Len()
+}
+
+// maxMetricsPage bounds the signer's metrics page (a few kilobytes in practice).
+const maxMetricsPage = 1 << 20
+
+// Metrics returns the signer's GET /metrics page in Prometheus's text format: the families it
+// counts, read over its socket for a signer that has no network of its own (the gate serves them
+// with its own, metrics.ImportSigner). Failures wrap ErrUnavailable.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://signer"+metrics.Path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsPage+1))
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.badStatus(resp, data)
+	}
+	if len(data) > maxMetricsPage {
+		return nil, fmt.Errorf("%w: signer at %s: its metrics page is over %d bytes", ErrUnavailable, c.socket, maxMetricsPage)
+	}
+	return data, nil
 }

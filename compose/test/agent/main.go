@@ -9,8 +9,9 @@
 //	agent tcp HOST:PORT         a direct TCP connection
 //	agent dns NAME              a DNS lookup
 //	agent noproxy URL           a GET that ignores the proxy variables
-//	agent metrics URL           a Prometheus scrape, ignoring the proxy variables: the status,
-//	                            how many lockhttp families, and the lockhttp_build_info line
+//	agent metrics URL [PREFIX]... a Prometheus scrape, ignoring the proxy variables: the status,
+//	                            how many lockhttp families, and the lockhttp_build_info line;
+//	                            then the page's lines that start with a PREFIX ("": all)
 package main
 
 import (
@@ -46,7 +47,7 @@ func main() {
 	case "noproxy":
 		request("GET", os.Args[2], "", "", false)
 	case "metrics":
-		scrape(os.Args[2])
+		scrape(os.Args[2], os.Args[3:])
 	case "tcp":
 		c, err := net.DialTimeout("tcp", os.Args[2], 3*time.Second)
 		if err != nil {
@@ -95,8 +96,9 @@ func request(method, url, body, apiKey string, proxy bool) {
 	fmt.Printf("status=%d code=%s ticket=%s body=%s\n", resp.StatusCode, resp.Header.Get("X-Lockhttp-Code"), resp.Header.Get("X-Lockhttp-Ticket"), strings.SplitN(string(b), "\n", 2)[0])
 }
 
-// scrape GETs a metrics page and sums it up in one line.
-func scrape(url string) {
+// scrape GETs a metrics page, sums it up in one line, then prints its lines that start with one
+// of prefixes.
+func scrape(url string, prefixes []string) {
 	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -106,6 +108,7 @@ func scrape(url string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	families, info := 0, ""
+	var shown []string
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(l, "# TYPE lockhttp_") {
 			families++
@@ -113,6 +116,15 @@ func scrape(url string) {
 		if strings.HasPrefix(l, "lockhttp_build_info{") {
 			info = l
 		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				shown = append(shown, l)
+				break
+			}
+		}
 	}
 	fmt.Printf("status=%d families=%d %s\n", resp.StatusCode, families, info)
+	for _, l := range shown {
+		fmt.Println(l)
+	}
 }
