@@ -483,8 +483,7 @@ func (w h2Want) match(r map[string]any, connect string, fresh bool) bool {
 		return r["event"] == "h2-refused" && r["verdict"] == "DENY" && r["code"] == "E_FLOOR" && r["rule"] == "framing:h2-connection" &&
 			strings.Contains(s("detail"), connect) && strings.Contains(s("reason"), "stream 1") && r["container"] == "local"
 	case "decided":
-		// (The refusals of serveNonProxy, a nested CONNECT's, are recorded as event request.)
-		return fresh && (r["event"] == "tunnel-request" || r["event"] == "request") && r["stream"] == float64(1) && r["rule"] == w.rule
+		return fresh && r["event"] == "tunnel-request" && r["stream"] == float64(1) && r["rule"] == w.rule
 	case "handled":
 		return fresh && r["event"] == "tunnel-request" && r["stream"] == float64(1) && r["rule"] != "framing:h2-stream"
 	}

@@ -212,9 +212,14 @@ func (g *Gate) onResponse(resp *http.Response, pctx *goproxy.ProxyCtx) *http.Res
 // requests, and origin-form requests sent to the gate as if it were a server. Both are refused;
 // the decision is Decide's like any other.
 func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	ex := g.newExchange(r, "request")
+	event := "request"
+	ci := infoFrom(r.Context())
+	if ci != nil && ci.tunnel != nil {
+		event = "tunnel-request" // inside a decrypted tunnel, as onRequest names it
+	}
+	ex := g.newExchange(r, event)
 	a := g.arrival(r)
-	if ci := infoFrom(r.Context()); ci != nil && ci.fc != nil {
+	if ci != nil && ci.fc != nil {
 		if a.Framing = ci.fc.Refusal(r); a.Framing != nil {
 			ex.rec.Method, ex.rec.URL = "-", "-"
 			if ci.tunnel != nil {
