@@ -414,6 +414,17 @@ func assessContainers(r *Report, f *Facts) {
 			if c.Role == "gate" && !c.ReadOnly {
 				r.add(Warn, "compose", "the gate's root filesystem is writable; fix: read_only: true")
 			}
+			if c.Role == "signer" {
+				var nets []string
+				for _, n := range c.Networks {
+					if n != "none" {
+						nets = append(nets, n)
+					}
+				}
+				if len(nets) > 0 {
+					r.add(Error, "compose", "the signer, which holds the CA key, is on %s: if it were taken over it could send the key out; fix: network_mode: none for the signer (compose/compose.yaml; the gate serves its metrics)", strings.Join(nets, ", "))
+				}
+			}
 		case "agent":
 			if c.State != "running" {
 				continue

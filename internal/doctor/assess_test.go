@@ -40,7 +40,7 @@ func healthy() *Facts {
 			Host:    []Direct{{Target: "172.30.10.1:22", What: "port 22 of this machine, at br-1", Err: "timed out"}, {Target: "192.0.2.2:22", What: "port 22 of this machine, at eth0", Err: "timed out"}},
 			Subnets: []string{"172.30.10.0/24"}},
 		Containers: []ContainerFacts{
-			{Name: "p_signer_1", Service: "signer", Role: "signer", State: "running", User: "10004:10000"},
+			{Name: "p_signer_1", Service: "signer", Role: "signer", State: "running", User: "10004:10000", Networks: []string{"none"}},
 			{Name: "p_console_1", Service: "console", Role: "console", State: "running", User: "10021:10000"},
 			{Name: "p_gate_1", Service: "gate", Role: "gate", State: "running", User: "10003:10000", ReadOnly: true},
 			{Name: "p_agent_1", Service: "agent", Role: "agent", State: "running", Networks: []string{"p_agent"}, Proxy: true,
@@ -179,6 +179,7 @@ func TestEachBreakage(t *testing.T) {
 		{"gate stopped", func(f *Facts) { f.Containers[2].State = "exited" }, Error, "compose", "docker-compose up -d gate"},
 		{"gate as root", func(f *Facts) { f.Containers[2].User = "" }, Error, "compose", "gate runs as root"},
 		{"agent with a second network", func(f *Facts) { f.Containers[3].Networks = []string{"bridge", "p_agent"} }, Error, "compose", "also on bridge"},
+		{"signer on a network", func(f *Facts) { f.Containers[0].Networks = []string{"p_hub"} }, Error, "compose", "network_mode: none for the signer"},
 		{"agent without proxy", func(f *Facts) { f.Containers[3].Proxy = false }, Warn, "compose", "no HTTP_PROXY"},
 		{"agent without CA", func(f *Facts) { f.Containers[3].CAVars = nil }, Warn, "compose", "does not point its clients at the lockhttp CA"},
 		{"no signer container", func(f *Facts) { f.Containers = f.Containers[1:] }, Error, "compose", "no signer container"},
