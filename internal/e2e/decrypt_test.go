@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -487,17 +488,30 @@ func TestUpstreamCertificateProblems(t *testing.T) {
 // the same host is decrypted.
 func TestSignerDownFailsClosed(t *testing.T) {
 	e := startDecrypt(t)
-	signer := e.up.PIDs["signer"]
+	// The signer's pid as up.json has it now (a restart since the start rewrites it), stopped
+	// for certain before the request: a signal to a stale pid would test nothing.
+	var up stack.Up
+	if data, err := os.ReadFile(filepath.Join(e.state, stack.UpFile)); err != nil || json.Unmarshal(data, &up) != nil {
+		t.Fatalf("up.json: %v", err)
+	}
+	signer := up.PIDs["signer"]
 	if signer == 0 {
 		t.Fatal("no signer pid in up.json")
 	}
-	syscall.Kill(signer, syscall.SIGSTOP)
+	if err := syscall.Kill(signer, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop the signer (pid %d): %v\n%s", signer, err, e.out)
+	}
 	defer syscall.Kill(signer, syscall.SIGCONT)
+	testkit.WaitFor(t, 5*time.Second, "the signer stopped", func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", signer))
+		i := bytes.LastIndexByte(stat, ')')
+		return err == nil && i > 0 && len(stat) > i+2 && stat[i+2] == 'T'
+	})
 	before := e.origin.count()
 	resp, err := e.client().Get(e.url("cold.test", "/x"))
 	if err == nil {
 		resp.Body.Close()
-		t.Fatalf("request went through with the signer stopped: %d", resp.StatusCode)
+		t.Fatalf("request went through with the signer stopped: %d\n%s", resp.StatusCode, e.out)
 	}
 	c, err := net.Dial("tcp", e.up.Listen)
 	if err != nil {
