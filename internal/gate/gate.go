@@ -111,6 +111,9 @@ type Gate struct {
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
+	// tunnelTLS is what every decrypted tunnel's TLS configuration is cloned from: its
+	// session-ticket keys, so that a client's next tunnel resumes its session (openTunnel).
+	tunnelTLS *tls.Config
 
 	conns atomic.Pointer[connlimit.Listener] // the client connections Serve holds, for the metrics
 }
@@ -134,6 +137,7 @@ func New(cfg Config) *Gate {
 		g.now = time.Now
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	g.tunnelTLS = newTunnelTLS()
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	g.budget = budget.New(budget.Config{Now: g.now})
 	var b [4]byte

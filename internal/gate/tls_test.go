@@ -189,3 +189,58 @@ func TestDecryptedKeepAliveDecidesEveryRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestTunnelSessionsResume: a client that keeps its TLS sessions resumes on its next decrypted
+// tunnel (the tunnels share the gate's session-ticket key), and the resumed tunnel is still
+// bound to its host: a ClientHello naming another host is refused, resumed or not.
+func TestTunnelSessionsResume(t *testing.T) {
+	tg := startTLSGate(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	cache := tls.NewLRUClientSessionCache(8)
+	o := fmt.Sprintf("origin.test:%d", tg.port)
+	tunnel := func(sni string) (*tls.Conn, error) {
+		c, err := net.Dial("tcp", tg.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", o, o)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: tg.caPool, ClientSessionCache: cache, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			return nil, err
+		}
+		// The session ticket comes after the handshake: a request and its answer read it.
+		fmt.Fprintf(tc, "GET /x HTTP/1.1\r\nHost: %s\r\n\r\n", o)
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET in the tunnel: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		return tc, nil
+	}
+	first, err := tunnel("origin.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ConnectionState().DidResume {
+		t.Fatal("the first tunnel resumed")
+	}
+	second, err := tunnel("origin.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.ConnectionState().DidResume {
+		t.Error("the second tunnel did not resume the first one's session")
+	}
+	// The cache holds a session for origin.test; put it under another name and offer it there.
+	if s, ok := cache.Get("origin.test"); ok {
+		cache.Put("other.test", s)
+	}
+	if _, err := tunnel("other.test"); err == nil {
+		t.Error("a tunnel to origin.test accepted a ClientHello naming other.test")
+	}
+}

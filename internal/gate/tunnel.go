@@ -205,25 +205,20 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 	if h2 {
 		protos = []string{http2.NextProtoTLS, "http/1.1"}
 	}
-	conf := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   protos,
-		Certificates: []tls.Certificate{*cert},
-		// The agent-to-gate hop is local: classical key exchange saves the post-quantum
-		// encapsulation on every new connection. The gate-to-origin hop keeps Go's defaults.
-		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
-		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			sni := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
-			if sni != host {
-				why := fmt.Sprintf("the TLS server name %q is not the CONNECT host %q", trim(hello.ServerName), host)
-				if sni == "" {
-					why = "the client sent no TLS server name (SNI); it must name the CONNECT host " + strconv.Quote(host)
-				}
-				sniErr.Store(&why)
-				return nil, errors.New("lockhttp: server name mismatch")
+	conf := g.tunnelTLS.Clone()
+	conf.NextProtos = protos
+	conf.Certificates = []tls.Certificate{*cert}
+	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		sni := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+		if sni != host {
+			why := fmt.Sprintf("the TLS server name %q is not the CONNECT host %q", trim(hello.ServerName), host)
+			if sni == "" {
+				why = "the client sent no TLS server name (SNI); it must name the CONNECT host " + strconv.Quote(host)
 			}
-			return nil, nil
-		},
+			sniErr.Store(&why)
+			return nil, errors.New("lockhttp: server name mismatch")
+		}
+		return nil, nil
 	}
 	tc := tls.Server(t.cc, conf)
 	if err := tc.HandshakeContext(r.Context()); err != nil {
@@ -239,6 +234,24 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 	t.cc.unbuffer()
 	t.tls = tc
 	return t, nil
+}
+
+// newTunnelTLS is the TLS configuration every decrypted tunnel's is cloned from. Its
+// session-ticket key, random and the process's own, is shared by the clones: a client that
+// keeps its sessions (curl, Python, Node, Go with a session cache) resumes on its next tunnel and
+// spares the gate the certificate's signature. The SNI check runs on every ClientHello,
+// resumed or not (GetConfigForClient), and each tunnel's certificate is its host's.
+func newTunnelTLS() *tls.Config {
+	var key [32]byte
+	rand.Read(key[:])
+	c := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The agent-to-gate hop is local: classical key exchange saves the post-quantum
+		// encapsulation on every new connection. The gate-to-origin hop keeps Go's defaults.
+		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
+	}
+	c.SetSessionTicketKeys([][32]byte{key})
+	return c
 }
 
 // clientRejected reports a handshake that failed on the client's side: it sent an alert
