@@ -60,6 +60,10 @@ LOCKHTTP_PHONE_URL=http://127.0.0.1:3131
 LOCKHTTP_ROOTS=
 LOCKHTTP_UPSTREAM=
 
+# An OTLP/HTTP collector the gate sends a span of every request to (http://host:4318), reached
+# on the egress network or as a service on the hub network. Empty: no traces.
+LOCKHTTP_OTLP_ENDPOINT=
+
 # The agent network's subnet; the policy's [sources] names it.
 LOCKHTTP_AGENT_SUBNET=172.30.10.0/24
 END
