@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
@@ -717,22 +716,7 @@ func (d *deployment) pairAndApprove(browser, pairOut string) {
 	if link == "" {
 		t.Fatalf("no pairing link through the published port in:\n%s", pairOut)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.DisableGPU, chromedp.WindowSize(412, 915))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	_, do := phoneBrowser(t, browser)
 	do("pair", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("pair-form")),
 		chromedp.Click(chromedp.ID("pair-button")), chromedp.WaitVisible(chromedp.ID("list-view")),
 		chromedp.WaitVisible(chromedp.CSS("#conn.live")))

@@ -50,22 +50,7 @@ func TestPhoneApprovesAHeldRequest(t *testing.T) {
 	if link == "" {
 		t.Fatalf("no pairing link in:\n%s", out)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.DisableGPU, chromedp.WindowSize(412, 915))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	_, do := phoneBrowser(t, path)
 	do("pair", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("pair-form")),
 		chromedp.Click(chromedp.ID("pair-button")), chromedp.WaitVisible(chromedp.ID("list-view")),
 		chromedp.WaitVisible(chromedp.CSS("#conn.live")))
@@ -97,4 +82,27 @@ func TestPhoneApprovesAHeldRequest(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// phoneBrowser starts a headless Chromium (the binary at path) with a phone's window, for two
+// minutes at most, closed when the test ends. do runs steps in it and fails the test with what.
+func phoneBrowser(t *testing.T, path string) (ctx context.Context, do func(what string, steps ...chromedp.Action[chromedp.Void])) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.DisableGPU, chromedp.WindowSize(412, 915))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	do = func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return ctx, do
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -148,22 +145,7 @@ func (tg *testGate) raw(t *testing.T, s string) string {
 
 func (tg *testGate) records(t *testing.T) []map[string]any {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(tg.auditDir, "*.jsonl"))
-	var out []map[string]any
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-			if len(line) == 0 {
-				continue
-			}
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, m)
-		}
-	}
-	return out
+	return testkit.AuditRecords(t, tg.auditDir)
 }
 
 func TestSmugglingNeverReachesTheOrigin(t *testing.T) {

@@ -7,13 +7,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,22 +35,7 @@ func (tg *tlsGate) h2Client() *http.Client {
 
 func (tg *tlsGate) records(t *testing.T) []map[string]any {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(tg.audit, "*.jsonl"))
-	var out []map[string]any
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-			if len(line) == 0 {
-				continue
-			}
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, m)
-		}
-	}
-	return out
+	return testkit.AuditRecords(t, tg.audit)
 }
 
 // h2Raw is a raw HTTP/2 client connection inside a decrypted tunnel: the test writes frames

@@ -5,13 +5,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,18 +51,7 @@ func setPolicy(t *testing.T, g *Gate, text string) {
 // readRecords reads the audit records in dir.
 func readRecords(t *testing.T, dir string) []map[string]any {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	var out []map[string]any
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-			var m map[string]any
-			if len(line) > 0 && json.Unmarshal(line, &m) == nil {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
+	return testkit.AuditRecords(t, dir)
 }
 
 // waitRecord waits for the audit record in dir that match accepts.

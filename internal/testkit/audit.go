@@ -8,18 +8,16 @@ import (
 	"testing"
 )
 
-// AuditIDs returns the request ids that the audit records in dir (its *.jsonl day files) name,
-// each with how many records name it: a record's own "id", and every id a summary record lists
-// in its "ids" (audit summaries cover many requests in one record). A last line still being
-// written (no line end yet) is left for the next call; any other line that is not JSON fails
-// the test.
-func AuditIDs(t testing.TB, dir string) map[string]int {
+// AuditRecords returns the audit records in dir (its *.jsonl day files), decoded, in file
+// order. A last line still being written (no line end yet) is left for the next call; any other
+// line that is not JSON fails the test.
+func AuditRecords(t testing.TB, dir string) []map[string]any {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := make(map[string]int)
+	var out []map[string]any
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -38,9 +36,21 @@ func AuditIDs(t testing.TB, dir string) map[string]int {
 			if err := json.Unmarshal(line, &rec); err != nil {
 				t.Fatalf("%s: audit line %q: %v", f, line, err)
 			}
-			for _, id := range RecordIDs(rec) {
-				ids[id]++
-			}
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// AuditIDs returns the request ids that the audit records in dir name (AuditRecords), each with
+// how many records name it: a record's own "id", and every id a summary record lists in its
+// "ids" (audit summaries cover many requests in one record).
+func AuditIDs(t testing.TB, dir string) map[string]int {
+	t.Helper()
+	ids := make(map[string]int)
+	for _, rec := range AuditRecords(t, dir) {
+		for _, id := range RecordIDs(rec) {
+			ids[id]++
 		}
 	}
 	return ids
