@@ -51,10 +51,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockhttp verify-log: "+format+"\n", a...)
-		return 2
-	}
+	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
 	var o audit.VerifyOptions
 	var dir string
 	if *dsn == "" {
@@ -263,10 +260,7 @@ const (
 // verifyOnce reads the log (the directory dir, or the database at dsn) and its head, and
 // verifies it; a nil report comes with the exit code.
 func verifyOnce(dir, dsn string, o *audit.VerifyOptions, stdout, stderr io.Writer) (*audit.VerifyReport, int) {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockhttp verify-log: "+format+"\n", a...)
-		return 2
-	}
+	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
 	var srcs []audit.Source
 	if dsn == "" {
 		var err error
@@ -298,4 +292,11 @@ func verifyOnce(dir, dsn string, o *audit.VerifyOptions, stdout, stderr io.Write
 		return nil, fail("%v", err)
 	}
 	return rep, 0
+}
+
+// verifyUsageError prints a verify-log error that is not a finding about the log and returns
+// its exit code, 2.
+func verifyUsageError(stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "lockhttp verify-log: "+format+"\n", a...)
+	return 2
 }

@@ -221,27 +221,8 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func (b *countingBody) WriteTo(w io.Writer) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	buf := *bp
-	var total int64
-	for {
-		n, rerr := b.Read(buf)
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-			if m != n {
-				return total, io.ErrShortWrite
-			}
-		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
-		}
-	}
+	// The struct hides this WriteTo from io.CopyBuffer, which would call it again.
+	return io.CopyBuffer(w, struct{ io.Reader }{b}, *bp)
 }
 
 func (b *countingBody) Close() error {
