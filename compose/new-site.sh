@@ -64,8 +64,9 @@ LOCKHTTP_UPSTREAM=
 # on the egress network or as a service on the hub network. Empty: no traces.
 LOCKHTTP_OTLP_ENDPOINT=
 
-# The agent network's subnet; the policy's [sources] names it.
-LOCKHTTP_AGENT_SUBNET=172.30.10.0/24
+# The agent network's subnet; the policy's [sources] names it. Keep it outside docker's default
+# address pools (172.17-172.31.x.x, 192.168.x.x), which docker's other networks are given from.
+LOCKHTTP_AGENT_SUBNET=10.213.10.0/24
 END
 cat >"$site/services.yaml" <<'END'
 # Your services next to lockhttp (docs/deploy.md): agents (compose/agent.example.yaml is the

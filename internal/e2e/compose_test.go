@@ -325,11 +325,11 @@ services:
     build: `+originDir+`
     image: lockhttp-testorigin:e2e
     networks:
-      egress: {ipv4_address: 172.30.20.10}
+      egress: {ipv4_address: 10.213.20.10}
 networks:
   egress:
     ipam:
-      config: [{subnet: "172.30.20.0/24"}]
+      config: [{subnet: "10.213.20.0/24"}]
 `), 0o644)
 	d.setEnv("COMPOSE_FILE", d.envValue("COMPOSE_FILE")+":"+originYAML)
 
@@ -350,9 +350,9 @@ networks:
 	})
 	t.Run("the agent has no route out", func(t *testing.T) {
 		probes := [][]string{
-			{"tcp", "172.30.20.10:80"}, // the origin, directly
-			{"tcp", "172.30.20.10:443"},
-			{"noproxy", "http://172.30.20.10/"}, // ignoring the proxy variables
+			{"tcp", "10.213.20.10:80"}, // the origin, directly
+			{"tcp", "10.213.20.10:443"},
+			{"noproxy", "http://10.213.20.10/"}, // ignoring the proxy variables
 			{"dns", "example.com"},              // an outside name
 			{"tcp", "1.1.1.1:443"},
 		}
@@ -406,11 +406,11 @@ methods = ["DELETE"]
 verdict = "ask"
 
 [floor]
-allow_cidrs = ["172.30.20.0/24"]
+allow_cidrs = ["10.213.20.0/24"]
 
 [floor.hosts]
-"origin.test" = "172.30.20.10"
-"api.anthropic.com" = "172.30.20.10"
+"origin.test" = "10.213.20.10"
+"api.anthropic.com" = "10.213.20.10"
 `)...))
 	d.step("policy-edit")
 	testkit.WaitFor(t, 30*time.Second, "the doctor to see the edit waiting for review", func() bool {
@@ -445,7 +445,7 @@ allow_cidrs = ["172.30.20.0/24"]
 	d.doctorOK("after the review",
 		[3]string{"OK", "policy-file", "is the policy the console serves"},
 		[3]string{"OK", "secrets", `inject "anthropic": its secret "anthropic" loads from /vol/secrets/secrets.toml`},
-		[3]string{"WARN", "policy", "allow_cidrs opens 172.30.20.0/24"},
+		[3]string{"WARN", "policy", "allow_cidrs opens 10.213.20.0/24"},
 		[3]string{"OK", "compose", "agent network only, proxy set, trusts the CA through"})
 
 	t.Run("a broken secret: the doctor says ERROR and names the fix", func(t *testing.T) {
@@ -496,13 +496,13 @@ allow_cidrs = ["172.30.20.0/24"]
 	}()
 	hostPort := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 	out = d.doctorOK("with a port open on every address", [3]string{"WARN", "agent-net", "agents reach port " + hostPort + " of this machine at"})
-	if !hasLine(out, "WARN", "agent-net", "iptables -I INPUT -s 172.30.10.0/24 -j DROP") {
+	if !hasLine(out, "WARN", "agent-net", "iptables -I INPUT -s 10.213.10.0/24 -j DROP") {
 		t.Errorf("the WARN does not name the doc's rule:\n%s", out)
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("the firewall block needs root (iptables)")
 	}
-	t.Cleanup(func() { exec.Command("iptables", "-D", "INPUT", "-s", "172.30.10.0/24", "-j", "DROP").Run() })
+	t.Cleanup(func() { exec.Command("iptables", "-D", "INPUT", "-s", "10.213.10.0/24", "-j", "DROP").Run() })
 	d.step("firewall")
 	out = d.doctorOK("after the firewall rule", [3]string{"OK", "agent-net", "agents reach none of this machine's listening ports"})
 	if strings.Contains(out, "agents reach port "+hostPort) {
