@@ -204,22 +204,34 @@ type bufferedConn struct {
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // idleConn closes a connection on which nothing arrived for idle: a moving stream (SSE, a large
-// download) keeps going however long it lasts.
+// download) keeps going however long it lasts. A read deadline its user sets holds instead, until
+// the user clears it.
 type idleConn struct {
 	net.Conn
 	idle time.Duration
 	// until is when the read deadline set last runs out; it is pushed forward only when less
 	// than half of idle is left, so that a busy connection does not reset a timer on every read.
 	until time.Time
+	// set: the user's own read deadline is in force.
+	set bool
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
-	if now := time.Now(); c.until.Sub(now) < c.idle/2 {
+	if now := time.Now(); !c.set && c.until.Sub(now) < c.idle/2 {
 		c.until = now.Add(c.idle)
 		c.Conn.SetReadDeadline(c.until)
 	}
 	return c.Conn.Read(p)
 }
+
+// SetReadDeadline sets the user's read deadline; the zero time gives the idle bound back.
+func (c *idleConn) SetReadDeadline(t time.Time) error {
+	c.set, c.until = !t.IsZero(), t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// NetConn is the connection dialled (the gate checks a pooled one through it before reuse).
+func (c *idleConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes when the underlying connection can.
 func (c *idleConn) CloseWrite() error {

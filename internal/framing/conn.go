@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,6 +21,10 @@ type Options struct {
 	// Token names the substituted request (see Conn): random per connection, 16 to 128 bytes of
 	// letters, digits, '-', '.', '_' and '~'. NewConn panics on any other token.
 	Token string
+	// Lean gives the buffer back while no request is under way: the wait for the next head
+	// reads its first byte alone, then takes a buffer. For a connection whose reads are
+	// buffered below (TLS), where a one-byte read costs no system call of its own.
+	Lean bool
 }
 
 // DefaultMaxHead is the head size limit when Options.MaxHead is 0.
@@ -62,7 +67,9 @@ type Conn struct {
 
 	max    int
 	tunnel bool
+	lean   bool
 	token  string
+	one    [1]byte // Lean: the first byte of the next head, read without a buffer
 
 	// Read's state, owned by the goroutine in Read.
 	buf     []byte // bytes read from the wrapped conn: buf[r:w] are not yet delivered
@@ -116,7 +123,7 @@ func NewConn(c net.Conn, o Options) *Conn {
 	if limit <= 0 {
 		limit = DefaultMaxHead
 	}
-	return &Conn{Conn: c, max: limit, tunnel: o.Tunnel, token: o.Token}
+	return &Conn{Conn: c, max: limit, tunnel: o.Tunnel, lean: o.Lean, token: o.Token}
 }
 
 func validToken(t string) bool {
@@ -277,6 +284,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if err := c.takeErr(); err != nil {
 				return 0, err
 			}
+			// Raw from here on: the buffer is no longer needed (a tunnel keeps none).
+			c.release()
 			return c.Conn.Read(p)
 		case stRefused:
 			if len(c.sub) > 0 {
@@ -354,8 +363,19 @@ func (c *Conn) nextHead(block bool) error {
 			}
 			return err
 		}
-		c.room()
-		n, err := c.Conn.Read(c.buf[c.w:])
+		var n int
+		var err error
+		if c.lean && c.r == c.w {
+			// Nothing of the next head yet: wait for its first byte without a buffer.
+			c.release()
+			if n, err = c.Conn.Read(c.one[:]); n == 1 {
+				c.room()
+				c.buf[c.w] = c.one[0]
+			}
+		} else {
+			c.room()
+			n, err = c.Conn.Read(c.buf[c.w:])
+		}
 		c.w += n
 		c.rerr = err
 		if n == 0 && err == nil {
@@ -480,11 +500,31 @@ func (c *Conn) takeErr() error {
 	return err
 }
 
+// bufs keeps the buffers of Lean connections between their requests.
+var bufs = sync.Pool{New: func() any { b := make([]byte, initialBuf); return &b }}
+
+// release gives an empty buffer back (Lean, or raw bytes from here on): to the pool when it has
+// its first size. The head parsed last points into it and is forgotten.
+func (c *Conn) release() {
+	if c.buf == nil {
+		return
+	}
+	if len(c.buf) == initialBuf {
+		b := c.buf
+		bufs.Put(&b)
+	}
+	c.buf, c.r, c.w, c.h = nil, 0, 0, head{}
+}
+
 // room makes space at buf[w:] for reading more of a head: the partial head moves to the front,
 // and the buffer doubles up to MaxHead.
 func (c *Conn) room() {
 	if c.buf == nil {
-		c.buf = make([]byte, min(initialBuf, c.max))
+		if c.lean && c.max >= initialBuf {
+			c.buf = *bufs.Get().(*[]byte)
+		} else {
+			c.buf = make([]byte, min(initialBuf, c.max))
+		}
 	}
 	if c.r > 0 {
 		c.w = copy(c.buf, c.buf[c.r:c.w])

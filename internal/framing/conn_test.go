@@ -494,13 +494,15 @@ func TestConnAnySplit(t *testing.T) {
 				reads = append(reads, scripted{data: b[:k]})
 				b = b[k:]
 			}
-			c := NewConn(&scriptConn{reads: reads}, Options{Token: testToken})
-			out, err := readAll(c, step)
-			if err != io.EOF || string(out) != want {
-				t.Fatalf("step %d round %d: err %v, output differs: %d bytes, want %d\n%q", step, round, err, len(out), len(want), out)
-			}
-			if e := c.refused.Load(); e != nil {
-				t.Fatalf("refused: %v", e)
+			for _, lean := range []bool{false, true} {
+				c := NewConn(&scriptConn{reads: append([]scripted(nil), reads...)}, Options{Token: testToken, Lean: lean})
+				out, err := readAll(c, step)
+				if err != io.EOF || string(out) != want {
+					t.Fatalf("step %d round %d lean %v: err %v, output differs: %d bytes, want %d\n%q", step, round, lean, err, len(out), len(want), out)
+				}
+				if e := c.refused.Load(); e != nil {
+					t.Fatalf("refused: %v", e)
+				}
 			}
 		}
 	}

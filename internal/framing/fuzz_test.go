@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -198,9 +199,16 @@ func FuzzConn(f *testing.F) {
 			reads = append(reads, scripted{data: b[:k]})
 			b = b[k:]
 		}
+		lreads := append([]scripted(nil), reads...)
 		c := NewConn(&scriptConn{reads: reads}, Options{Token: testToken, Tunnel: tunnel, MaxHead: 4096})
 		step := 1 + rng.IntN(5000)
 		out, err := readAll(c, step)
+		// A Lean conn (its buffer given back between requests) passes the same bytes.
+		lc := NewConn(&scriptConn{reads: lreads}, Options{Token: testToken, Tunnel: tunnel, MaxHead: 4096, Lean: true})
+		lout, lerr := readAll(lc, step)
+		if !bytes.Equal(lout, out) || fmt.Sprint(lerr) != fmt.Sprint(err) || (lc.refused.Load() == nil) != (c.refused.Load() == nil) {
+			t.Fatalf("Lean differs: %q %v, not %q %v", lout, lerr, out, err)
+		}
 		var fe *Error
 		if err != io.EOF && !errors.As(err, &fe) {
 			t.Fatalf("Read error %v", err)

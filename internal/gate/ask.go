@@ -114,6 +114,11 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 			Reason: fmt.Sprintf("%s; and %s already has %d requests waiting for a human (max_pending), so no new ticket is opened", res.Reason, res.Container, pol.Settings.MaxPending)}
 		return &d
 	}
+	if ci := infoFrom(ctx); ci != nil && ci.watch != nil {
+		var stop func()
+		ctx, stop = ci.watch(ctx)
+		defer stop()
+	}
 	hctx, cancel := context.WithTimeout(ctx, pol.Settings.Hold)
 	defer cancel()
 	t, err := g.hub.Wait(hctx, id)

@@ -102,6 +102,7 @@ type Gate struct {
 	insp      atomic.Pointer[judge.Checks] // the policy's detector, injected values and Claude credentials
 	proxy     *goproxy.ProxyHttpServer
 	transport *http.Transport
+	upstream  *h1Client // HTTP/1.1 to origins on the request's goroutine (upstream.go)
 	idPrefix  string
 	idSeq     atomic.Uint64
 
@@ -164,6 +165,7 @@ func New(cfg Config) *Gate {
 		// origin's certificate still passes RootCAs and VerifyConnection.
 		ForceAttemptHTTP2: true,
 	}
+	g.upstream = newH1Client(g.dialer.DialContext, g.transport.TLSClientConfig)
 	g.proxy = g.newProxy()
 	return g
 }
@@ -178,6 +180,7 @@ func (g *Gate) SetPolicy(p *policy.Policy) {
 	old := g.pol.Swap(p)
 	if old != nil && p != nil && old.Version != p.Version {
 		g.transport.CloseIdleConnections()
+		g.upstream.closeIdle()
 	}
 }
 
@@ -201,6 +204,10 @@ type connInfo struct {
 	hold bodyHold
 	// counts is the metrics' counters the connection's last request was counted on.
 	counts atomic.Pointer[connCounts]
+	// watch returns a context cancelled when the client closes the connection, and the stop of
+	// that watch, for a request that waits for a human (h1Conn.watch). Nil: the server's own
+	// context says it (net/http's background read, HTTP/2's stream reset).
+	watch func(context.Context) (context.Context, func())
 }
 
 type connInfoKey struct{}
@@ -211,44 +218,60 @@ func infoFrom(ctx context.Context) *connInfo {
 }
 
 // Serve accepts proxy clients on l until ctx ends, then shuts down: it stops accepting, lets
-// requests in progress finish for a few seconds and closes open tunnels.
+// requests in progress finish for a few seconds and closes open tunnels. Each connection is
+// served by the gate's own HTTP/1.1 server (serveH1) behind the framing check.
 func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
-		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          g.srvLog,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			ci := &connInfo{}
-			if fc, ok := c.(*framing.Conn); ok {
-				ci.fc = fc
-			}
-			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-				ci.source = ap.Addr().Unmap()
-			}
-			return context.WithValue(ctx, connInfoKey{}, ci)
-		},
-	}
 	cl := connlimit.New(l, connlimit.Config{Max: orInt(g.cfg.MaxConns, defaultMaxConns), PerPeer: orInt(g.cfg.MaxConnsPerSource, defaultMaxConnsPerSource),
 		Key: sourceKey, Log: g.log, Name: "gate"})
 	g.conns.Store(cl)
+	conns := newH1Conns()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&framingListener{Listener: cl}) }()
+	go func() { errc <- g.accept(cl, conns) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	g.closeTunnels()
-	if errors.Is(err, context.DeadlineExceeded) {
-		srv.Close()
-	}
+	cl.Close()
 	<-errc
+	conns.shutdown(5 * time.Second)
+	g.closeTunnels()
 	return nil
+}
+
+// accept serves every connection l accepts until l is closed.
+func (g *Gate) accept(l net.Listener, conns *h1Conns) error {
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Out of file descriptors and the like: wait and try again, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				g.log.Warn("gate: accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		fc := framing.NewConn(c, framing.Options{Token: newToken()})
+		ci := &connInfo{fc: fc}
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+			ci.source = ap.Addr().Unmap()
+		}
+		g.serveH1(fc, ci, g, conns, func() {})
+	}
+}
+
+// isTemporary reports an accept error worth retrying (EMFILE, ENFILE, ECONNABORTED…).
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // The upstream pool: idle connections kept in all and per host, and TLS sessions remembered.
@@ -292,21 +315,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// framingListener wraps every accepted connection in a framing.Conn.
-type framingListener struct {
-	net.Listener
-}
-
-func (l *framingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	var tok [12]byte
-	rand.Read(tok[:])
-	return framing.NewConn(c, framing.Options{Token: hex.EncodeToString(tok[:])}), nil
 }
 
 func (g *Gate) trackTunnel(c net.Conn, add bool) {

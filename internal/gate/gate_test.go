@@ -30,6 +30,7 @@ type testGate struct {
 	auditDir string
 	aw       *audit.Writer
 	origin   *recorder
+	server   *httptest.Server // the origin's
 	port     int
 }
 
@@ -116,7 +117,7 @@ func startGateWith(t testing.TB, handler http.Handler, adjust func(*Config)) *te
 	done := make(chan struct{})
 	go func() { g.Serve(ctx, l); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; aw.Close() })
-	return &testGate{g: g, addr: l.Addr().String(), auditDir: dir, aw: aw, origin: rec, port: port}
+	return &testGate{g: g, addr: l.Addr().String(), auditDir: dir, aw: aw, origin: rec, server: origin, port: port}
 }
 
 func (tg *testGate) client() *http.Client {

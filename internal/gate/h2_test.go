@@ -3,16 +3,12 @@ package gate
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +17,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
@@ -567,16 +562,8 @@ func TestH2RefusedStreamsAreBounded(t *testing.T) {
 // the same connection completes meanwhile; the approval releases the DELETE, which goes out.
 // With a short hold, the held stream's answer is E_PENDING and the connection goes on.
 func TestH2HeldAskHoldsOnlyItsStream(t *testing.T) {
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	h, hubURL, stop := hubServer(t, "127.0.0.1:0", filepath.Join(t.TempDir(), "hub.json"), key)
-	defer stop()
-	hc := hubclient.New(hubURL, "gate-token-0123456789", key.Public().(ed25519.PublicKey), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go hc.Run(ctx)
 	origin := &countingOrigin{}
-	tg := startTLSGateWith(t, origin, func(c *Config) { c.Hub = hc })
-	testkit.WaitFor(t, 5*time.Second, "the hub", hc.Connected)
+	tg, h := askTLSGate(t, origin)
 	c := tg.h2Client()
 	u := fmt.Sprintf("https://origin.test:%d", tg.port)
 	// Open the connection first, so that both requests share it.

@@ -147,7 +147,14 @@ type sentTargetKey struct{}
 func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Response, error) {
 	ex := pctx.UserData.(*exchange)
 	start := time.Now()
-	resp, err := g.transport.RoundTrip(r)
+	var resp *http.Response
+	err := errSpeaksH2
+	if g.upstream.takes(r) {
+		resp, err = g.upstream.RoundTrip(r)
+	}
+	if errors.Is(err, errSpeaksH2) {
+		resp, err = g.transport.RoundTrip(r)
+	}
 	if err != nil {
 		return nil, err
 	}

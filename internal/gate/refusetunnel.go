@@ -61,7 +61,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 	h2 := t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS
 	var fc *framing.Conn
 	if !h2 {
-		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
 	}
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
 	var answered atomic.Pointer[string] // the id of the (first) request refused inside

@@ -104,7 +104,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		end("http/2")
 		return
 	}
-	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken()})
+	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
 	detached = true
 	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
 		end("")
@@ -112,22 +112,12 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	})
 }
 
-// serveTunnelConn serves the requests decrypted on fc with h on a goroutine of net/http's
-// server and returns at once, so that no goroutine of the caller's stays parked for the
-// tunnel's life (an idle tunnel costs one goroutine, not two). end runs once the connection is
-// closed: by the server after its last answer, or by whoever hijacked it.
+// serveTunnelConn serves the requests decrypted on fc with h (serveH1) and returns at once, so
+// that no goroutine of the caller's stays parked for the tunnel's life (an idle tunnel costs one
+// goroutine, not two). end runs once the connection is closed: by the server after its last
+// answer, or by whoever hijacked it.
 func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler, end func()) {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: orDefault(g.cfg.ReadHeaderTimeout, 30*time.Second),
-		IdleTimeout:       orDefault(g.cfg.IdleTimeout, 2*time.Minute),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          g.srvLog,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connInfoKey{}, &connInfo{fc: fc, source: source, tunnel: tun})
-		},
-	}
-	srv.Serve(&oneConnListener{c: &closeSignalConn{Conn: fc, end: end}})
+	g.serveH1(fc, &connInfo{fc: fc, source: source, tunnel: tun}, h, nil, end)
 }
 
 func newToken() string {
@@ -333,24 +323,6 @@ func (c *countConn) Write(p []byte) (int, error) {
 	c.out.Add(int64(n))
 	return n, err
 }
-
-// oneConnListener hands one connection to an http.Server and then reports closed, so that
-// Serve returns while the server goes on serving that connection.
-type oneConnListener struct {
-	c    net.Conn
-	used bool // Serve calls Accept from one goroutine
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	if l.used {
-		return nil, net.ErrClosed
-	}
-	l.used = true
-	return l.c, nil
-}
-
-func (l *oneConnListener) Close() error   { return nil }
-func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 
 // closeSignalConn runs end once its connection is closed.
 type closeSignalConn struct {
