@@ -355,6 +355,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		defer srv.Close()
 	}
 	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream)
+	go g.ReturnMemoryWhenQuiet(ctx)
 	return g.Serve(ctx, l)
 }
 
