@@ -149,8 +149,8 @@ func (s *h1Conns) shutdown(timeout time.Duration) {
 
 func (c *h1Conn) serve() {
 	defer func() {
-		if p := recover(); p != nil {
-			c.g.log.Error("panic serving a decrypted request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		if p := recover(); p != nil && p != http.ErrAbortHandler {
+			c.g.log.Error("panic serving a request; its connection is closed", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 		if c.hijacked {
 			c.br = nil // the hijacker's now
@@ -234,14 +234,20 @@ func (c *h1Conn) badRequest(err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isTimeout(err) || errors.Is(err, net.ErrClosed) {
 		return
 	}
-	c.g.log.Debug("decrypted request head refused by the parser", "err", err)
-	c.writeError("400 Bad Request")
+	c.g.log.Debug("request head refused by the parser", "err", err)
+	c.writeError("400 Bad Request", "")
 }
 
-func (c *h1Conn) writeError(status string) {
+// writeError answers with status and closes (the caller returns false): the body is the status,
+// then the detail.
+func (c *h1Conn) writeError(status, detail string) {
+	body := status
+	if detail != "" {
+		body += ": " + detail
+	}
 	c.fc.SetWriteDeadline(time.Now().Add(drainTimeout))
 	w := c.writer()
-	w.WriteString("HTTP/1.1 " + status + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + status)
+	w.WriteString("HTTP/1.1 " + status + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + body)
 	w.Flush()
 }
 
@@ -249,23 +255,23 @@ func (c *h1Conn) writeError(status string) {
 // another request.
 func (c *h1Conn) serveOne(req *http.Request) bool {
 	if req.ProtoMajor != 1 {
-		c.writeError("505 HTTP Version Not Supported")
+		c.writeError("505 HTTP Version Not Supported", "")
 		return false
 	}
 	// The framing check has refused a head with no Host, several or a malformed one
 	// (ReadRequest took it out of the header into req.Host).
 	if req.ProtoAtLeast(1, 1) && req.Host == "" && req.Method != http.MethodConnect {
-		c.writeError("400 Bad Request: missing required Host header")
+		c.writeError("400 Bad Request", "missing required Host header")
 		return false
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			c.writeError("400 Bad Request: invalid header name")
+			c.writeError("400 Bad Request", "invalid header name")
 			return false
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				c.writeError("400 Bad Request: invalid header value")
+				c.writeError("400 Bad Request", "invalid header value")
 				return false
 			}
 		}
@@ -274,7 +280,7 @@ func (c *h1Conn) serveOne(req *http.Request) bool {
 	c.body = &h1Body{rc: req.Body, w: w}
 	if e := req.Header.Get("Expect"); e != "" {
 		if !strings.EqualFold(e, "100-continue") {
-			c.writeError("417 Expectation Failed")
+			c.writeError("417 Expectation Failed", "")
 			return false
 		}
 		c.body.expect = req.ContentLength != 0
@@ -344,7 +350,7 @@ type firstByteReader struct {
 
 // fill reads one byte from r to hold.
 func (f *firstByteReader) fill() error {
-	for {
+	for range 100 {
 		n, err := f.r.Read(f.b[:])
 		if n == 1 {
 			f.have = true
@@ -354,6 +360,7 @@ func (f *firstByteReader) fill() error {
 			return err
 		}
 	}
+	return io.ErrNoProgress
 }
 
 func (f *firstByteReader) Read(p []byte) (int, error) {

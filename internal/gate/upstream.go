@@ -20,8 +20,8 @@ import (
 // the same work on two more goroutines per connection (a read loop and a write loop) and hands
 // every request and answer between them; on keep-alive traffic those hand-offs are a tenth of
 // the gate's CPU. The transport stays for what this client does not do: HTTP/2 to origins that
-// offer it (the first connection to an https origin offers h2 and http/1.1 by ALPN; an origin
-// that picks h2 is remembered and its requests go to the transport), WebSocket upgrades,
+// offer it (a connection to an https origin offers h2 and http/1.1 by ALPN; an origin that
+// picks h2 is remembered and its requests go to the transport), WebSocket upgrades,
 // Expect: 100-continue, and bodies over upMaxBody. Both dial through the floor
 // (egress.Dialer.DialContext, with the request's checked target) and verify an origin's
 // certificate with the same TLS configuration.
@@ -429,7 +429,7 @@ func (c *h1Client) drainTLS(pc *upConn) bool {
 }
 
 // dialConn dials addr through the floor (the request's checked target is in ctx) and, for https,
-// completes the TLS handshake offering HTTP/1.1 only.
+// completes the TLS handshake: errSpeaksH2 when the origin chose h2.
 func (c *h1Client) dialConn(ctx context.Context, key, addr string, https bool, host string) (*upConn, error) {
 	c.mu.Lock()
 	gen := c.gen
@@ -445,10 +445,8 @@ func (c *h1Client) dialConn(ctx context.Context, key, addr string, https bool, h
 	if https {
 		conf := c.tlsConf.Clone()
 		conf.ServerName = host
-		conf.NextProtos = []string{"http/1.1"}
-		if c.speaksOf(key) == speaksUnknown {
-			conf.NextProtos = []string{"h2", "http/1.1"}
-		}
+		// Both, always: an origin that picks h2 goes to the transport from now on.
+		conf.NextProtos = []string{"h2", "http/1.1"}
 		tc := tls.Client(conn, conf)
 		hctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := tc.HandshakeContext(hctx)
