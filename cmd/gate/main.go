@@ -250,6 +250,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	})
 	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets,
 		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource, Metrics: gm}
+	var traces *tracing.Exporter
 	if o.otlpEndpoint != "" {
 		tr, err := tracing.New(tracing.Options{Endpoint: o.otlpEndpoint, Version: buildinfo.Read().String(),
 			Logger: log, Metrics: metrics.NewTracing(reg)})
@@ -260,7 +261,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		done := make(chan struct{})
 		go func() { tr.Run(tctx); close(done) }()
 		defer func() { stopTraces(); <-done }() // the spans still queued go out as the gate stops
-		cfg.Tracer = tr
+		cfg.Tracer, traces = tr, tr
 		log.Info("traces exporting", "endpoint", tr.Endpoint())
 	}
 	if o.signer != "" {
@@ -334,6 +335,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		info := gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked, Metrics: metricsURL}
 		if sink != nil {
 			info.AuditSink = sink
+		}
+		if traces != nil {
+			info.Traces = traces
 		}
 		var h http.Handler = g.StatusHandler(info)
 		if o.pprof {

@@ -38,6 +38,7 @@ func Assess(f *Facts) *Report {
 	assessHost(r, f)
 	assessPhone(r, f)
 	assessMetrics(r, f)
+	assessTraces(r, f)
 	return r
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/tracing"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -56,7 +57,7 @@ func TestHealthyIsAllOK(t *testing.T) {
 	if r.Worst() != OK || r.Count(OK) < 15 {
 		t.Fatalf("worst %s:\n%s", r.Worst(), b.String())
 	}
-	for _, want := range []string{"direct egress fails: docker drops what an internal network sends out (tried 172.30.20.2:3130", "direct IPv6 egress fails", "outside DNS fails", "a decrypted request through the gate succeeded",
+	for _, want := range []string{"no trace exporter", "direct egress fails: docker drops what an internal network sends out (tried 172.30.20.2:3130", "direct IPv6 egress fails", "outside DNS fails", "a decrypted request through the gate succeeded",
 		"a caller with uid 65534 is refused", "owned by uid 10004 (the signer's)", "being written",
 		"the phone page answers at http://127.0.0.1:3131/phone/ (published on 127.0.0.1:3131)",
 		"pairing links name http://127.0.0.1:3131, which answers",
@@ -98,6 +99,13 @@ func TestEachBreakage(t *testing.T) {
 			f.Gate.Status.Signer = "off"
 			f.Self.Decrypted, f.Self.DecryptedErr = nil, "answered 403"
 		}, Warn, "signer", "unseen"},
+		{"trace export failing", func(f *Facts) {
+			f.Gate.Status.Traces = &tracing.Status{Endpoint: "http://otel:4318/v1/traces", Exported: 10, Failed: 3,
+				LastOK: now.Add(-time.Minute), LastFail: now.Add(-5 * time.Second), LastError: "connection refused"}
+		}, Warn, "traces", "the last export failed 5s ago: connection refused"},
+		{"trace spans dropped", func(f *Facts) {
+			f.Gate.Status.Traces = &tracing.Status{Endpoint: "http://otel:4318/v1/traces", Exported: 10, Dropped: 2, LastOK: now}
+		}, Warn, "traces", "2 dropped (the exporter fell behind"},
 		{"console down", func(f *Facts) { f.Console.Status, f.Console.Err = nil, "connect: no such file or directory" }, Error, "console", "start the console"},
 		{"console serves nothing", func(f *Facts) { f.Console.Status.Version = "" }, Error, "console", "serves no approved policy"},
 		{"invalid policy file", func(f *Facts) {

@@ -86,6 +86,26 @@ func assessMetrics(r *Report, f *Facts) {
 	}
 }
 
+// assessTraces reports the gate's trace exporter: where its spans go, what it exported and the
+// last failure when it is the latest news.
+func assessTraces(r *Report, f *Facts) {
+	if f.Gate == nil || f.Gate.Status == nil {
+		return
+	}
+	t := f.Gate.Status.Traces
+	switch {
+	case t == nil:
+		r.add(OK, "traces", "no trace exporter (lox run --otlp-endpoint URL, or the gate's -otlp-endpoint, exports a span of every request; docs/observability.md)")
+	case t.Failed > 0 && t.LastFail.After(t.LastOK):
+		r.add(Warn, "traces", "spans to %s: %d exported, %d failed, %d dropped; the last export failed %s ago: %s; fix: check that the collector listens there (OTLP/HTTP)",
+			t.Endpoint, t.Exported, t.Failed, t.Dropped, f.Now.Sub(t.LastFail).Round(time.Second), t.LastError)
+	case t.Dropped > 0:
+		r.add(Warn, "traces", "spans to %s: %d exported, %d dropped (the exporter fell behind the requests), %d failed", t.Endpoint, t.Exported, t.Dropped, t.Failed)
+	default:
+		r.add(OK, "traces", "spans to %s: %d exported, %d failed, %d dropped", t.Endpoint, t.Exported, t.Failed, t.Dropped)
+	}
+}
+
 // assessNotify reports each [[notify]] channel of the approved policy and its deliveries.
 func assessNotify(r *Report, f *Facts) {
 	c := f.Console

@@ -145,7 +145,9 @@ func TestLooseningWaitsForTheConsolesTerminal(t *testing.T) {
 	s.keys("Escape")
 	s.command("review approve " + version)
 	approved := time.Now()
-	testkit.WaitFor(t, 5*time.Second, "the approved loosening to reach the gate", func() bool {
+	// The gate polls the console every 2 s and each try holds 1 s on the ASK: 10 s leaves room
+	// for a loaded machine (it once took over 5 s in a full run).
+	testkit.WaitFor(t, 10*time.Second, "the approved loosening to reach the gate", func() bool {
 		r := <-e.send("POST", "/x", "a")
 		return r.status == 200
 	})

@@ -143,4 +143,9 @@ func TestTracesOTLP(t *testing.T) {
 	if !strings.Contains(string(raw), "no-admin") {
 		t.Error("the check for secrets read no export")
 	}
+	// The doctor names the exporter and what it sent.
+	out, _ := runDoctor(t, "--state", r.state)
+	if !hasLine(out, "OK", "traces", "spans to "+col.URL) || !strings.Contains(out, "exported, 0 failed, 0 dropped") {
+		t.Errorf("lockhttp doctor does not show the trace exporter:\n%s", out)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/budget"
+	"github.com/lockhttp/lockhttp/internal/tracing"
 )
 
 // Status is what the gate's admin socket answers at GET /status: enough for lox and the doctor
@@ -41,6 +42,8 @@ type Status struct {
 	HeldBytes  int64 `json:"held_bytes"`
 	// Metrics is the URL of the gate's Prometheus metrics, "" when it serves none.
 	Metrics string `json:"metrics,omitempty"`
+	// Traces is the trace exporter's state (nil: none, no -otlp-endpoint).
+	Traces *tracing.Status `json:"traces,omitempty"`
 }
 
 // StatusInfo is what the gate's main knows and the gate does not.
@@ -54,6 +57,8 @@ type StatusInfo struct {
 	AuditSink interface{ Status() audit.SinkStatus }
 	// Metrics is the URL of the gate's metrics listener, or "".
 	Metrics string
+	// Traces is the trace exporter. Nil: none.
+	Traces interface{ Status() tracing.Status }
 }
 
 // StatusHandler serves GET /status.
@@ -72,6 +77,10 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		if info.AuditSink != nil {
 			ss := info.AuditSink.Status()
 			st.AuditSink = &ss
+		}
+		if info.Traces != nil {
+			ts := info.Traces.Status()
+			st.Traces = &ts
 		}
 		if u, ok := g.audit.(interface{ Usage() audit.Usage }); ok {
 			au := u.Usage()

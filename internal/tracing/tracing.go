@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -119,10 +120,35 @@ type Exporter struct {
 	logEvery time.Duration
 	now      func() time.Time
 
+	exported, dropped, failedN atomic.Int64 // spans, for Status
+
 	mu        sync.Mutex
 	lastLog   time.Time // guarded by mu: when a failed export was last logged
 	unlogged  int       // guarded by mu: spans whose failed export was not logged
 	unloggedN int       // guarded by mu: failed exports not logged
+	lastOK    time.Time // guarded by mu: the last export that succeeded
+	lastFail  time.Time // guarded by mu: the last export that failed
+	lastErr   string    // guarded by mu: its error
+}
+
+// Status is what the exporter has done, for the gate's /status and the doctor.
+type Status struct {
+	Endpoint string    `json:"endpoint"`
+	Exported int64     `json:"exported"`
+	Dropped  int64     `json:"dropped"`
+	Failed   int64     `json:"failed"`
+	LastOK   time.Time `json:"last_ok,omitzero"`
+	LastFail time.Time `json:"last_fail,omitzero"`
+	// LastError is the last failed export's error.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Status reports the spans exported, dropped and failed so far, and the last failure.
+func (e *Exporter) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Status{Endpoint: e.endpoint, Exported: e.exported.Load(), Dropped: e.dropped.Load(), Failed: e.failedN.Load(),
+		LastOK: e.lastOK, LastFail: e.lastFail, LastError: e.lastErr}
 }
 
 // span is the fields of one finished request a span is built from, copied out of its audit
@@ -221,6 +247,7 @@ func (e *Exporter) Finished(r *audit.Record, traceparent string) {
 	select {
 	case e.queue <- s:
 	default:
+		e.dropped.Add(1)
 		e.m.Spans(metrics.SpanDropped, 1)
 	}
 }
@@ -329,15 +356,21 @@ func (c *counted) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan
 		c.e.failed(len(spans), err)
 		return nil
 	}
+	c.e.exported.Add(int64(len(spans)))
 	c.e.m.Spans(metrics.SpanExported, len(spans))
+	c.e.mu.Lock()
+	c.e.lastOK = c.e.now()
+	c.e.mu.Unlock()
 	return nil
 }
 
 // failed counts n spans whose export failed and logs it, at most once per logEvery.
 func (e *Exporter) failed(n int, err error) {
+	e.failedN.Add(int64(n))
 	e.m.Spans(metrics.SpanFailed, n)
 	now := e.now()
 	e.mu.Lock()
+	e.lastFail, e.lastErr = now, err.Error()
 	if !e.lastLog.IsZero() && now.Sub(e.lastLog) < e.logEvery {
 		e.unlogged += n
 		e.unloggedN++
