@@ -147,12 +147,15 @@ type sentTargetKey struct{}
 func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Response, error) {
 	ex := pctx.UserData.(*exchange)
 	start := time.Now()
+	// The gate's own client, unless the request or its origin needs net/http's transport
+	// (upstream.go: HTTP/2 origins, upgrades, Expect, large bodies).
 	var resp *http.Response
-	err := errSpeaksH2
-	if g.upstream.takes(r) {
+	var err error
+	own := g.upstream.takes(r)
+	if own {
 		resp, err = g.upstream.RoundTrip(r)
 	}
-	if errors.Is(err, errSpeaksH2) {
+	if !own || errors.Is(err, errSpeaksH2) {
 		resp, err = g.transport.RoundTrip(r)
 	}
 	if err != nil {
