@@ -641,9 +641,7 @@ func (d *deployment) review(tmux string) {
 	session := fmt.Sprintf("lockhttp-e2e-attach-%d", os.Getpid())
 	// tmux runs the command with its server's environment: give it the doc's.
 	script := fmt.Sprintf("cd %s && exec env -i %s sh -e -c %s", shellQuote(d.home), strings.Join(quoteAll(append(d.env, "TERM=xterm-256color")), " "), shellQuote(b.Script))
-	if out, err := exec.Command(tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "120", script).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
+	newTmuxSession(t, tmux, session, "200x120", script)
 	defer exec.Command(tmux, "kill-session", "-t", session).Run()
 	screen := func() string {
 		out, _ := exec.Command(tmux, "capture-pane", "-p", "-t", session).Output() // the screen as it is now

@@ -41,14 +41,32 @@ func (s *tmuxStack) launch(t *testing.T) {
 	os.Remove(filepath.Join(s.state, stack.UpFile))
 	cmdline := fmt.Sprintf("%s run --state %s --policy %s --listen 127.0.0.1:0 --hub-listen 127.0.0.1:0; sleep 60",
 		filepath.Join(binDir, "lox"), s.state, s.policy)
-	if out, err := exec.Command(s.tmux, "new-session", "-d", "-s", s.session, "-x", "180", "-y", "50", cmdline).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
+	newTmuxSession(t, s.tmux, s.session, "180x50", cmdline)
 	t.Cleanup(func() { exec.Command(s.tmux, "kill-session", "-t", s.session).Run() })
 	testkit.WaitFor(t, 30*time.Second, "up.json", func() bool {
 		data, err := os.ReadFile(filepath.Join(s.state, stack.UpFile))
 		return err == nil && json.Unmarshal(data, &s.up) == nil
 	})
+}
+
+// newTmuxSession starts a detached tmux session of the given size running cmdline. When the last
+// session of tmux's server has just been killed (by this test or the one before it), the server
+// is still exiting and a new client can reach it and fail with "server exited unexpectedly":
+// that failure is retried until a new server answers.
+func newTmuxSession(t *testing.T, tmux, session, size, cmdline string) {
+	t.Helper()
+	w, h, _ := strings.Cut(size, "x")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command(tmux, "new-session", "-d", "-s", session, "-x", w, "-y", h, cmdline).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(string(out), "server exited unexpectedly") || time.Now().After(deadline) {
+			t.Fatalf("tmux: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond) // the old server is still on its way out
+	}
 }
 
 func (s *tmuxStack) screen() string {

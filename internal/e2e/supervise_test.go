@@ -716,9 +716,7 @@ func TestSuperviseShowsRestartsInTheTerminal(t *testing.T) {
 	s := &tmuxStack{tmux: tmux, session: fmt.Sprintf("lockhttp-e2e-%d", time.Now().UnixNano()), state: state, policy: pol}
 	cmdline := fmt.Sprintf("%s run --state %s --policy %s --listen 127.0.0.1:0 --hub-listen 127.0.0.1:0 --restart-delay 200ms; echo lox-exited-$?; sleep 60",
 		filepath.Join(binDir, "lox"), state, pol)
-	if out, err := exec.Command(tmux, "new-session", "-d", "-s", s.session, "-x", "180", "-y", "50", cmdline).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
+	newTmuxSession(t, tmux, s.session, "180x50", cmdline)
 	t.Cleanup(func() { exec.Command(tmux, "kill-session", "-t", s.session).Run() })
 	tb := screenTB{t, s}
 	e := &superviseEnv{running: &running{t: t, state: state, done: make(chan struct{}), out: &testkit.Buffer{}}}

@@ -30,9 +30,7 @@ func TestTerminalApproves(t *testing.T) {
 	session := fmt.Sprintf("lockhttp-e2e-%d", time.Now().UnixNano())
 	cmdline := fmt.Sprintf("%s run --state %s --policy %s --listen 127.0.0.1:0 --hub-listen 127.0.0.1:0; sleep 30",
 		filepath.Join(binDir, "lox"), state, pol)
-	if out, err := exec.Command(tmux, "new-session", "-d", "-s", session, "-x", "160", "-y", "45", cmdline).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
+	newTmuxSession(t, tmux, session, "160x45", cmdline)
 	defer exec.Command(tmux, "kill-session", "-t", session).Run()
 	screen := func() string {
 		out, _ := exec.Command(tmux, "capture-pane", "-p", "-t", session).Output()
