@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
-
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
@@ -100,7 +98,6 @@ type Gate struct {
 	cfg       Config
 	pol       atomic.Pointer[policy.Policy]
 	insp      atomic.Pointer[judge.Checks] // the policy's detector, injected values and Claude credentials
-	proxy     *goproxy.ProxyHttpServer
 	transport *http.Transport
 	upstream  *h1Client // HTTP/1.1 to origins on the request's goroutine (upstream.go)
 	idPrefix  string
@@ -166,7 +163,6 @@ func New(cfg Config) *Gate {
 		ForceAttemptHTTP2: true,
 	}
 	g.upstream = newH1Client(g.dialer.DialContext, g.transport.TLSClientConfig)
-	g.proxy = g.newProxy()
 	return g
 }
 
@@ -356,12 +352,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.serveProxy(w, r)
 }
 
-// serveProxy hands r to goproxy, which decides it in onRequest, through a refusalWriter that
-// writes a refusal with its reason phrase; then it gives back the body bytes r held.
+// serveProxy forwards r through a refusalWriter that writes a refusal with its reason phrase;
+// then it gives back the body bytes r held.
 func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if h := holdOf(r.Context()); h != nil {
 		defer h.release()
 	}
 	rw, r := withRefusalWriter(w, r)
-	g.proxy.ServeHTTP(rw, r)
+	g.forward(rw, r)
 }

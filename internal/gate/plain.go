@@ -1,16 +1,14 @@
 package gate
 
 import (
+	"bytes"
 	"errors"
 	"io"
-	"log"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/elazarl/goproxy"
 
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/judge"
@@ -22,21 +20,6 @@ func noConsole(d policy.Decision) policy.Decision {
 	d.Code = policy.CodeNoConsole
 	d.Reason += "; no console is running to ask a human, so it is refused"
 	return d
-}
-
-// newProxy configures goproxy with its unsafe defaults replaced: origins' certificates are
-// verified, the environment's proxy settings are ignored, every dial goes through the floor, and
-// every request is decided before it goes out.
-func (g *Gate) newProxy() *goproxy.ProxyHttpServer {
-	p := goproxy.NewProxyHttpServer()
-	p.Logger = log.New(&slogWriter{g.log}, "", 0)
-	p.Tr = g.transport
-	p.ConnectDial = nil
-	p.KeepAcceptEncoding = true
-	p.NonproxyHandler = http.HandlerFunc(g.serveNonProxy)
-	p.OnRequest().DoFunc(g.onRequest)
-	p.OnResponse().DoFunc(g.onResponse)
-	return p
 }
 
 // env is what Decide needs besides the request, as the gate stands now.
@@ -81,14 +64,128 @@ func (g *Gate) decided(ex *exchange, v *judge.Request, res judge.Result, pol *po
 	}
 }
 
-// onRequest decides a plain-HTTP proxy request, or a request decrypted inside a tunnel.
-func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+// forward handles an absolute-form request, plain or decrypted inside a tunnel: decided by
+// onRequest, sent by roundTrip when it may go, its failure answered by onResponse, and the
+// answer relayed to w (the refusalWriter of serveProxy, which writes a refusal itself).
+func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.IsAbs() {
+		g.serveNonProxy(w, r) // refused: it names no host
+		return
+	}
+	sent, ex, resp := g.onRequest(r)
+	var err error
+	if resp == nil {
+		removeProxyHeaders(sent)
+		resp, err = g.roundTrip(sent, ex)
+	}
+	var orig io.ReadCloser
+	if resp != nil {
+		orig = resp.Body
+		defer orig.Close()
+	}
+	if resp = g.onResponse(r, ex, resp, err); resp == nil {
+		http.Error(w, "the request could not be completed", http.StatusInternalServerError)
+		return
+	}
+	if resp.Body != orig {
+		resp.Header.Del("Content-Length") // an answer of the gate's: the server frames it
+	}
+	h := w.Header()
+	clear(h)
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	// Trailers announced by the origin are announced to the client, so that the answer is
+	// chunked and they can follow it.
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		h["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		relaySwitched(w, resp.Body)
+		return
+	}
+	var to io.Writer = w
+	if strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		to = flushWriter{w} // each event reaches the client as it comes
+	}
+	io.Copy(to, resp.Body)
+	resp.Body.Close()
+	if len(resp.Trailer) > 0 {
+		http.NewResponseController(w).Flush() // chunked, however short the body
+		if len(resp.Trailer) == announced {
+			for k, vs := range resp.Trailer {
+				h[k] = vs
+			}
+		} else {
+			for k, vs := range resp.Trailer {
+				h[http.TrailerPrefix+k] = vs
+			}
+		}
+	}
+}
+
+// removeProxyHeaders removes what the client said to the gate and not to the origin.
+// "Connection" stays on a WebSocket handshake, whose upgrade it names; the framing of the
+// request is the client's own (Request.Close, the body's length) and the upstream client's.
+func removeProxyHeaders(r *http.Request) {
+	r.RequestURI = ""
+	r.Header.Del("Proxy-Connection")
+	r.Header.Del("Proxy-Authenticate")
+	r.Header.Del("Proxy-Authorization")
+	if !hasToken(r.Header["Connection"], "upgrade") || !hasToken(r.Header["Upgrade"], "websocket") {
+		r.Header.Del("Connection")
+	}
+}
+
+// relaySwitched relays a session the origin switched to (roundTrip passes only a WebSocket, as
+// a wsSession that reads every frame): the agent's connection is taken over from the server,
+// with what it read ahead, and the two sides are copied until one of them ends.
+func relaySwitched(w http.ResponseWriter, up io.ReadCloser) {
+	rw, ok := up.(io.ReadWriter)
+	if !ok {
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	var from io.Reader = conn
+	if n := brw.Reader.Buffered(); n > 0 {
+		ahead, _ := brw.Reader.Peek(n)
+		from = io.MultiReader(bytes.NewReader(ahead), conn)
+	}
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(rw, from); done <- struct{}{} }()
+	go func() { io.Copy(conn, rw); done <- struct{}{} }()
+	<-done
+}
+
+// flushWriter flushes after each write.
+type flushWriter struct{ w io.Writer }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if fl, ok := f.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	return n, err
+}
+
+// onRequest decides a plain-HTTP proxy request, or a request decrypted inside a tunnel: it
+// returns the request to send and its exchange, or the answer (a refusal, the gate's own) when
+// nothing is sent.
+func (g *Gate) onRequest(r *http.Request) (*http.Request, *exchange, *http.Response) {
 	event := "request"
 	if ci := infoFrom(r.Context()); ci != nil && ci.tunnel != nil {
 		event = "tunnel-request"
 	}
 	ex := g.newExchange(r, event)
-	pctx.UserData = ex
 	pol := g.pol.Load()
 	a := g.arrival(r)
 	if container := sourceContainer(pol, a.Source); container != "" {
@@ -99,11 +196,11 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 		if d, ok := bodyRefusal(err); ok {
 			ex.decided(judge.Result{Decision: d, Container: container}, pol)
 			ex.closeAfter = true
-			return r, g.refuse(r.Context(), r, ex, d)
+			return r, ex, g.refuse(r.Context(), r, ex, d)
 		}
 		if err != nil {
 			ex.finish(http.StatusBadRequest, 0, "reading the request body: "+err.Error())
-			return r, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read in full.")
+			return r, ex, failureResponse(r, ex, http.StatusBadRequest, "The request body could not be read in full.")
 		}
 		a.Body, a.BodySize = body, size
 		ex.held = body
@@ -113,17 +210,17 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	res := g.decide(g.env(pol), v, event)
 	g.decided(ex, v, res, pol)
 	if res.Verdict == policy.Deny {
-		return r, g.refuse(r.Context(), r, ex, res.Decision)
+		return r, ex, g.refuse(r.Context(), r, ex, res.Decision)
 	}
 	if res.Self {
-		return r, g.selfResponse(r, ex, res, pol, v.Kind == judge.Tunnel)
+		return r, ex, g.selfResponse(r, ex, res, pol, v.Kind == judge.Tunnel)
 	}
 	r.Method = v.Method
 	ex.target = egress.Target{Host: res.Host, Port: res.Port, Floor: &pol.Floor}
 	if res.Verdict == policy.Ask {
 		if d := g.askRequest(r, ex, v, res, pol, g.insp.Load()); d != nil {
 			ex.decided(judge.Result{Decision: *d, Container: res.Container}, pol)
-			return r, g.refuse(r.Context(), r, ex, *d)
+			return r, ex, g.refuse(r.Context(), r, ex, *d)
 		}
 	}
 	if res.Inject != nil {
@@ -134,8 +231,7 @@ func (g *Gate) onRequest(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Request
 	// "Connection: close" from the client is about its own connection: the upstream connection
 	// goes back to the pool either way.
 	r.Close = false
-	pctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
-	return r.WithContext(egress.WithTarget(r.Context(), ex.target)), nil
+	return r.WithContext(egress.WithTarget(r.Context(), ex.target)), ex, nil
 }
 
 // sentTargetKey keys the request target as the client sent it inside a tunnel (serveTunnel
@@ -144,8 +240,7 @@ type sentTargetKey struct{}
 
 // roundTrip sends a FREE request and wraps the response body, so that the exchange is recorded
 // when the body has been copied to the client.
-func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Response, error) {
-	ex := pctx.UserData.(*exchange)
+func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) {
 	start := time.Now()
 	// The gate's own client, unless the request or its origin needs net/http's transport
 	// (upstream.go: HTTP/2 origins, upgrades, Expect, large bodies).
@@ -185,15 +280,13 @@ func (g *Gate) roundTrip(r *http.Request, pctx *goproxy.ProxyCtx) (*http.Respons
 	return resp, nil
 }
 
-// onResponse turns a failed round trip into an answer and records WebSocket switches.
-func (g *Gate) onResponse(resp *http.Response, pctx *goproxy.ProxyCtx) *http.Response {
-	ex, _ := pctx.UserData.(*exchange)
-	if ex == nil || ex.recorded.Load() {
+// onResponse turns a failed round trip (err) into an answer and records WebSocket switches; r is
+// the request as it arrived.
+func (g *Gate) onResponse(r *http.Request, ex *exchange, resp *http.Response, err error) *http.Response {
+	if ex.recorded.Load() {
 		return resp
 	}
-	r := pctx.Req
 	if resp == nil {
-		err := pctx.Error
 		if err == nil {
 			err = errors.New("no response")
 		}
@@ -246,16 +339,6 @@ func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	g.decided(ex, v, res, pol)
 	g.refuseWriter(w, r, ex, res.Decision)
-}
-
-// slogWriter lets goproxy's printf logger write to the gate's structured log.
-type slogWriter struct {
-	log interface{ Debug(string, ...any) }
-}
-
-func (w *slogWriter) Write(p []byte) (int, error) {
-	w.log.Debug("goproxy", "msg", string(p))
-	return len(p), nil
 }
 
 // sourceContainer is the container [sources] names for a source address, or "" (no policy, or

@@ -145,8 +145,8 @@ func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) h
 	return h
 }
 
-// refuse audits a refusal (on disk before the answer) and returns it as a response for goproxy.
-// goproxy writes only the status code, so the refusal is also handed to the request's
+// refuse audits a refusal (on disk before the answer) and returns it as a response for forward.
+// A ResponseWriter takes only the status code, so the refusal is also handed to the request's
 // refusalWriter, which writes it with its reason phrase.
 func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d policy.Decision) *http.Response {
 	rf := newRefusal(r, ex, d)
@@ -159,7 +159,7 @@ func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d poli
 	return resp
 }
 
-// answer is a response the gate makes itself, for goproxy to write.
+// answer is a response the gate makes itself, for forward to write.
 func answer(r *http.Request, status int, h http.Header, body []byte) *http.Response {
 	return &http.Response{
 		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),

@@ -64,7 +64,7 @@ func writeStreamRefusal(w http.ResponseWriter, rf *refusal) {
 	for k, v := range rf.header {
 		h[k] = v
 	}
-	delete(h, "Connection") // goproxy may have copied it there already
+	delete(h, "Connection") // forward may have copied it there already
 	w.WriteHeader(rf.status)
 	if !rf.head {
 		w.Write(rf.body)
@@ -82,22 +82,22 @@ func writeRaw(bw *bufio.Writer, rf *refusal) {
 	bw.Flush()
 }
 
-// refusalWriter is the ResponseWriter goproxy writes to. When the request is refused (refuse
-// sets refusal before goproxy writes the answer) it writes the refusal itself, with its reason
-// phrase, and drops goproxy's copy; anything else passes through.
+// refusalWriter is the ResponseWriter forward writes to. When the request is refused (refuse
+// sets refusal before forward writes the answer) it writes the refusal itself, with its reason
+// phrase, and drops forward's copy; anything else passes through.
 type refusalWriter struct {
 	http.ResponseWriter
 	r       *http.Request
-	refusal *refusal // set by refuse before goproxy calls WriteHeader
-	written bool     // the refusal was written: goproxy's writes are dropped
-	// ws is the WebSocket session the origin switched to (set by roundTrip): goproxy's hijack
+	refusal *refusal // set by refuse before forward calls WriteHeader
+	written bool     // the refusal was written: forward's writes are dropped
+	// ws is the WebSocket session the origin switched to (set by roundTrip): relaySwitched's hijack
 	// of the agent's connection gets it wrapped, so that every frame is read.
 	ws *wsSession
 }
 
 type refusalWriterKey struct{}
 
-// withRefusalWriter wraps w for goproxy and returns r with the wrapper in its context, where
+// withRefusalWriter wraps w for forward and returns r with the wrapper in its context, where
 // refuse finds it.
 func withRefusalWriter(w http.ResponseWriter, r *http.Request) (*refusalWriter, *http.Request) {
 	rw := &refusalWriter{ResponseWriter: w, r: r}
@@ -128,7 +128,7 @@ func (w *refusalWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Flush and Hijack are goproxy's (it flushes event streams and takes over WebSocket
+// Flush and Hijack are forward's (it flushes event streams and takes over WebSocket
 // connections); Unwrap is http.ResponseController's.
 func (w *refusalWriter) Flush() {
 	if w.refusal == nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/wsframe"
 )
 
-// A WebSocket session, once the origin has switched protocols: goproxy relays it (its two
+// A WebSocket session, once the origin has switched protocols: relaySwitched relays it (its two
 // copies), and the gate stands on both of its ends. The agent's side is wrapped (wsClient): every
 // frame the agent sends is read whole, unmasked and checked (wsframe), the fragments of a
 // message are held until the message is complete (within buffer_limit, counted in the held
@@ -70,11 +70,11 @@ func (g *Gate) newWSSession(ex *exchange, up io.ReadWriteCloser) *wsSession {
 	return &wsSession{g: g, up: up, upgrade: ex, start: g.now(), asm: wsframe.Assembler{Client: true, Limit: limit}}
 }
 
-// The origin's side, as goproxy reads and writes it.
+// The origin's side, as relaySwitched reads and writes it.
 func (s *wsSession) Read(p []byte) (int, error)  { return s.up.Read(p) }
 func (s *wsSession) Write(p []byte) (int, error) { return s.up.Write(p) }
 
-// Close ends the session (goproxy closes the origin's side when either copy ends): both
+// Close ends the session (forward closes the origin's side when either copy ends): both
 // connections close, and the session's record is written.
 func (s *wsSession) Close() error {
 	err := s.up.Close()
@@ -94,7 +94,7 @@ func (s *wsSession) attach(c net.Conn, brw *bufio.ReadWriter) net.Conn {
 	return &wsClient{Conn: c, s: s}
 }
 
-// wsClient is the agent's connection as goproxy sees it: what it reads has been decided.
+// wsClient is the agent's connection as relaySwitched sees it: what it reads has been decided.
 type wsClient struct {
 	net.Conn
 	s *wsSession
