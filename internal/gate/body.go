@@ -230,6 +230,9 @@ func isTimeout(err error) bool {
 // bodyRefusal is the refusal of a body that could not be read for the decision, or false for a
 // read error that is not one of the bounds.
 func bodyRefusal(err error) (policy.Decision, bool) {
+	if err == nil {
+		return policy.Decision{}, false // and errors.As's targets are not made at each request
+	}
 	var busy *errBusy
 	var late *errBodyTimeout
 	switch {

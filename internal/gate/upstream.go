@@ -80,6 +80,18 @@ type upConn struct {
 	reused bool
 	gen    uint64 // the pool's generation when it was dialled
 	head   *headLimit
+	// The check before reuse: peek is bound once at the dial (a closure made at each check
+	// would cost three allocations a request), and leaves its result in peeked and peekErr.
+	peek    func(fd uintptr) bool
+	peeked  int
+	peekErr error
+}
+
+// peekFD looks, without waiting, for a byte waiting on the socket.
+func (pc *upConn) peekFD(fd uintptr) bool {
+	var b [1]byte
+	pc.peeked, _, pc.peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true
 }
 
 // headLimit bounds the bytes read from a connection while an answer's head is read.
@@ -399,15 +411,10 @@ func (c *h1Client) alive(pc *upConn) bool {
 	if pc.raw == nil {
 		return true
 	}
-	var n int
-	var perr error
-	var buf [1]byte
-	if err := pc.raw.Read(func(fd uintptr) bool {
-		n, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
-	}); err != nil {
+	if err := pc.raw.Read(pc.peek); err != nil {
 		return false
 	}
+	n, perr := pc.peeked, pc.peekErr
 	switch {
 	case errors.Is(perr, syscall.EAGAIN):
 		return true // nothing waiting: open
@@ -440,7 +447,7 @@ func (c *h1Client) dialConn(ctx context.Context, key, addr string, https bool, h
 	}
 	pc := &upConn{key: key, conn: conn, tls: https, gen: gen}
 	if sc, ok := rawTCP(conn); ok {
-		pc.raw = sc
+		pc.raw, pc.peek = sc, pc.peekFD
 	}
 	if https {
 		conf := c.tlsConf.Clone()
