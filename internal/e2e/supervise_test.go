@@ -678,7 +678,12 @@ func TestSuperviseAgentCommand(t *testing.T) {
 		"--hub-listen", "127.0.0.1:0", "--restart-delay", "50ms", "--", "sh", "-c", script)
 	testkit.WaitFor(t, 60*time.Second, "the command to start", func() bool { return strings.Contains(l.stdout.String(), "ready") })
 	e := &superviseEnv{running: &running{t: t, state: state, done: l.done, out: l.stderr}}
-	first := e.pids(t)
+	// lox writes the command's pid once the command has started: it can print before that.
+	var first map[string]int
+	testkit.WaitFor(t, 10*time.Second, "the command's pid in up.json", func() bool {
+		first = e.pids(t)
+		return first["agent"] != 0
+	})
 	e.kill(t, "gate")
 	e.restarted(t, "gate", first["gate"])
 	if !alive(first["agent"]) || strings.Contains(l.stdout.String(), "got-term") {
