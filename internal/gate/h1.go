@@ -177,7 +177,9 @@ func (c *h1Conn) serve() {
 			return
 		}
 		c.fc.SetReadDeadline(time.Time{})
-		if !c.serveOne(req) {
+		ok := c.serveOne(req)
+		c.body = nil // the request is done: an idle connection keeps neither it nor its answer
+		if !ok {
 			return
 		}
 	}

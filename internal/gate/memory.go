@@ -16,12 +16,20 @@ const quietCheck = 10 * time.Second
 // every two minutes: a gate that served a thousand tunnels at once would hold the burst's memory
 // that long while its tunnels idle.
 func (g *Gate) ReturnMemoryWhenQuiet(ctx context.Context) {
-	g.returnMemoryWhenQuiet(ctx, quietCheck, func() {
-		// Two collections: each halves the goroutine stacks a burst grew (an idle tunnel's is
-		// a few KiB in use), the second returns the freed pages.
-		runtime.GC()
-		debug.FreeOSMemory()
-	})
+	g.returnMemoryWhenQuiet(ctx, quietCheck, g.returnMemory)
+}
+
+// quietKeep is how many idle connections to each origin a quiet gate keeps.
+const quietKeep = 4
+
+// returnMemory closes the upstream connections a quiet gate does not need, past quietKeep per
+// origin, then collects twice: each collection halves the goroutine stacks a burst grew (an
+// idle tunnel's is a few KiB in use), the second returns the freed pages.
+func (g *Gate) returnMemory() {
+	g.upstream.trimIdle(quietKeep)
+	g.transport.CloseIdleConnections()
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 func (g *Gate) returnMemoryWhenQuiet(ctx context.Context, every time.Duration, free func()) {

@@ -388,6 +388,27 @@ func (c *h1Client) sweep() {
 }
 
 // closeIdle closes every pooled connection (a new policy: new connections are checked under it).
+// trimIdle closes each origin's idle connections past the keep it put back last: after a burst,
+// a quiet gate need not hold a connection (and its TLS state and buffers) for every client the
+// burst had.
+func (c *h1Client) trimIdle(keep int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, list := range c.idle {
+		n := len(list) - keep
+		if n <= 0 {
+			continue
+		}
+		for _, pc := range list[:n] {
+			pc.conn.Close()
+		}
+		c.total -= n
+		copy(list, list[n:])
+		clear(list[keep:])
+		c.idle[key] = list[:keep]
+	}
+}
+
 func (c *h1Client) closeIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
