@@ -90,15 +90,21 @@ func writeFailure(w http.ResponseWriter, r *http.Request, ex *exchange, status i
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// withBuffered reads what br holds already, then from c: the bytes a hijacked connection's
+// server read ahead come first.
+func withBuffered(br *bufio.Reader, c io.Reader) io.Reader {
+	if br == nil || br.Buffered() == 0 {
+		return c
+	}
+	return io.MultiReader(io.LimitReader(br, int64(br.Buffered())), c)
+}
+
 // splice copies both ways until both directions end; it returns the bytes sent up (client to
 // target) and down.
 func (g *Gate) splice(client net.Conn, buffered *bufio.Reader, up net.Conn) (in, out int64) {
 	g.trackTunnel(client, true)
 	defer g.trackTunnel(client, false)
-	var src io.Reader = client
-	if buffered != nil && buffered.Buffered() > 0 {
-		src = io.MultiReader(io.LimitReader(buffered, int64(buffered.Buffered())), client)
-	}
+	src := withBuffered(buffered, client)
 	done := make(chan int64, 1)
 	go func() {
 		n := copyBuf(up, src)

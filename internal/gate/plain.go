@@ -1,9 +1,9 @@
 package gate
 
 import (
-	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -92,9 +92,7 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	clear(h)
-	for k, vs := range resp.Header {
-		h[k] = vs
-	}
+	maps.Copy(h, resp.Header)
 	// Trailers announced by the origin are announced to the client, so that the answer is
 	// chunked and they can follow it.
 	announced := len(resp.Trailer)
@@ -119,9 +117,7 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	if len(resp.Trailer) > 0 {
 		http.NewResponseController(w).Flush() // chunked, however short the body
 		if len(resp.Trailer) == announced {
-			for k, vs := range resp.Trailer {
-				h[k] = vs
-			}
+			maps.Copy(h, resp.Trailer)
 		} else {
 			for k, vs := range resp.Trailer {
 				h[http.TrailerPrefix+k] = vs
@@ -155,13 +151,8 @@ func relaySwitched(w http.ResponseWriter, up io.ReadCloser) {
 	if err != nil {
 		return
 	}
-	var from io.Reader = conn
-	if n := brw.Reader.Buffered(); n > 0 {
-		ahead, _ := brw.Reader.Peek(n)
-		from = io.MultiReader(bytes.NewReader(ahead), conn)
-	}
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(rw, from); done <- struct{}{} }()
+	go func() { io.Copy(rw, withBuffered(brw.Reader, conn)); done <- struct{}{} }()
 	go func() { io.Copy(conn, rw); done <- struct{}{} }()
 	<-done
 }

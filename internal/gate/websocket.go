@@ -2,7 +2,6 @@ package gate
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -84,13 +83,12 @@ func (s *wsSession) Close() error {
 
 // attach wraps the hijacked agent connection c, whose reader may hold bytes already.
 func (s *wsSession) attach(c net.Conn, brw *bufio.ReadWriter) net.Conn {
-	var src io.Reader = c
-	if brw != nil && brw.Reader.Buffered() > 0 {
-		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
-		src = io.MultiReader(bytes.NewReader(append([]byte(nil), b...)), c)
+	var ahead *bufio.Reader
+	if brw != nil {
+		ahead = brw.Reader
 	}
 	s.client = c
-	s.cr = bufio.NewReaderSize(src, 64<<10)
+	s.cr = bufio.NewReaderSize(withBuffered(ahead, c), 64<<10)
 	return &wsClient{Conn: c, s: s}
 }
 

@@ -292,3 +292,51 @@ func TestWebSocketFramesTheGateCannotReadCloseTheSocket(t *testing.T) {
 		}
 	})
 }
+
+// TestWebSocketFramesSentWithTheUpgrade: frames written in the same write as the upgrade request
+// are read ahead by the gate's server before the origin switches; they are checked all the
+// same: the clean one reaches the origin, the one with a credential closes the socket.
+func TestWebSocketFramesSentWithTheUpgrade(t *testing.T) {
+	origin := &gorillaOrigin{got: make(chan string, 16)}
+	tg := startGate(t, origin)
+	o := fmt.Sprintf("origin.test:%d", tg.port)
+	c, err := net.Dial("tcp", tg.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	key := [4]byte{1, 2, 3, 4}
+	b := []byte("GET http://" + o + "/ws HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	b = wsframe.AppendFrame(b, wsframe.Text, &key, []byte("hello"))
+	b = wsframe.AppendFrame(b, wsframe.Text, &key, []byte(`{"note": "`+wsToken+`"}`))
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	// The refusal may come before the origin's echo of the clean message: the gate decides both
+	// messages as soon as it has read them.
+	op, p, err := wsRead(br)
+	if err == nil && op == wsframe.Text && p == "echo:hello" {
+		op, p, err = wsRead(br)
+	}
+	if err != nil || op != wsframe.Close || len(p) < 2 {
+		t.Fatalf("after the message with a credential sent with the upgrade: %v %q %v", op, p, err)
+	}
+	select {
+	case g := <-origin.got:
+		origin.got <- g // checkWSRefused reads it
+	case <-time.After(5 * time.Second):
+		t.Fatal("the origin did not get the clean message sent with the upgrade")
+	}
+	checkWSRefused(t, int(p[0])<<8|int(p[1]), p[2:], origin.got, tg.records)
+	select {
+	case g := <-origin.got:
+		t.Fatalf("the origin got %q too", g)
+	default:
+	}
+}
