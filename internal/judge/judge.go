@@ -120,6 +120,9 @@ type Budgets interface {
 	// Take counts a request of container to host that sends bytes against every budget in bs
 	// if it fits them all, and otherwise counts nothing and says why.
 	Take(bs []*policy.Budget, container, host string, bytes int64) *budget.Over
+	// TakeBytes counts bytes container sends on a connection already decided (a WebSocket
+	// message) against the bytes_up_per_hour of every budget in bs, if they fit them all.
+	TakeBytes(bs []*policy.Budget, container string, bytes int64) *budget.Over
 }
 
 // Env is what a decision needs besides the request: the policy, the checks built with it and
@@ -312,11 +315,16 @@ func takeBudgets(env *Env, r *Request, res *Result) *budget.Over {
 			}
 		}
 	}
-	counter := env.Budgets
-	if counter == nil {
-		counter = budget.New(budget.Config{})
+	return counter(env).Take(bs, res.Container, res.Host, up)
+}
+
+// counter is env's budget counter, or an empty one for this decision alone when it has none:
+// what passes a budget by itself is refused either way.
+func counter(env *Env) Budgets {
+	if env.Budgets == nil {
+		return budget.New(budget.Config{})
 	}
-	return counter.Take(bs, res.Container, res.Host, up)
+	return env.Budgets
 }
 
 // overBudget is the refusal of a request that does not fit a budget: E_BUDGET, rule

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/lockhttp/lockhttp/internal/budget"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
@@ -26,11 +25,6 @@ const (
 	RuleWebSocket          = "websocket"
 	RuleWebSocketExtension = "websocket:extension"
 )
-
-// ByteBudgets counts bytes sent on a connection already decided; *budget.Counter is one.
-type ByteBudgets interface {
-	TakeBytes(bs []*policy.Budget, container string, bytes int64) *budget.Over
-}
 
 // DecideMessage decides one message the agent sends through a WebSocket: refused when the
 // secret checks cannot run, when it carries a credential that does not belong to the host or
@@ -64,10 +58,8 @@ func decideMessage(env *Env, m *Message) policy.Decision {
 		}
 	}
 	if bs := env.Policy.BudgetsFor(m.Container, m.Host); len(bs) > 0 {
-		if bb, ok := env.Budgets.(ByteBudgets); ok {
-			if over := bb.TakeBytes(bs, m.Container, int64(len(m.Payload))); over != nil {
-				return overBudget(Result{Container: m.Container, Host: m.Host}, over)
-			}
+		if over := counter(env).TakeBytes(bs, m.Container, int64(len(m.Payload))); over != nil {
+			return overBudget(Result{Container: m.Container, Host: m.Host}, over)
 		}
 	}
 	return policy.Decision{Verdict: policy.Free, Rule: RuleWebSocket, Reason: "the message carries no credential that may not go to " + m.Host}

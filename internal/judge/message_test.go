@@ -13,7 +13,8 @@ import (
 
 // TestDecideMessage: a WebSocket message is refused for a credential that does not belong to
 // its host, for an injected secret's value, when the checks cannot run, and past a budget's
-// bytes (counted only when it fits); anything else passes.
+// bytes (counted only when it fits; with no counter, a message over a budget by itself);
+// anything else passes.
 func TestDecideMessage(t *testing.T) {
 	p, err := policy.Load("b.toml", []byte(budgetPolicy))
 	if err != nil {
@@ -41,6 +42,7 @@ func TestDecideMessage(t *testing.T) {
 		{"no policy", &Env{}, "docs.example.com", "hi", policy.CodeNoConsole, "no-policy"},
 		{"within the budget", env, "upload.example.com", strings.Repeat("a", 1000), "", RuleWebSocket},
 		{"past the budget", env, "upload.example.com", strings.Repeat("a", 100), policy.CodeBudget, "budget:up"},
+		{"past the budget by itself, no counter", &Env{Policy: p, Checks: in}, "upload.example.com", strings.Repeat("a", 2000), policy.CodeBudget, "budget:up"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
