@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ import (
 )
 
 // h2Policy decides the HTTP/2 tests' requests: reads of origin.test are free, POSTs under /api
-// are refused, a DELETE asks; other.test is known to the floor but is not the tunnel's host;
+// are refused, POSTs under /upload free and under /review asked, a DELETE asks; other.test is known to the floor but is not the tunnel's host;
 // denied.test is refused as a whole.
 const h2Policy = `version = 1
 trusted = ["origin.test"]
@@ -49,6 +50,13 @@ hosts = ["origin.test"]
 methods = ["POST"]
 paths = ["/upload/**"]
 verdict = "free"
+
+[[rule]]
+name = "reviews"
+hosts = ["origin.test"]
+methods = ["POST"]
+paths = ["/review/**"]
+verdict = "ask"
 
 [[rule]]
 name = "ask-delete"
@@ -384,6 +392,175 @@ func TestH2Load(t *testing.T) {
 			t.Fatal("a refused POST reached the origin")
 		}
 	}
+}
+
+// TestH2Nghttp: nghttp (nghttp2-client) through the gate (a forwarder opens the CONNECT; the
+// TLS is nghttp's, to the gate's leaf). Three POSTs on one connection, their header blocks in
+// CONTINUATION frames: the refused one and the free one are answered while the asked one is
+// held, and the approval releases it; a stream whose Host field names another host is reset
+// and recorded, and a TLS server name naming one refuses the tunnel before any stream.
+func TestH2Nghttp(t *testing.T) {
+	nghttp := requireTool(t, "nghttp")
+	e := startH2(t, false, nil)
+	fwd := e.forwarder(t, false)
+	authority := fmt.Sprintf("origin.test:%d", e.port)
+	data := filepath.Join(t.TempDir(), "body")
+	os.WriteFile(data, []byte("x=1"), 0o644)
+	cmd := exec.Command(nghttp, "-v", "-n", "-y", "--no-dep", "--continuation", "-d", data, "-H", ":authority: "+authority,
+		"https://"+fwd+"/api/items", "https://"+fwd+"/upload/a", "https://"+fwd+"/review/b")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	streams := newNghttpLog()
+	ended := make(chan struct{})
+	go func() { streams.read(out); close(ended) }()
+	ask := &askEnv{running: e.running, origin: e.origin, port: e.port}
+	ask.waitTicket(t, e.url("/review/b"))
+	testkit.WaitFor(t, 10*time.Second, "the refused and the free POST answered", func() bool {
+		return streams.status("/api/items") != "" && streams.status("/upload/a") != ""
+	})
+	if s, c := streams.status("/api/items"), streams.header("/api/items", "x-lockhttp-code"); s != "403" || c != "E_RULE" {
+		t.Fatalf("the refused POST: %s %s\n%s", s, c, streams)
+	}
+	if s := streams.status("/upload/a"); s != "200" {
+		t.Fatalf("the free POST: %s\n%s", s, streams)
+	}
+	if s := streams.status("/review/b"); s != "" {
+		t.Fatalf("the asked POST answered %s before the approval\n%s", s, streams)
+	}
+	tk := ask.waitTicket(t, e.url("/review/b"))
+	if out, err := ask.lox(t, "approve", tk.ID); err != nil {
+		t.Fatalf("lox approve: %v\n%s", err, out)
+	}
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("nghttp did not end after the approval\n%s", streams)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("nghttp: %v\n%s", err, streams)
+	}
+	if s := streams.status("/review/b"); s != "200" {
+		t.Fatalf("the approved POST: %s\n%s", s, streams)
+	}
+	if n := streams.connections(); n != 1 {
+		t.Fatalf("nghttp used %d connections, want 1\n%s", n, streams)
+	}
+	// A Host field naming another host beside the tunnel's :authority: the HTTP/2 server
+	// resets that stream itself (RFC 9113 8.3.1), and the gate records it from the frames.
+	other, _ := exec.Command(nghttp, "-v", "-n", "-y", "--no-dep", "-H", ":authority: "+authority, "-H", fmt.Sprintf("host: other.test:%d", e.port),
+		"https://"+fwd+"/elsewhere").CombinedOutput()
+	o := newNghttpLog()
+	o.read(strings.NewReader(string(other)))
+	if s := o.status("/elsewhere"); s != "" || !strings.Contains(string(other), "recv RST_STREAM frame") {
+		t.Fatalf("a stream with another Host: answered %q, want a reset\n%s", s, other)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the reset stream's record", func() bool {
+		for _, m := range e.auditRecords() {
+			if m["rule"] == "framing:h2-stream" && m["stream"] == float64(1) && m["verdict"] == "DENY" {
+				return true
+			}
+		}
+		return false
+	})
+	// nghttp names its :authority in the TLS server name too: naming another host there is
+	// refused at the handshake, before any stream.
+	sni, _ := exec.Command(nghttp, "-v", "-n", "-y", "--no-dep", "-H", fmt.Sprintf(":authority: other.test:%d", e.port), "https://"+fwd+"/sni").CombinedOutput()
+	if strings.Contains(string(sni), ":status:") {
+		t.Fatalf("a tunnel whose TLS names another host answered a stream:\n%s", sni)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the refused handshake's record", func() bool {
+		for _, m := range e.auditRecords() {
+			if m["rule"] == "floor:sni" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range e.origin.all() {
+		if r.Path == "/api/items" || r.Path == "/elsewhere" || r.Path == "/sni" {
+			t.Fatalf("the origin saw %s %s", r.Method, r.Path)
+		}
+	}
+}
+
+// nghttpLog reads what nghttp -v prints: the path each stream it opened asks for, and the
+// header fields received on each stream.
+type nghttpLog struct {
+	mu    sync.Mutex
+	lines []string
+	conns int
+	path  map[string]string            // stream id -> :path sent
+	recv  map[string]map[string]string // stream id -> received field -> value
+}
+
+func newNghttpLog() *nghttpLog {
+	return &nghttpLog{path: map[string]string{}, recv: map[string]map[string]string{}}
+}
+
+var (
+	nghttpSend = regexp.MustCompile(`send HEADERS frame <.*stream_id=(\d+)>`)
+	nghttpPath = regexp.MustCompile(`^\s+:path: (\S+)`)
+	nghttpRecv = regexp.MustCompile(`recv \(stream_id=(\d+)\) ([^:\s][^:]*|:status): (.*)`)
+)
+
+// read takes lines until r ends.
+func (l *nghttpLog) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	var opening string
+	for sc.Scan() {
+		line := sc.Text()
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		switch {
+		case strings.HasSuffix(line, "] Connected"):
+			l.conns++
+		case nghttpSend.MatchString(line):
+			opening = nghttpSend.FindStringSubmatch(line)[1]
+		case opening != "" && nghttpPath.MatchString(line):
+			l.path[opening] = nghttpPath.FindStringSubmatch(line)[1]
+			opening = ""
+		case nghttpRecv.MatchString(line):
+			m := nghttpRecv.FindStringSubmatch(line)
+			if l.recv[m[1]] == nil {
+				l.recv[m[1]] = map[string]string{}
+			}
+			l.recv[m[1]][m[2]] = m[3]
+		}
+		l.mu.Unlock()
+	}
+}
+
+// header is the value of field received on the stream that asked for path; "" if none yet.
+func (l *nghttpLog) header(path, field string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, p := range l.path {
+		if p == path {
+			return l.recv[id][field]
+		}
+	}
+	return ""
+}
+
+func (l *nghttpLog) status(path string) string { return l.header(path, ":status") }
+
+func (l *nghttpLog) connections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns
+}
+
+func (l *nghttpLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // h2specKnown are the h2spec cases the gate does not pass, each with why (docs/threat-model.md,
