@@ -72,21 +72,22 @@ type Conn struct {
 	one    [1]byte // Lean: the first byte of the next head, read without a buffer
 
 	// Read's state, owned by the goroutine in Read.
-	buf     []byte // bytes read from the wrapped conn: buf[r:w] are not yet delivered
-	r, w    int
-	pass    int   // buf[r:r+pass] are accepted and go to the reader as they are
-	st      state // what the bytes after the accepted ones are
-	after   state // the state after the current body: stHead or stRaw
-	left    int64 // stLength: body bytes still to accept
-	ch      Chunked
-	started bool   // stHead: the request line has begun (leading empty lines are behind)
-	lead    int    // stHead: empty lines dropped before this request line
-	scan    int    // stHead: buf[r:r+scan] have been searched for the end of the head
-	idle    int    // consecutive empty reads of the wrapped conn
-	rerr    error  // an error of the wrapped conn, held until the bytes before it are delivered
-	sub     []byte // stRefused: the rest of the substituted request
-	failed  *Error // stFailed: the error still to return
-	h       head   // the head being checked
+	buf      []byte // bytes read from the wrapped conn: buf[r:w] are not yet delivered
+	r, w     int
+	pass     int   // buf[r:r+pass] are accepted and go to the reader as they are
+	st       state // what the bytes after the accepted ones are
+	after    state // the state after the current body: stHead or stRaw
+	left     int64 // stLength: body bytes still to accept
+	ch       Chunked
+	started  bool   // stHead: the request line has begun (leading empty lines are behind)
+	lineSeen bool   // stHead: the request line is whole and of the right shape
+	lead     int    // stHead: empty lines dropped before this request line
+	scan     int    // stHead: buf[r:r+scan] have been searched for the end of the head
+	idle     int    // consecutive empty reads of the wrapped conn
+	rerr     error  // an error of the wrapped conn, held until the bytes before it are delivered
+	sub      []byte // stRefused: the rest of the substituted request
+	failed   *Error // stFailed: the error still to return
+	h        head   // the head being checked
 
 	refused atomic.Pointer[Error] // the refusal behind the substituted request, once there is one
 	closing atomic.Bool           // Close has begun its linger
@@ -435,6 +436,14 @@ func (c *Conn) findEnd() (int, *Error) {
 		if c.buf[j-1] != '\r' { // j > c.r: the head starts with a method byte
 			return 0, bad("bare LF in the request head; every line must end in CRLF")
 		}
+		if !c.lineSeen {
+			// The request line is whole: a line that is not one (another text protocol) is
+			// refused now, not when a head end that may never come arrives.
+			if _, _, _, e := requestLine(c.buf[c.r : j-1]); e != nil {
+				return 0, e
+			}
+			c.lineSeen = true
+		}
 		c.scan = j + 1 - c.r
 		if j-c.r >= 3 && c.buf[j-2] == '\n' {
 			return j + 1, nil
@@ -450,7 +459,7 @@ func (c *Conn) accept(end int) {
 		c.refuse(e)
 		return
 	}
-	c.started, c.lead, c.scan = false, 0, 0
+	c.started, c.lineSeen, c.lead, c.scan = false, false, 0, 0
 	after := stHead
 	if h.connect || h.upgrade != nil {
 		after = stRaw

@@ -805,3 +805,45 @@ func TestConnNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per pair of requests, want 0", allocs)
 	}
 }
+
+// TestConnRefusesAnotherProtocolAtItsFirstLine: a first line that is not a request line (a
+// text protocol other than HTTP: SSH's banner, SMTP's EHLO) is refused as soon as its CRLF
+// arrives, while the client waits for an answer and sends no more.
+func TestConnRefusesAnotherProtocolAtItsFirstLine(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		kind Kind
+		why  string
+	}{
+		{"SSH-2.0-OpenSSH_9.2\r\n", BadRequest, "is not METHOD SP TARGET SP VERSION"},
+		{"EHLO mail.example\r\n", BadRequest, "is not METHOD SP TARGET SP VERSION"},
+		{"GET / SPDY/3\r\n", BadRequest, "unsupported protocol version"},
+		{"PRI * HTTP/2.0\r\n", H2Preface, "HTTP/2 connection preface"},
+		{"\r\nGET /x HTTP/1.1 extra\r\n", BadRequest, "extra space"},
+	} {
+		t.Run(strings.TrimSpace(c.line), func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			fc := NewConn(server, Options{Token: testToken})
+			defer fc.Close()
+			go client.Write([]byte(c.line))
+			got := make(chan *http.Request, 1)
+			go func() {
+				r, err := http.ReadRequest(bufio.NewReader(fc))
+				if err != nil {
+					t.Error(err)
+				}
+				got <- r
+			}()
+			select {
+			case r := <-got:
+				e := fc.Refusal(r)
+				if e == nil || e.Kind != c.kind || !strings.Contains(e.Reason, c.why) {
+					t.Fatalf("refusal %v, want %s with %q", e, c.kind, c.why)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no refusal while the client waits after its first line")
+			}
+		})
+	}
+}

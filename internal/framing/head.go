@@ -124,39 +124,11 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	if e != nil {
 		return e
 	}
-	if len(line) == 0 {
-		return bad("empty request line")
+	method, target, proto, e := requestLine(line)
+	if e != nil {
+		return e
 	}
-	if string(line) == "PRI * HTTP/2.0" {
-		return refuse(H2Preface, "an HTTP/2 connection preface; this proxy speaks HTTP/1.1 only")
-	}
-	sp := bytes.IndexByte(line, ' ')
-	if sp < 0 {
-		return bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
-	}
-	method := line[:sp]
-	if sp == 0 {
-		return bad("the request line starts with a space")
-	}
-	if i := notToken(method); i >= 0 {
-		return badByte(method[i], "the method "+quoteName(method))
-	}
-	rest := line[sp+1:]
-	sp = bytes.IndexByte(rest, ' ')
-	if sp < 0 {
-		return bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
-	}
-	target, proto := rest[:sp], rest[sp+1:]
-	if len(target) == 0 || bytes.IndexByte(proto, ' ') >= 0 {
-		return bad("the request line has an extra space")
-	}
-	switch string(proto) {
-	case "HTTP/1.1":
-		h.http11 = true
-	case "HTTP/1.0":
-	default:
-		return bad("unsupported protocol version %s; use HTTP/1.1", quoteName(proto))
-	}
+	h.http11 = string(proto) == "HTTP/1.1"
 	for _, c := range target {
 		if classes[c]&cTarget == 0 {
 			return badByte(c, "the request target")
@@ -351,6 +323,45 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 
 // crlfLine returns the line b[start:lf] without its CRLF, refusing a bare LF. (A CR inside the
 // line, like a NUL, fails the byte checks of whatever part of the line it is in: see badByte.)
+// requestLine splits a request line (without its CRLF) into METHOD SP TARGET SP VERSION, and
+// refuses one that is not of that shape, whose method is not a token or whose version is not
+// HTTP/1.1 or HTTP/1.0 (the HTTP/2 preface with its own kind). Conn checks the request line as
+// soon as it arrives, so that a text protocol other than HTTP is refused at its first line.
+func requestLine(line []byte) (method, target, proto []byte, e *Error) {
+	if len(line) == 0 {
+		return nil, nil, nil, bad("empty request line")
+	}
+	if string(line) == "PRI * HTTP/2.0" {
+		return nil, nil, nil, refuse(H2Preface, "an HTTP/2 connection preface; this proxy speaks HTTP/1.1 only")
+	}
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 {
+		return nil, nil, nil, bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
+	}
+	method = line[:sp]
+	if sp == 0 {
+		return nil, nil, nil, bad("the request line starts with a space")
+	}
+	if i := notToken(method); i >= 0 {
+		return nil, nil, nil, badByte(method[i], "the method "+quoteName(method))
+	}
+	rest := line[sp+1:]
+	sp = bytes.IndexByte(rest, ' ')
+	if sp < 0 {
+		return nil, nil, nil, bad("the request line %s is not METHOD SP TARGET SP VERSION", sized(line))
+	}
+	target, proto = rest[:sp], rest[sp+1:]
+	if len(target) == 0 || bytes.IndexByte(proto, ' ') >= 0 {
+		return nil, nil, nil, bad("the request line has an extra space")
+	}
+	switch string(proto) {
+	case "HTTP/1.1", "HTTP/1.0":
+	default:
+		return nil, nil, nil, bad("unsupported protocol version %s; use HTTP/1.1", quoteName(proto))
+	}
+	return method, target, proto, nil
+}
+
 func crlfLine(b []byte, start, lf int) ([]byte, *Error) {
 	if lf == start || b[lf-1] != '\r' {
 		return nil, bad("bare LF in the request head; every line must end in CRLF")
