@@ -34,7 +34,8 @@ What the gate would decide for one request, and why: the decision as JSON on std
 it was decided with on stderr.
 
   METHOD URL     an absolute http:// or https:// URL (https:// is decided as inside a decrypted
-                 tunnel); CONNECT takes host:port. Host comes from the URL unless -H gives one;
+                 tunnel, http:// as a plain proxy request, which is how the gate decides plain
+                 HTTP sent through a CONNECT too); CONNECT takes host:port. Host comes from the URL unless -H gives one;
                  -d and --data-file add a Content-Length (and no Content-Type: give it with -H).
                  Flags may come before or after METHOD URL, as with curl.
   REQUEST_FILE   a raw request: request line, headers, an empty line, the body; - reads stdin.

@@ -352,7 +352,15 @@ func TestDecryptAttacks(t *testing.T) {
 		{"later absolute URL to another port", "origin.test", "origin.test", good + "GET https://origin.test:444/ HTTP/1.1\r\nHost: origin.test:444\r\n\r\n", "E_FLOOR", "floor:tunnel-binding", 1},
 		{"nested CONNECT", "origin.test", "origin.test", "CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n", "E_FLOOR", "framing:nested-connect", 0},
 		{"HTTP/2 preface", "origin.test", "origin.test", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "E_FLOOR", "framing:h2-preface", 0},
-		{"plain text in the tunnel", "origin.test", "-", good, "E_FLOOR", "floor:tls-expected", 0},
+		// Plain HTTP in the tunnel is read as http:// requests of the tunnel's host and port.
+		{"plain text: Host names another host", "origin.test", "-", "GET / HTTP/1.1\r\nHost: other.test:" + fmt.Sprint(e.port) + "\r\n\r\n", "E_FLOOR", "floor:tunnel-binding", 0},
+		{"plain text: Host without port means 80", "origin.test", "-", "GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n", "E_FLOOR", "floor:tunnel-binding", 0},
+		{"plain text: absolute https:// URL", "origin.test", "-", "GET https://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\n\r\n", "E_FLOOR", "floor:tunnel-binding", 0},
+		{"plain text: HTTP/2 preface", "origin.test", "-", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "E_FLOOR", "framing:h2-preface", 0},
+		{"plain text: nested CONNECT", "origin.test", "-", "CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n", "E_FLOOR", "framing:nested-connect", 0},
+		{"plain text: two Content-Lengths", "origin.test", "-", "POST /ok HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "E_FLOOR", "framing:bad-request", 0},
+		{"plain text: not HTTP", "origin.test", "-", "SSH-2.0-OpenSSH_9.2\r\n", "E_FLOOR", "framing:bad-request", 0},
+		{"plain text: a refused POST", "origin.test", "-", "POST /api/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 1\r\n\r\nx", "E_RULE", "no-api-posts", 0},
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
@@ -377,6 +385,9 @@ func TestDecryptAttacks(t *testing.T) {
 			}
 			if last == nil || last.Header.Get(gate.HeaderCode) != a.code || last.Header.Get(gate.HeaderRule) != a.rule {
 				t.Fatalf("want %s %s; the gate answered:\n%s", a.code, a.rule, out)
+			}
+			if a.sni == "-" && strings.Contains(out, "https://") {
+				t.Fatalf("a refusal in a cleartext tunnel names an https:// URL:\n%s", out)
 			}
 			if got := e.origin.count() - before; got != a.okHits {
 				t.Fatalf("%d requests reached the origin, want %d", got, a.okHits)

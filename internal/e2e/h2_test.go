@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -703,6 +704,95 @@ asyncio.run(main(*sys.argv[1:]))
 	if len(echo.got) != 1 || echo.got[0] != "hello" {
 		t.Fatalf("the origin got %q", echo.got)
 	}
+}
+
+// TestWebSocketCleartextTunnel: ws:// through a CONNECT, as gorilla/websocket (and browsers)
+// send it through a proxy: the gate reads the plain HTTP inside the tunnel, decides the upgrade
+// as an http:// URL of the tunnel's host and checks every message; a credential closes the
+// socket (1008, E_SECRET_EGRESS) before it reaches the origin. Python's websockets over a
+// CONNECT it opens itself does the same.
+func TestWebSocketCleartextTunnel(t *testing.T) {
+	py := python(t, "websockets")
+	echo := &wsEcho{}
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { echo.serve(w, r) }))
+	t.Cleanup(o.Close)
+	port := o.Listener.Addr().(*net.TCPAddr).Port
+	e := &h2Env{running: startStackWith(t, fmt.Sprintf(h2Policy, port), nil, nil), port: port}
+	proxy, _ := url.Parse(e.up.Gate)
+	d := websocket.Dialer{Proxy: http.ProxyURL(proxy), HandshakeTimeout: 10 * time.Second}
+	c, resp, err := d.Dial(fmt.Sprintf("ws://origin.test:%d/ws", port), nil)
+	if err != nil {
+		t.Fatalf("gorilla ws:// through the gate: %v %v", resp, err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.WriteMessage(websocket.TextMessage, []byte("hello"))
+	if _, p, err := c.ReadMessage(); err != nil || string(p) != "echo:hello" {
+		t.Fatalf("a clean message: %q %v", p, err)
+	}
+	token := "ghp_" + strings.Repeat("Zz9Y", 9)
+	c.WriteMessage(websocket.TextMessage, []byte(`{"note": "`+token+`"}`))
+	_, _, err = c.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "E_SECRET_EGRESS") {
+		t.Fatalf("after a message with a credential: %v", err)
+	}
+	script := `
+import asyncio, json, socket, sys
+import websockets
+
+async def main(gate, port, token):
+    host, gport = gate.rsplit(":", 1)
+    s = socket.create_connection((host, int(gport)))
+    s.sendall(("CONNECT origin.test:%s HTTP/1.1\r\nHost: origin.test:%s\r\n\r\n" % (port, port)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    out = {}
+    async with websockets.connect("ws://origin.test:%s/ws" % port, sock=s) as ws:
+        await ws.send("from python")
+        out["echo"] = await ws.recv()
+        await ws.send(json.dumps({"note": token}))
+        try:
+            out["after"] = await ws.recv()
+        except websockets.exceptions.ConnectionClosed as e:
+            out["code"], out["reason"] = e.rcvd.code, e.rcvd.reason
+    print(json.dumps(out))
+
+asyncio.run(main(*sys.argv[1:]))
+`
+	out, err := exec.Command(py, "-c", script, e.up.Listen, fmt.Sprint(port), token).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python websockets: %v\n%s", err, out)
+	}
+	if s := string(out); !strings.Contains(s, `"echo": "echo:from python"`) || !strings.Contains(s, `"code": 1008`) || !strings.Contains(s, "E_SECRET_EGRESS") || strings.Contains(s, `"after"`) {
+		t.Fatalf("python websockets: %s", s)
+	}
+	echo.mu.Lock()
+	got := append([]string(nil), echo.got...)
+	echo.mu.Unlock()
+	if len(got) != 2 || got[0] != "hello" || got[1] != "from python" {
+		t.Fatalf("the origin got %q", got)
+	}
+	want := fmt.Sprintf("http://origin.test:%d/ws", port)
+	testkit.WaitFor(t, 10*time.Second, "two cleartext tunnels, their upgrades and sessions", func() bool {
+		var tunnels, upgrades, sessions int
+		for _, m := range e.auditRecords() {
+			switch {
+			case m["event"] == "connect" && m["detail"] == "cleartext":
+				tunnels++
+			case m["event"] == "tunnel-request" && m["url"] == want && m["verdict"] == "FREE":
+				upgrades++
+			case m["event"] == "websocket" && m["code"] == "E_SECRET_EGRESS":
+				sessions++
+			}
+			if strings.Contains(fmt.Sprint(m), token[4:]) {
+				t.Fatalf("a record holds the credential: %v", m)
+			}
+		}
+		return tunnels == 2 && upgrades == 2 && sessions == 2
+	})
 }
 
 // TestH2PythonHttpx: Python's httpx with HTTP/2 on (Debian's python3-httpx and python3-h2)

@@ -139,7 +139,7 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 // a field of its own.
 func (g *Gate) refuseH2Mark(w http.ResponseWriter, r *http.Request, tun *judge.Binding) {
 	ex := g.newExchange(r, "tunnel-request")
-	ex.rec.Method, ex.rec.URL = "-", "https://"+tun.Authority()+"/"
+	ex.rec.Method, ex.rec.URL = "-", tun.Root()
 	a := g.arrival(r)
 	a.Framing = judge.H2Refused(judge.H2Stream, "the stream's header block did not end where the gate marked it (a block that ends inside a field, which HTTP/2 forbids)")
 	pol := g.pol.Load()

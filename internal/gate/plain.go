@@ -317,7 +317,7 @@ func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 		if a.Framing = ci.fc.Refusal(r); a.Framing != nil {
 			ex.rec.Method, ex.rec.URL = "-", "-"
 			if ci.tunnel != nil {
-				ex.rec.URL = "https://" + ci.tunnel.Authority() + "/"
+				ex.rec.URL = ci.tunnel.Root()
 			}
 		}
 	}

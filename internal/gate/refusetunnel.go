@@ -80,7 +80,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		}
 		if fc != nil && fc.Refusal(req) != nil {
 			// A head the framing check refused: nothing of it is known.
-			in.rec.Method, in.rec.URL = "-", "https://"+tun.Authority()+"/"
+			in.rec.Method, in.rec.URL = "-", tun.Root()
 		}
 		in.rec.Agent = ex.rec.Agent
 		in.rec.Detail = "refused with its CONNECT " + ex.rec.ID + ", which the policy refuses as a whole"

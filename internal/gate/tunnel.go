@@ -70,14 +70,28 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 			}
 		}()
 	}
+	end := func(detail string) {
+		ex.bytesIn.Store(t.cc.in.Load())
+		ex.finish(http.StatusOK, t.out(), detail)
+	}
+	if fail != nil && fail.kind == openPlain {
+		// Plain HTTP where TLS was expected: a client that sends http:// and ws:// URLs
+		// through a CONNECT (Go's and Node's proxy clients, browsers for ws://). Its requests
+		// are read as they are, each decided on its own as an http:// URL of the tunnel's
+		// host and port; anything that is not HTTP/1.1 is refused by the framing check.
+		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true}
+		t.client.SetReadDeadline(time.Time{})
+		t.cc.readBufferedFirst()
+		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
+		detached = true
+		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
+			end("cleartext")
+			t.close()
+		})
+		return
+	}
 	if fail != nil {
 		switch fail.kind {
-		case openPlain:
-			// Plain text where TLS was expected: answer in plain text, then close.
-			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:tls-expected",
-				Reason: "the tunnel to " + res.Host + " is decrypted and the client sent plain text instead of TLS"}
-			ex.refused(d, pol)
-			g.writeRawRefusal(t.client, ex, d)
 		case openSNI:
 			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:sni", Reason: fail.detail}
 			ex.refused(d, pol)
@@ -95,10 +109,6 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		return
 	}
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
-	end := func(detail string) {
-		ex.bytesIn.Store(t.cc.in.Load())
-		ex.finish(http.StatusOK, t.out(), detail)
-	}
 	if t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
 		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, http.HandlerFunc(g.serveTunnel))
 		end("http/2")
@@ -282,7 +292,7 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	}
 	sent := *r.URL
 	r = r.WithContext(context.WithValue(r.Context(), sentTargetKey{}, &sent))
-	r.URL.Scheme = "https"
+	r.URL.Scheme = ci.tunnel.Scheme()
 	r.URL.Host = ci.tunnel.Authority()
 	g.serveProxy(w, r)
 }
@@ -309,6 +319,14 @@ type countConn struct {
 func (c *countConn) unbuffer() {
 	if br, ok := c.r.(*bufio.Reader); ok && br.Buffered() == 0 {
 		c.r = c.Conn
+	}
+}
+
+// readBufferedFirst reads what the server had buffered, then straight from the connection,
+// for a tunnel that is served without TLS (the buffer is let go once it is read).
+func (c *countConn) readBufferedFirst() {
+	if br, ok := c.r.(*bufio.Reader); ok {
+		c.r = withBuffered(br, c.Conn)
 	}
 }
 

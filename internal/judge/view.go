@@ -56,6 +56,29 @@ type Binding struct {
 	Port int
 	// Agent is the agent name the CONNECT carried, for the records of the requests inside.
 	Agent string
+	// Cleartext: the client speaks plain HTTP inside the tunnel instead of TLS (a client that
+	// sends http:// and ws:// URLs through a CONNECT); its requests are http:// URLs.
+	Cleartext bool
+}
+
+// Scheme is the scheme of the requests inside the tunnel: https, or http when it is cleartext.
+func (b *Binding) Scheme() string {
+	if b.Cleartext {
+		return "http"
+	}
+	return "https"
+}
+
+// Root is the URL of the root of the tunnel's origin, for the record of a request that names
+// no path the gate could read.
+func (b *Binding) Root() string { return b.Scheme() + "://" + b.Authority() + "/" }
+
+// defaultPort is the port a Host or URL inside the tunnel means when it names none.
+func (b *Binding) defaultPort() int {
+	if b.Cleartext {
+		return 80
+	}
+	return 443
 }
 
 // Authority is host:port.
@@ -134,7 +157,7 @@ func See(a *Arrival) *Request {
 			r.refuse(floorDecision("tunnel-binding", "a decrypted request arrived without its tunnel"))
 			return r
 		}
-		r.Authority = a.Tunnel.Authority()
+		r.Scheme, r.Authority = a.Tunnel.Scheme(), a.Tunnel.Authority()
 		if r.Method == "CONNECT" {
 			// A CONNECT inside a decrypted tunnel would open a tunnel the gate does not see
 			// into: refused on HTTP/2 as package framing refuses it on HTTP/1.1 (an extended
@@ -321,15 +344,15 @@ func IsWebSocket(upgrade string) bool {
 // bindingError says why a request inside a tunnel does not belong to it, or "".
 func bindingError(u *url.URL, hostHeader string, tun *Binding) string {
 	if u.IsAbs() {
-		if u.Scheme != "https" {
-			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only https belongs in it", tun.Authority(), shown(u.Scheme, 16))
+		if u.Scheme != tun.Scheme() {
+			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only %s belongs in it", tun.Authority(), shown(u.Scheme, 16), tun.Scheme())
 		}
-		host, port, ref := floor.Authority(u.Host, 443)
+		host, port, ref := floor.Authority(u.Host, tun.defaultPort())
 		if ref != nil || host != tun.Host || port != tun.Port {
 			return fmt.Sprintf("a request inside the tunnel to %s names another host or port; every request in a tunnel must go to its host and port", tun.Authority())
 		}
 	}
-	host, port, ref := floor.Authority(hostHeader, 443)
+	host, port, ref := floor.Authority(hostHeader, tun.defaultPort())
 	if ref != nil || host != tun.Host || port != tun.Port {
 		return fmt.Sprintf("the Host header inside the tunnel to %s names another host or port", tun.Authority())
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,6 +47,8 @@ type arrive struct {
 	host        string // the Host header inside a tunnel; default: the URL's
 	plain       bool   // an https URL in a plain proxy request, not inside a tunnel
 	h2          bool   // on an HTTP/2 stream inside the tunnel (host is then :authority)
+	cleartext   bool   // an http URL inside a cleartext tunnel to its host and port
+	target      string // the target sent inside the tunnel; default: the URL in origin-form
 }
 
 func (a arrive) arrival(t *testing.T) *Arrival {
@@ -62,10 +65,22 @@ func (a arrive) arrival(t *testing.T) *Arrival {
 	if a.body != "" {
 		ar.Body, ar.BodySize = []byte(a.body), int64(len(a.body))
 	}
-	if u.Scheme == "https" && !a.plain {
+	if u.Scheme == "https" && !a.plain || a.cleartext {
 		inner := *u
 		inner.Scheme, inner.Host = "", ""
-		ar.Kind, ar.URL, ar.Tunnel = Tunnel, &inner, &Binding{Host: u.Hostname(), Port: 443}
+		port := 443
+		if a.cleartext {
+			port = 80
+		}
+		if p := u.Port(); p != "" {
+			port, _ = strconv.Atoi(p)
+		}
+		ar.Kind, ar.URL, ar.Tunnel = Tunnel, &inner, &Binding{Host: u.Hostname(), Port: port, Cleartext: a.cleartext}
+		if a.target != "" {
+			if ar.URL, err = url.Parse(a.target); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if a.host != "" {
 			ar.Host = a.host
 		}
@@ -103,6 +118,7 @@ func TestSee(t *testing.T) {
 		rule    string
 		agent   string
 		gone    []string // headers that must not go out
+		scheme  string   // the scheme decided; default: not checked
 	}{
 		{name: "a token in Proxy-Authorization is the gate's, never sent on",
 			in:      arrive{method: "GET", url: "http://docs.example.com/a", header: http.Header{"Proxy-Authorization": {basic}}},
@@ -169,6 +185,24 @@ func TestSee(t *testing.T) {
 		{name: "HTTP/2: TE trailers", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
 			header: http.Header{"Te": {"trailers"}}},
 			verdict: policy.Free, rule: policy.RuleTrusted},
+		{name: "a cleartext tunnel: a request is decided as an http:// URL of the tunnel's host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true},
+			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "http"},
+		{name: "a cleartext tunnel on another port: its Host names it, and the floor's ports apply", in: arrive{method: "GET", url: "http://docs.example.com:8080/a", cleartext: true},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:port", scheme: "http"},
+		{name: "a cleartext tunnel: a Host with no port means 80, not the tunnel's 8080", in: arrive{method: "GET", url: "http://docs.example.com:8080/a", cleartext: true, host: "docs.example.com"},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "a cleartext tunnel: a Host naming 443", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, host: "docs.example.com:443"},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "a cleartext tunnel: an absolute https:// target", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "https://docs.example.com:80/a"},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "a cleartext tunnel: an absolute target naming another host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "http://evil.example.net/a"},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "a cleartext tunnel: an absolute target naming its own host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "http://docs.example.com/a"},
+			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "http"},
+		{name: "a TLS tunnel: an absolute http:// target", in: arrive{method: "GET", url: "https://docs.example.com/a", target: "http://docs.example.com:443/a"},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
+		{name: "a TLS tunnel: a request is decided as https://", in: arrive{method: "GET", url: "https://docs.example.com/a"},
+			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "https"},
 		{name: "a CONNECT inside a tunnel (an HTTP/2 stream)", in: arrive{method: "CONNECT", url: "https://docs.example.com/", h2: true},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "framing:nested-connect"},
 		{name: "the gate's own name", in: arrive{method: "GET", url: "http://lockhttp.internal/"},
@@ -184,6 +218,9 @@ func TestSee(t *testing.T) {
 			res := Decide(env, v)
 			if res.Verdict != c.verdict || res.Code != c.code || (c.rule != "" && res.Rule != c.rule) {
 				t.Fatalf("got %v %q %q (%s); want %v %q %q", res.Verdict, res.Code, res.Rule, res.Reason, c.verdict, c.code, c.rule)
+			}
+			if c.scheme != "" && v.Scheme != c.scheme {
+				t.Errorf("scheme %q, want %q", v.Scheme, c.scheme)
 			}
 			if v.Agent != c.agent {
 				t.Errorf("agent %q, want %q", v.Agent, c.agent)
