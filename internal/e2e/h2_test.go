@@ -664,41 +664,7 @@ func TestWebSocketPython(t *testing.T) {
 	py := python(t, "websockets")
 	echo := &wsEcho{}
 	e := startH2(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { echo.serve(w, r) }))
-	script := `
-import asyncio, json, socket, ssl, sys
-import websockets
-
-async def main(gate, port, ca, token):
-    host, gport = gate.rsplit(":", 1)
-    s = socket.create_connection((host, int(gport)))
-    s.sendall(("CONNECT origin.test:%s HTTP/1.1\r\nHost: origin.test:%s\r\n\r\n" % (port, port)).encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    ctx = ssl.create_default_context(cafile=ca)
-    out = {}
-    async with websockets.connect("wss://origin.test:%s/ws" % port, sock=s, ssl=ctx, server_hostname="origin.test") as ws:
-        await ws.send("hello")
-        out["echo"] = await ws.recv()
-        await ws.send(json.dumps({"note": token}))
-        try:
-            out["after"] = await ws.recv()
-        except websockets.exceptions.ConnectionClosed as e:
-            out["code"], out["reason"] = e.rcvd.code, e.rcvd.reason
-    print(json.dumps(out))
-
-asyncio.run(main(*sys.argv[1:]))
-`
-	token := "ghp_" + strings.Repeat("Zz9Y", 9)
-	out, err := exec.Command(py, "-c", script, e.up.Listen, fmt.Sprint(e.port), e.up.CACert, token).CombinedOutput()
-	if err != nil {
-		t.Fatalf("python websockets: %v\n%s", err, out)
-	}
-	s := string(out)
-	if !strings.Contains(s, `"echo": "echo:hello"`) || !strings.Contains(s, `"code": 1008`) || !strings.Contains(s, "E_SECRET_EGRESS") || strings.Contains(s, `"after"`) {
-		t.Fatalf("python websockets: %s", s)
-	}
+	pythonWebSocket(t, py, e.up.Listen, e.port, e.up.CACert, "hello")
 	echo.mu.Lock()
 	defer echo.mu.Unlock()
 	if len(echo.got) != 1 || echo.got[0] != "hello" {
@@ -737,38 +703,7 @@ func TestWebSocketCleartextTunnel(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "E_SECRET_EGRESS") {
 		t.Fatalf("after a message with a credential: %v", err)
 	}
-	script := `
-import asyncio, json, socket, sys
-import websockets
-
-async def main(gate, port, token):
-    host, gport = gate.rsplit(":", 1)
-    s = socket.create_connection((host, int(gport)))
-    s.sendall(("CONNECT origin.test:%s HTTP/1.1\r\nHost: origin.test:%s\r\n\r\n" % (port, port)).encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)
-    assert head.startswith(b"HTTP/1.1 200"), head
-    out = {}
-    async with websockets.connect("ws://origin.test:%s/ws" % port, sock=s) as ws:
-        await ws.send("from python")
-        out["echo"] = await ws.recv()
-        await ws.send(json.dumps({"note": token}))
-        try:
-            out["after"] = await ws.recv()
-        except websockets.exceptions.ConnectionClosed as e:
-            out["code"], out["reason"] = e.rcvd.code, e.rcvd.reason
-    print(json.dumps(out))
-
-asyncio.run(main(*sys.argv[1:]))
-`
-	out, err := exec.Command(py, "-c", script, e.up.Listen, fmt.Sprint(port), token).CombinedOutput()
-	if err != nil {
-		t.Fatalf("python websockets: %v\n%s", err, out)
-	}
-	if s := string(out); !strings.Contains(s, `"echo": "echo:from python"`) || !strings.Contains(s, `"code": 1008`) || !strings.Contains(s, "E_SECRET_EGRESS") || strings.Contains(s, `"after"`) {
-		t.Fatalf("python websockets: %s", s)
-	}
+	pythonWebSocket(t, py, e.up.Listen, port, "", "from python")
 	echo.mu.Lock()
 	got := append([]string(nil), echo.got...)
 	echo.mu.Unlock()
@@ -793,6 +728,55 @@ asyncio.run(main(*sys.argv[1:]))
 		}
 		return tunnels == 2 && upgrades == 2 && sessions == 2
 	})
+}
+
+// pyWebSocket opens a CONNECT to origin.test through the gate, then a WebSocket inside it with
+// Python's websockets (wss:// with the CA file given, ws:// with "-"), sends a clean message and
+// one with a credential, and prints what came back as JSON.
+const pyWebSocket = `
+import asyncio, json, socket, ssl, sys
+import websockets
+
+async def main(gate, port, ca, first, token):
+    host, gport = gate.rsplit(":", 1)
+    s = socket.create_connection((host, int(gport)))
+    s.sendall(("CONNECT origin.test:%s HTTP/1.1\r\nHost: origin.test:%s\r\n\r\n" % (port, port)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    scheme, tls = "ws", {}
+    if ca != "-":
+        scheme, tls = "wss", {"ssl": ssl.create_default_context(cafile=ca), "server_hostname": "origin.test"}
+    out = {}
+    async with websockets.connect("%s://origin.test:%s/ws" % (scheme, port), sock=s, **tls) as ws:
+        await ws.send(first)
+        out["echo"] = await ws.recv()
+        await ws.send(json.dumps({"note": token}))
+        try:
+            out["after"] = await ws.recv()
+        except websockets.exceptions.ConnectionClosed as e:
+            out["code"], out["reason"] = e.rcvd.code, e.rcvd.reason
+    print(json.dumps(out))
+
+asyncio.run(main(*sys.argv[1:]))
+`
+
+// pythonWebSocket runs pyWebSocket (ca "": ws://) and checks that the clean message was echoed
+// and the one with a credential closed the socket with 1008 and E_SECRET_EGRESS.
+func pythonWebSocket(t *testing.T, py, gate string, port int, ca, first string) {
+	t.Helper()
+	if ca == "" {
+		ca = "-"
+	}
+	token := "ghp_" + strings.Repeat("Zz9Y", 9)
+	out, err := exec.Command(py, "-c", pyWebSocket, gate, fmt.Sprint(port), ca, first, token).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python websockets: %v\n%s", err, out)
+	}
+	if s := string(out); !strings.Contains(s, `"echo": "echo:`+first+`"`) || !strings.Contains(s, `"code": 1008`) || !strings.Contains(s, "E_SECRET_EGRESS") || strings.Contains(s, `"after"`) {
+		t.Fatalf("python websockets: %s", s)
+	}
 }
 
 // TestH2PythonHttpx: Python's httpx with HTTP/2 on (Debian's python3-httpx and python3-h2)
