@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -99,9 +100,15 @@ func TestClaudeKeyFile(t *testing.T) {
 		gateURL, _ := url.Parse(e.up.Gate)
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.Proxy = http.ProxyURL(gateURL)
+		ca, err := os.ReadFile(e.up.CACert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 		cl := &http.Client{Transport: tr, Timeout: 15 * time.Second}
-		// The plain-HTTP request is enough: injection is decided before the dial.
-		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://api.anthropic.com:%d/v1/models", e.port), nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://api.anthropic.com:%d/v1/models", e.port), nil)
 		req.Header.Set("x-api-key", sdkPlaceholder)
 		resp, err := cl.Do(req)
 		if err != nil {
@@ -109,7 +116,8 @@ func TestClaudeKeyFile(t *testing.T) {
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
-		if resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_INJECT" || !strings.Contains(string(body), "lox run --claude-key-file FILE") {
+		if resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_INJECT" || !strings.Contains(string(body), "lacks it") ||
+			!strings.Contains(string(body), "lox run --claude-key-file FILE") {
 			t.Fatalf("%d %s:\n%s", resp.StatusCode, resp.Header.Get(gate.HeaderCode), body)
 		}
 		if e.api.count() != 0 {

@@ -38,12 +38,15 @@ hosts = ["api.example.test", "origin.test"]
 methods = ["POST"]
 verdict = "free"
 
+# Its origin is plain HTTP on the loopback: http = true is the operator's word that the key may
+# cross that network in clear text.
 [[inject]]
 name = "example-key"
 hosts = ["api.example.test"]
 header = "Authorization"
 secret = "example"
 format = "Bearer {secret}"
+http = true
 
 [[inject]]
 name = "missing"
@@ -172,8 +175,16 @@ func TestInjectionAndSecretEgress(t *testing.T) {
 	})
 	t.Run("a missing secret is E_INJECT", func(t *testing.T) {
 		before := e.origin.count()
+		resp, body := e.do(t, "GET", fmt.Sprintf("https://other.test:%d/x", e.tlsPort), nil, "")
+		if resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_INJECT" || !strings.Contains(body, "secrets file lacks it") || e.origin.count() != before {
+			t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get(gate.HeaderCode), body)
+		}
+	})
+	t.Run("plain http:// to a host whose rule injects over https only is E_INJECT", func(t *testing.T) {
+		before := e.origin.count()
 		resp, body := e.do(t, "GET", fmt.Sprintf("http://other.test:%d/x", e.port), nil, "")
-		if resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_INJECT" || !strings.Contains(body, "secrets file") || e.origin.count() != before {
+		if resp.StatusCode != 403 || resp.Header.Get(gate.HeaderCode) != "E_INJECT" || resp.Header.Get(gate.HeaderRule) != "inject:missing" ||
+			!strings.Contains(body, "over https only") || e.origin.count() != before {
 			t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get(gate.HeaderCode), body)
 		}
 	})

@@ -136,6 +136,11 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 	}
 	// 5. Credential injection.
 	if inj := p.InjectionFor(host); inj != nil {
+		if r.Scheme != "https" && !inj.HTTP {
+			// The credential would cross the network in clear text.
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name,
+				Reason: fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s over https only, and this request is plain http://; use https://", inj.Name, host)}
+		}
 		var val string
 		ok := false
 		if in.SecretsErr == nil {

@@ -214,6 +214,20 @@ func TestInjectInstruction(t *testing.T) {
 	if res := run(t, p, in, tcase{method: "GET", url: "https://docs.example.com/"}); res.Inject != nil {
 		t.Fatal("injected for another host")
 	}
+	// Plain http:// to an injecting host is refused: the credential would cross the network in
+	// clear text. A rule with http = true adds it there too.
+	if res := run(t, p, in, tcase{method: "POST", url: "http://api.example.com/v1", body: "x"}); res.Inject != nil || res.Code != policy.CodeInject ||
+		res.Rule != "inject:example-key" || !strings.Contains(res.Reason, "https only") {
+		t.Fatalf("plain http:// to an injecting host: %+v %+v", res.Decision, res.Inject)
+	}
+	hp, err := policy.Load("judge.toml", []byte(strings.Replace(judgePolicy, `name = "example-key"`, "name = \"example-key\"\nhttp = true", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hin, _ := NewChecks(hp, map[string]string{"example": injectedVal}, nil, nil, nil)
+	if res := run(t, hp, hin, tcase{method: "POST", url: "http://api.example.com/v1", body: "x"}); res.Inject == nil || res.Inject.Value != "Bearer "+injectedVal {
+		t.Fatalf("http = true, plain http://: %+v %+v", res.Decision, res.Inject)
+	}
 	// A secrets file that did not load refuses injecting hosts.
 	in2, _ := NewChecks(p, nil, fmt.Errorf("mode 0644"), nil, nil)
 	if res := run(t, p, in2, tcase{method: "POST", url: "https://api.example.com/v1", body: "x"}); res.Code != policy.CodeInject || !strings.Contains(res.Reason, "does not load") {

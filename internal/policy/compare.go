@@ -484,6 +484,8 @@ func (c *Comparison) injections(old, new []FileInject) {
 			c.loose("inject: + %q (secret %q as %s to %s)", i.Name, i.Secret, target, strings.Join(i.Hosts, ", "))
 		case key(prev) != key(i):
 			c.loose("inject %q: changed (secret %q as %s to %s)", i.Name, i.Secret, target, strings.Join(i.Hosts, ", "))
+		case i.HTTP && !prev.HTTP:
+			c.loose("inject %q: http = true (the secret also goes out on plain http:// requests)", i.Name)
 		}
 	}
 	for _, i := range old {

@@ -143,6 +143,10 @@ func TestCompare(t *testing.T) {
 		{"inject added", func(s string) string {
 			return s + "\n[[inject]]\nname = \"npm\"\nhosts = [\"registry.npmjs.org\"]\nheader = \"Authorization\"\nsecret = \"npm\"\n"
 		}, `inject: + "npm"`, ""},
+		{"inject on http:// too", func(s string) string {
+			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\nhttp = true", 1)
+		},
+			`inject "gh": http = true`, ""},
 		{"inject removed", func(s string) string {
 			return strings.Replace(s, "[[inject]]\nname = \"gh\"\nhosts = [\"api.github.com\"]\nheader = \"Authorization\"\nsecret = \"github\"\n", "", 1)
 		}, "", `inject: - "gh"`},

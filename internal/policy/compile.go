@@ -107,6 +107,7 @@ type Injection struct {
 	Header, Query string
 	Secret        string
 	Format        string // with {secret}; never empty after compile
+	HTTP          bool   // plain http:// requests get it too (else they are refused)
 }
 
 // Value is the header or query value to write, given the secret.
@@ -933,7 +934,7 @@ func (c *compiler) injections(p *Policy, rules []FileInject) {
 		if len(fi.Hosts) == 0 {
 			c.errorf(at("hosts"), label, "hosts is missing; name the hosts that receive the credential")
 		}
-		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format}
+		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format, HTTP: fi.HTTP}
 		idx := len(p.injections)
 		hosts := spellings{}
 		for _, h := range fi.Hosts {

@@ -85,7 +85,7 @@ func (c Code) Advice() string {
 	case CodeSourceUnknown:
 		return "The gate cannot tell which container sent this. Use the proxy address you were given."
 	case CodeInject:
-		return "The gate is meant to add a credential for this host and cannot: its secrets file lacks the secret or does not load. Ask the user to put it there (for the Claude API: lox run --claude-key-file FILE, or lockhttp secrets add anthropic --secrets FILE); never send the credential yourself."
+		return "The gate is meant to add a credential for this host and cannot: the request is plain http:// and the gate sends the credential over https only (use https://), or its secrets file lacks the secret or does not load (ask the user to put it there: for the Claude API, lox run --claude-key-file FILE, or lockhttp secrets add anthropic --secrets FILE). Never send the credential yourself."
 	case CodeExfilSuspect:
 		return "The request looks like data leaving the machine and was refused. Ask the user."
 	case CodePinned:

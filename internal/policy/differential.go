@@ -190,7 +190,7 @@ func (d *diffResult) host(old, new *Policy, h string, methods, paths []string) {
 	if !old.Trusted(h) && new.Trusted(h) {
 		d.add(Example{Kind: ExampleTrusted, Host: h, Was: "not trusted", Now: "trusted for reads (free without a rule; the heuristics score it as trusted)"})
 	}
-	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); nj != nil && (oj == nil || !sameInjection(oj, nj)) {
+	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); nj != nil && (oj == nil || !sameInjection(oj, nj) || nj.HTTP && !oj.HTTP) {
 		d.add(Example{Kind: ExampleInject, Host: h, Was: injectionWords(oj), Now: injectionWords(nj)})
 	}
 	for _, m := range methods {
@@ -234,9 +234,11 @@ func hostDiffers(old, new *Policy, h string) bool {
 		return true
 	}
 	oj, nj := old.InjectionFor(h), new.InjectionFor(h)
-	return (oj == nil) != (nj == nil) || (oj != nil && !sameInjection(oj, nj))
+	return (oj == nil) != (nj == nil) || (oj != nil && (!sameInjection(oj, nj) || oj.HTTP != nj.HTTP))
 }
 
+// sameInjection: a and b put the same value in the same place (whether plain http:// requests get
+// it too is compared apart: only turning that on loosens).
 func sameInjection(a, b *Injection) bool {
 	return a.Header == b.Header && a.Query == b.Query && a.Secret == b.Secret && a.Format == b.Format
 }
@@ -249,7 +251,11 @@ func injectionWords(in *Injection) string {
 	if in.Header == "" {
 		target = "query parameter " + in.Query
 	}
-	return fmt.Sprintf("secret %q as %s (inject %q)", in.Secret, target, in.Name)
+	over := ""
+	if in.HTTP {
+		over = ", on http:// too"
+	}
+	return fmt.Sprintf("secret %q as %s%s (inject %q)", in.Secret, target, over, in.Name)
 }
 
 func addressWords(a netip.Addr, ok bool) string {

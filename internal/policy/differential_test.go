@@ -110,6 +110,10 @@ func TestDifferential(t *testing.T) {
 		{"inject added", func(s string) string {
 			return s + "\n[[inject]]\nname = \"npm\"\nhosts = [\"registry.npmjs.org\"]\nquery = \"token\"\nsecret = \"npm\"\n"
 		}, `requests to registry.npmjs.org would carry secret "npm" as query parameter token (inject "npm"), carried no injected credential`, ExampleInject},
+		{"inject on http:// too", func(s string) string {
+			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\nhttp = true", 1)
+		},
+			`requests to api.github.com would carry secret "github" as header Authorization, on http:// too (inject "gh"), carried secret "github" as header Authorization (inject "gh")`, ExampleInject},
 		{"deny rule narrowed to CONNECT", func(s string) string {
 			return strings.Replace(s, "paths = [\"/admin/**\"]\nverdict = \"deny\"", "methods = [\"CONNECT\"]\nverdict = \"deny\"", 1)
 		}, `GET https://git.example.com/admin would be ASK (rule "default"), was DENY (rule "no-admin")`, ExampleRequest},

@@ -99,6 +99,9 @@ type FileInject struct {
 	// Format is the value written, with {secret} standing for the secret, such as
 	// "Bearer {secret}". Empty: the secret alone.
 	Format string `toml:"format"`
+	// HTTP adds the credential to plain http:// requests too, where it crosses the network in
+	// clear text. Default: https only; an http:// request to the hosts is refused.
+	HTTP bool `toml:"http"`
 }
 
 // FileClaude is [claude].
