@@ -76,9 +76,10 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	}
 	if fail != nil && fail.kind == openPlain {
 		// Plain HTTP where TLS was expected: a client that sends http:// and ws:// URLs
-		// through a CONNECT (Go's and Node's proxy clients, browsers for ws://). Its requests
-		// are read as they are, each decided on its own as an http:// URL of the tunnel's
-		// host and port; anything that is not HTTP/1.1 is refused by the framing check.
+		// through a CONNECT (undici's ProxyAgent, gorilla/websocket, browsers for ws://).
+		// Its requests are read as they are, each decided on its own as an http:// URL of
+		// the tunnel's host and port; anything that is not HTTP/1.1 is refused by the
+		// framing check.
 		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true}
 		t.client.SetReadDeadline(time.Time{})
 		t.cc.readBufferedFirst()
