@@ -369,6 +369,11 @@ func clientCurl(t *testing.T, e *clientsEnv) {
 	e.throughGate(t, out, plain)
 	e.throughGate(t, out, tls)
 
+	// --proxytunnel: curl sends http:// through a CONNECT, and the gate reads it inside.
+	tunneled := e.plainURL("/matrix/curl-proxytunnel")
+	out = run(t, e.clientEnv(t, ca, "http_proxy="+e.up.Gate), "", curl, "-sS", "--fail", "--max-time", "10", "--proxytunnel", tunneled)
+	e.throughCONNECT(t, out, tunneled)
+
 	// Without the lower-case variable curl goes straight to the origin (--resolve points it at
 	// the loopback origin, so that nothing asks a DNS server for plain.test).
 	bypass := e.plainURL("/matrix/curl-upper-case")
