@@ -105,6 +105,9 @@ func assessSecrets(r *Report, f *Facts) {
 		rules = f.Console.Injects
 	}
 	for _, in := range rules {
+		if in.HTTP {
+			r.add(Warn, "secrets", "inject %q adds its secret to plain http:// requests to %s too (http = true): it crosses the network in clear text; fix: remove http = true unless that network is yours", in.Name, strings.Join(in.Hosts, ", "))
+		}
 		if slices.Contains(s.Names, in.Secret) {
 			r.add(OK, "secrets", "inject %q: its secret %q loads from %s", in.Name, in.Secret, s.Path)
 			continue

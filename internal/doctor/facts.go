@@ -86,11 +86,13 @@ type SecretsFacts struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// InjectRule is one [[inject]] rule of the served policy: its name, hosts and secret's name.
+// InjectRule is one [[inject]] rule of the served policy: its name, hosts, secret's name and
+// whether plain http:// requests get it.
 type InjectRule struct {
 	Name   string   `json:"name"`
 	Hosts  []string `json:"hosts"`
 	Secret string   `json:"secret"`
+	HTTP   bool     `json:"http,omitempty"` // plain http:// requests get the secret too
 }
 
 // SupervisionFacts: the local stack's processes as lox run's supervisor keeps them.
