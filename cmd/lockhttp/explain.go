@@ -39,7 +39,8 @@ it was decided with on stderr.
                  -d and --data-file add a Content-Length (and no Content-Type: give it with -H).
                  Flags may come before or after METHOD URL, as with curl.
   REQUEST_FILE   a raw request: request line, headers, an empty line, the body; - reads stdin.
-                 Bare LF line ends are read as CRLF.
+                 Bare LF line ends are read as CRLF. A CONNECT head followed by a request is
+                 that request sent in the tunnel: inside TLS, or as plain HTTP with --cleartext.
 
 The policy: --policy FILE, or --state DIR for the approved policy the console of lox run
 --state DIR serves (the gate decides with it, whatever the file on disk now says); without
@@ -87,7 +88,7 @@ type explainArgs struct {
 	batch                             string
 	policy, state, container, secrets string
 	resolve                           resolveFlag
-	dns, noDecrypt                    bool
+	dns, noDecrypt, cleartext         bool
 	headers                           listFlag
 	data                              string
 	hasData                           bool // -d was given (an empty -d is an empty body)
@@ -105,6 +106,7 @@ func (a *explainArgs) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Var(a.resolve, "resolve", "`HOST=IP`: answer for a name instead of DNS (repeatable)")
 	fs.BoolVar(&a.dns, "dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
 	fs.BoolVar(&a.noDecrypt, "no-decrypt", false, "decide as a gate without a signer: every CONNECT at the domain")
+	fs.BoolVar(&a.cleartext, "cleartext", false, "with a REQUEST_FILE of a CONNECT and the request after it: that request is plain HTTP sent through the tunnel, not TLS")
 	fs.StringVar(&a.secrets, "secrets", "", "the gate's secrets `FILE`, for the checks of injected credentials")
 	fs.Var(&a.headers, "H", "with METHOD URL: a header line `'NAME: VALUE'` (repeatable, in order)")
 	fs.Func("d", "with METHOD URL: the request `BODY`, sent as given", func(s string) error {
@@ -563,7 +565,7 @@ func (a *explainArgs) options(pol *policy.Policy, stderr io.Writer) explain.Opti
 	for _, p := range problems {
 		fmt.Fprintln(stderr, "lockhttp explain: note:", p)
 	}
-	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Checks: insp}
+	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Cleartext: a.cleartext, Checks: insp}
 	if a.dns {
 		o.Resolver = net.DefaultResolver
 	}

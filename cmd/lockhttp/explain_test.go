@@ -112,6 +112,12 @@ func TestExplainDecides(t *testing.T) {
 		{"request file: HTTP/1.0 URL needs no Host", []string{"--policy", pol, "-"}, "GET http://example.org/ HTTP/1.0\n\n", "FREE", "example-read", "plain", ""},
 		{"request file: origin-form with a Host is the gate's refusal", []string{"--policy", pol, "-"}, "GET /x HTTP/1.1\nHost: example.org\n\n", "DENY", "floor:origin-form", "", ""},
 		{"request file: not a request", []string{"--policy", pol, "-"}, "hello\n", "DENY", "framing:bad-request", "", ""},
+		{"--cleartext: plain HTTP after a CONNECT is an http:// request of its host and port", []string{"--policy", pol, "--cleartext", "-"},
+			"CONNECT example.org:80 HTTP/1.1\n\nGET /docs HTTP/1.1\nHost: example.org\n\n", "FREE", "example-read", "tunnel", ""},
+		{"the same request after a CONNECT, read as inside TLS: its Host means 443", []string{"--policy", pol, "-"},
+			"CONNECT example.org:80 HTTP/1.1\n\nGET /docs HTTP/1.1\nHost: example.org\n\n", "DENY", "floor:tunnel-binding", "tunnel", ""},
+		{"--cleartext: an https:// target in a cleartext tunnel", []string{"--policy", pol, "--cleartext", "-"},
+			"CONNECT example.org:80 HTTP/1.1\n\nGET https://example.org:80/docs HTTP/1.1\nHost: example.org:80\n\n", "DENY", "floor:tunnel-binding", "tunnel", "only http belongs in it"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -205,6 +211,7 @@ func TestExplainUsageErrors(t *testing.T) {
 		{"CONNECT without a port", []string{"--policy", pol, "CONNECT", "example.org"}, "", "is not host:port"},
 		{"CONNECT with a signed port", []string{"--policy", pol, "CONNECT", "example.org:+443"}, "", "is not host:port"},
 		{"CONNECT with a body", []string{"--policy", pol, "CONNECT", "example.org:443", "-d", "x"}, "", "a CONNECT has no body"},
+		{"--cleartext without a CONNECT", []string{"--policy", pol, "--cleartext", "GET", "http://example.org/"}, "", "--cleartext reads a CONNECT head and the plain request sent after it"},
 		{"header without a colon", []string{"--policy", pol, "GET", "https://example.org/", "-H", "Accept"}, "", `the header "Accept" has no ':'; write it as -H 'Name: value'`},
 		{"header with a bad name", []string{"--policy", pol, "GET", "https://example.org/", "-H", "X Y: z"}, "", `"X Y" is not a header name`},
 		{"header with a line break", []string{"--policy", pol, "GET", "https://example.org/", "-H", "A: b\r\nC: d"}, "", "has a line break"},

@@ -61,32 +61,81 @@ func TestExplainAgreesWithGate(t *testing.T) {
 			}
 			resp := firstResponse(t, e.up.Listen, conn)
 			code, rule := resp.Header.Get(gate.HeaderCode), resp.Header.Get(gate.HeaderRule)
-			switch ex.Verdict {
-			case "FREE":
-				if code != "" || resp.StatusCode >= 400 {
-					t.Fatalf("explain says FREE (%s), the gate answered %d %s %s", ex.Reason, resp.StatusCode, code, rule)
-				}
-			case "ASK":
-				// The stack's hub holds it for the policy's hold, then answers E_PENDING.
-				if code != "E_PENDING" || rule != ex.Rule {
-					t.Fatalf("explain says ASK by %q, the gate answered %d %q by %q", ex.Rule, resp.StatusCode, code, rule)
-				}
-			case "DENY":
-				if strings.HasPrefix(raw, "CONNECT") && resp.StatusCode == 200 {
-					// A refused CONNECT the gate can decrypt is opened, and its refusal answers
-					// the first request inside; the CONNECT's record holds the decision.
-					rec := e.recordFor(resp.Header.Get(gate.HeaderRequest))
-					code, rule = str(rec["code"]), str(rec["rule"])
-				}
-				if code != ex.Code || rule != ex.Rule {
-					t.Fatalf("explain says DENY %s by %q (%s), the gate answered %d %q by %q", ex.Code, ex.Rule, ex.Reason, resp.StatusCode, code, rule)
-				}
-			default:
-				t.Fatalf("explain verdict %q", ex.Verdict)
+			if ex.Verdict == "DENY" && strings.HasPrefix(raw, "CONNECT") && resp.StatusCode == 200 {
+				// A refused CONNECT the gate can decrypt is opened, and its refusal answers the
+				// first request inside; the CONNECT's record holds the decision.
+				rec := e.recordFor(resp.Header.Get(gate.HeaderRequest))
+				code, rule = str(rec["code"]), str(rec["rule"])
 			}
-			t.Logf("%s %s %s", ex.Verdict, ex.Code, ex.Rule)
+			agrees(t, ex, resp.StatusCode, code, rule)
 		})
 	}
+}
+
+// TestExplainAgreesInCleartextTunnels: plain HTTP sent through a CONNECT, to the running gate
+// and to lockhttp explain --cleartext given the same bytes: the same decisions.
+func TestExplainAgreesInCleartextTunnels(t *testing.T) {
+	e := startCore(t)
+	o := fmt.Sprintf("origin.test:%d", e.port)
+	connect := "CONNECT " + o + " HTTP/1.1\r\nHost: " + o + "\r\n\r\n"
+	inside := []string{
+		"GET /read HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"GET http://" + o + "/read HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"POST /upload/x HTTP/1.1\r\nHost: " + o + "\r\nContent-Length: 5\r\n\r\nhello",
+		"GET /admin/x HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"DELETE /x HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		fmt.Sprintf("GET / HTTP/1.1\r\nHost: other.test:%d\r\n\r\n", e.port),
+		"GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n",
+		"GET https://" + o + "/ HTTP/1.1\r\nHost: " + o + "\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: " + o + "\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+	}
+	for i, in := range inside {
+		line, _, _ := strings.Cut(in, "\r\n")
+		t.Run(fmt.Sprintf("%02d %s", i, line), func(t *testing.T) {
+			ex := explainRaw(t, e.policy, connect+in, "--cleartext")
+			c, err := net.Dial("tcp", e.up.Listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(c, connect)
+			br := bufio.NewReader(c)
+			if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT: %v %v", resp, err)
+			}
+			io.WriteString(c, strings.Replace(in, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the answer inside the tunnel: %v", err)
+			}
+			resp.Body.Close()
+			agrees(t, ex, resp.StatusCode, resp.Header.Get(gate.HeaderCode), resp.Header.Get(gate.HeaderRule))
+		})
+	}
+}
+
+// agrees checks the gate's answer (its status, code and rule) against explain's decision.
+func agrees(t *testing.T, ex explained, status int, code, rule string) {
+	t.Helper()
+	switch ex.Verdict {
+	case "FREE":
+		if code != "" || status >= 400 {
+			t.Fatalf("explain says FREE (%s), the gate answered %d %s %s", ex.Reason, status, code, rule)
+		}
+	case "ASK":
+		// The stack's hub holds it for the policy's hold, then answers E_PENDING.
+		if code != "E_PENDING" || rule != ex.Rule {
+			t.Fatalf("explain says ASK by %q, the gate answered %d %q by %q", ex.Rule, status, code, rule)
+		}
+	case "DENY":
+		if code != ex.Code || rule != ex.Rule {
+			t.Fatalf("explain says DENY %s by %q (%s), the gate answered %d %q by %q", ex.Code, ex.Rule, ex.Reason, status, code, rule)
+		}
+	default:
+		t.Fatalf("explain verdict %q", ex.Verdict)
+	}
+	t.Logf("%s %s %s", ex.Verdict, ex.Code, ex.Rule)
 }
 
 func TestExplainUsage(t *testing.T) {
@@ -142,9 +191,13 @@ func TestCAInitRefusesToOverwrite(t *testing.T) {
 }
 
 // explainRaw decides one raw request with lockhttp explain under the policy file.
-func explainRaw(t *testing.T, policyPath, raw string) (ex struct{ Verdict, Code, Rule, Reason string }) {
+// explained is what explainRaw reads of lockhttp explain's answer.
+type explained struct{ Verdict, Code, Rule, Reason string }
+
+// explainRaw runs lockhttp explain on raw with the policy at policyPath and flags.
+func explainRaw(t *testing.T, policyPath, raw string, flags ...string) (ex explained) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "lockhttp"), "explain", "--policy", policyPath, "-")
+	cmd := exec.Command(filepath.Join(binDir, "lockhttp"), append(append([]string{"explain", "--policy", policyPath}, flags...), "-")...)
 	cmd.Stdin = strings.NewReader(raw)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

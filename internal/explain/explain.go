@@ -59,6 +59,10 @@ type Options struct {
 	Resolver egress.Resolver
 	// NoDecrypt models a gate without a signer: every CONNECT is decided at the domain.
 	NoDecrypt bool
+	// Cleartext reads the request after a CONNECT head as plain HTTP sent through the tunnel
+	// (no TLS), as the gate reads such a tunnel: an http:// request of the CONNECT's host and
+	// port. Without it, that request is read as sent inside TLS.
+	Cleartext bool
 	// Checks holds the secrets and Claude credentials the checks use; nil: the checks that need
 	// them refuse, as the gate's do.
 	Checks *judge.Checks
@@ -82,6 +86,12 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	a, err := Arrival(raw, o.Policy.Settings.BufferLimit)
 	if err != nil {
 		return nil, err
+	}
+	if o.Cleartext {
+		if a.Tunnel == nil || !bytes.HasPrefix(raw, []byte("CONNECT ")) {
+			return nil, &UsageError{Msg: "--cleartext reads a CONNECT head and the plain request sent after it in the tunnel; give both, one after the other"}
+		}
+		a.Tunnel.Cleartext = true
 	}
 	a.Container = container
 	memory := o.Memory
