@@ -80,7 +80,7 @@ type Conn struct {
 	left     int64 // stLength: body bytes still to accept
 	ch       Chunked
 	started  bool   // stHead: the request line has begun (leading empty lines are behind)
-	lineSeen bool   // stHead: the request line is whole and of the right shape
+	lineSeen bool   // stHead: the request line of a head not yet whole has been checked
 	lead     int    // stHead: empty lines dropped before this request line
 	scan     int    // stHead: buf[r:r+scan] have been searched for the end of the head
 	idle     int    // consecutive empty reads of the wrapped conn
@@ -430,19 +430,22 @@ func (c *Conn) findEnd() (int, *Error) {
 		j := bytes.IndexByte(c.buf[s:c.w], '\n')
 		if j < 0 {
 			c.scan = c.w - c.r
+			if !c.lineSeen {
+				// The head is not whole yet, its request line may be: a line that is not one
+				// (another text protocol) is refused now, not when a head end that may never
+				// come arrives. A whole head's line is parse's to check.
+				if lf := bytes.IndexByte(c.buf[c.r:c.w], '\n'); lf > 0 {
+					c.lineSeen = true
+					if _, _, _, e := requestLine(c.buf[c.r : c.r+lf-1]); e != nil {
+						return 0, e
+					}
+				}
+			}
 			return 0, nil
 		}
 		j += s
 		if c.buf[j-1] != '\r' { // j > c.r: the head starts with a method byte
 			return 0, bad("bare LF in the request head; every line must end in CRLF")
-		}
-		if !c.lineSeen {
-			// The request line is whole: a line that is not one (another text protocol) is
-			// refused now, not when a head end that may never come arrives.
-			if _, _, _, e := requestLine(c.buf[c.r : j-1]); e != nil {
-				return 0, e
-			}
-			c.lineSeen = true
 		}
 		c.scan = j + 1 - c.r
 		if j-c.r >= 3 && c.buf[j-2] == '\n' {

@@ -321,8 +321,6 @@ func parse(b []byte, tunnel bool, h *head) *Error {
 	return nil
 }
 
-// crlfLine returns the line b[start:lf] without its CRLF, refusing a bare LF. (A CR inside the
-// line, like a NUL, fails the byte checks of whatever part of the line it is in: see badByte.)
 // requestLine splits a request line (without its CRLF) into METHOD SP TARGET SP VERSION, and
 // refuses one that is not of that shape, whose method is not a token or whose version is not
 // HTTP/1.1 or HTTP/1.0 (the HTTP/2 preface with its own kind). Conn checks the request line as
@@ -362,6 +360,8 @@ func requestLine(line []byte) (method, target, proto []byte, e *Error) {
 	return method, target, proto, nil
 }
 
+// crlfLine returns the line b[start:lf] without its CRLF, refusing a bare LF. (A CR inside the
+// line, like a NUL, fails the byte checks of whatever part of the line it is in: see badByte.)
 func crlfLine(b []byte, start, lf int) ([]byte, *Error) {
 	if lf == start || b[lf-1] != '\r' {
 		return nil, bad("bare LF in the request head; every line must end in CRLF")
