@@ -81,8 +81,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		// the tunnel's host and port; anything that is not HTTP/1.1 is refused by the
 		// framing check.
 		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true}
-		t.client.SetReadDeadline(time.Time{})
-		t.cc.readBufferedFirst()
+		t.cc.readBufferedFirst() // the server sets its own deadlines
 		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
 		detached = true
 		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {

@@ -370,16 +370,7 @@ func (c *h1Client) sweep() {
 	defer c.mu.Unlock()
 	now := c.now()
 	for key, list := range c.idle {
-		kept := list[:0]
-		for _, pc := range list {
-			if now.Sub(pc.idleAt) < upstreamIdleTimeout {
-				kept = append(kept, pc)
-				continue
-			}
-			pc.conn.Close()
-			c.total--
-		}
-		c.setList(key, kept)
+		c.retain(key, list, func(_ int, pc *upConn) bool { return now.Sub(pc.idleAt) < upstreamIdleTimeout })
 	}
 	c.sweeper = c.total > 0
 	if c.sweeper {
@@ -387,7 +378,6 @@ func (c *h1Client) sweep() {
 	}
 }
 
-// closeIdle closes every pooled connection (a new policy: new connections are checked under it).
 // trimIdle closes each origin's idle connections past the keep it put back last: after a burst,
 // a quiet gate need not hold a connection (and its TLS state and buffers) for every client the
 // burst had.
@@ -395,31 +385,36 @@ func (c *h1Client) trimIdle(keep int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, list := range c.idle {
-		n := len(list) - keep
-		if n <= 0 {
-			continue
+		if n := len(list) - keep; n > 0 {
+			c.retain(key, list, func(i int, _ *upConn) bool { return i >= n })
 		}
-		for _, pc := range list[:n] {
-			pc.conn.Close()
-		}
-		c.total -= n
-		copy(list, list[n:])
-		clear(list[keep:])
-		c.idle[key] = list[:keep]
 	}
 }
 
+// closeIdle closes every pooled connection (a new policy: new connections are checked under it).
 func (c *h1Client) closeIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for key, list := range c.idle {
-		for _, pc := range list {
-			pc.conn.Close()
-		}
-		delete(c.idle, key)
+		c.retain(key, list, func(int, *upConn) bool { return false })
 	}
-	c.total = 0
+}
+
+// retain keeps, in order, the idle connections of key's list for which keep says so (given each
+// one's index), and closes the others. Called with c.mu held.
+func (c *h1Client) retain(key string, list []*upConn, keep func(i int, pc *upConn) bool) {
+	kept := list[:0]
+	for i, pc := range list {
+		if keep(i, pc) {
+			kept = append(kept, pc)
+			continue
+		}
+		pc.conn.Close()
+		c.total--
+	}
+	clear(list[len(kept):]) // the closed ones are not kept alive by the list's array
+	c.setList(key, kept)
 }
 
 // alive checks a pooled connection before it carries a request: one the origin has closed (or
