@@ -139,18 +139,9 @@ func TestWebSocketSecretClosesTheSocket(t *testing.T) {
 func TestWebSocketSecretOnThePlainProxy(t *testing.T) {
 	origin := &gorillaOrigin{got: make(chan string, 16)}
 	tg := startGate(t, origin)
-	o := fmt.Sprintf("origin.test:%d", tg.port)
-	c, err := net.Dial("tcp", tg.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET http://"+o+"/ws HTTP/1.1\r\nHost: "+o+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
-		t.Fatalf("upgrade: %v %v", resp, err)
+	c, br, resp := rawUpgrade(t, tg.addr, fmt.Sprintf("origin.test:%d", tg.port), "/ws", "Sec-WebSocket-Extensions: permessage-deflate\r\n", nil)
+	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Extensions") != "" {
+		t.Fatalf("upgrade: %v", resp)
 	}
 	wsWrite(c, wsframe.Text, true, "hello")
 	if _, p, err := wsRead(br); err != nil || p != "echo:hello" {
@@ -176,6 +167,30 @@ func TestWebSocketSecretOnThePlainProxy(t *testing.T) {
 		t.Fatalf("after a message with a credential: %v %q %v", op, p, err)
 	}
 	checkWSRefused(t, int(p[0])<<8|int(p[1]), p[2:], origin.got, tg.records)
+}
+
+// rawUpgrade dials the gate at addr and writes, in one write, a WebSocket upgrade of path on
+// origin o through the plain proxy (extra: more header lines, each ending in CRLF) and the bytes
+// after; it returns the connection, its reader and the gate's answer.
+func rawUpgrade(t *testing.T, addr, o, path, extra string, after []byte) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	head := "GET http://" + o + path + " HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" + extra + "\r\n"
+	if _, err := c.Write(append([]byte(head), after...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the answer to the upgrade: %v", err)
+	}
+	return c, br, resp
 }
 
 // checkWSRefused checks the close of a session refused for a credential: its code and reason,
@@ -234,21 +249,6 @@ func TestWebSocketFramesTheGateCannotReadCloseTheSocket(t *testing.T) {
 	}
 	tg.g.SetPolicy(p)
 	o := fmt.Sprintf("origin.test:%d", tg.port)
-	upgrade := func(t *testing.T, path string) (net.Conn, *bufio.Reader, *http.Response) {
-		c, err := net.Dial("tcp", tg.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "GET http://"+o+path+" HTTP/1.1\r\nHost: "+o+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, br, resp
-	}
 	key := &[4]byte{1, 2, 3, 4}
 	for _, tc := range []struct {
 		name  string
@@ -260,7 +260,7 @@ func TestWebSocketFramesTheGateCannotReadCloseTheSocket(t *testing.T) {
 		{"a message past buffer_limit", wsframe.AppendFrame(nil, wsframe.Binary, key, []byte(strings.Repeat("x", 2000))), 1009},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, br, resp := upgrade(t, "/ws")
+			c, br, resp := rawUpgrade(t, tg.addr, o, "/ws", "", nil)
 			if resp.StatusCode != 101 {
 				t.Fatalf("upgrade: %v", resp)
 			}
@@ -286,7 +286,7 @@ func TestWebSocketFramesTheGateCannotReadCloseTheSocket(t *testing.T) {
 			io.Copy(io.Discard, brw)
 		})
 		tg.origin.mu.Unlock()
-		_, _, resp := upgrade(t, "/deflate")
+		_, _, resp := rawUpgrade(t, tg.addr, o, "/deflate", "", nil)
 		if resp.StatusCode != 403 || resp.Header.Get(HeaderRule) != "websocket:extension" {
 			t.Fatalf("upgrade with an extension: %v", resp)
 		}
@@ -299,24 +299,12 @@ func TestWebSocketFramesTheGateCannotReadCloseTheSocket(t *testing.T) {
 func TestWebSocketFramesSentWithTheUpgrade(t *testing.T) {
 	origin := &gorillaOrigin{got: make(chan string, 16)}
 	tg := startGate(t, origin)
-	o := fmt.Sprintf("origin.test:%d", tg.port)
-	c, err := net.Dial("tcp", tg.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
 	key := [4]byte{1, 2, 3, 4}
-	b := []byte("GET http://" + o + "/ws HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	b = wsframe.AppendFrame(b, wsframe.Text, &key, []byte("hello"))
-	b = wsframe.AppendFrame(b, wsframe.Text, &key, []byte(`{"note": "`+wsToken+`"}`))
-	if _, err := c.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != 101 {
-		t.Fatalf("upgrade: %v %v", resp, err)
+	frames := wsframe.AppendFrame(nil, wsframe.Text, &key, []byte("hello"))
+	frames = wsframe.AppendFrame(frames, wsframe.Text, &key, []byte(`{"note": "`+wsToken+`"}`))
+	_, br, resp := rawUpgrade(t, tg.addr, fmt.Sprintf("origin.test:%d", tg.port), "/ws", "", frames)
+	if resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v", resp)
 	}
 	// The refusal may come before the origin's echo of the clean message: the gate decides both
 	// messages as soon as it has read them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -219,6 +220,13 @@ func TestInjectInstruction(t *testing.T) {
 	if res := run(t, p, in, tcase{method: "POST", url: "http://api.example.com/v1", body: "x"}); res.Inject != nil || res.Code != policy.CodeInject ||
 		res.Rule != "inject:example-key" || !strings.Contains(res.Reason, "https only") {
 		t.Fatalf("plain http:// to an injecting host: %+v %+v", res.Decision, res.Inject)
+	}
+	// The same through a CONNECT to port 443 whose client speaks plain HTTP inside: http://.
+	u, _ := url.Parse("/v1")
+	plainIn := &Arrival{Kind: Tunnel, Source: netip.MustParseAddr("10.0.0.5"), Container: "agent", Method: "GET", URL: u, Host: "api.example.com:443",
+		Header: http.Header{}, Tunnel: &Binding{Host: "api.example.com", Port: 443, Cleartext: true}}
+	if res := Decide(&Env{Policy: p, Checks: in}, See(plainIn)); res.Inject != nil || res.Code != policy.CodeInject || res.Rule != "inject:example-key" {
+		t.Fatalf("plain HTTP through a CONNECT to an injecting host's 443: %+v %+v", res.Decision, res.Inject)
 	}
 	hp, err := policy.Load("judge.toml", []byte(strings.Replace(judgePolicy, `name = "example-key"`, "name = \"example-key\"\nhttp = true", 1)))
 	if err != nil {
