@@ -198,12 +198,7 @@ func TestTunnelSessionsResume(t *testing.T) {
 	cache := tls.NewLRUClientSessionCache(8)
 	o := fmt.Sprintf("origin.test:%d", tg.port)
 	tunnel := func(sni string) (*tls.Conn, error) {
-		c, err := net.Dial("tcp", tg.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c := dialGate(t, tg.addr)
 		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", o, o)
 		br := bufio.NewReader(c)
 		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {

@@ -169,10 +169,9 @@ func TestWebSocketSecretOnThePlainProxy(t *testing.T) {
 	checkWSRefused(t, int(p[0])<<8|int(p[1]), p[2:], origin.got, tg.records)
 }
 
-// rawUpgrade dials the gate at addr and writes, in one write, a WebSocket upgrade of path on
-// origin o through the plain proxy (extra: more header lines, each ending in CRLF) and the bytes
-// after; it returns the connection, its reader and the gate's answer.
-func rawUpgrade(t *testing.T, addr, o, path, extra string, after []byte) (net.Conn, *bufio.Reader, *http.Response) {
+// dialGate connects to addr for the rest of the test, with a 10 s deadline on the whole
+// exchange.
+func dialGate(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -180,6 +179,15 @@ func rawUpgrade(t *testing.T, addr, o, path, extra string, after []byte) (net.Co
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// rawUpgrade dials the gate at addr and writes, in one write, a WebSocket upgrade of path on
+// origin o through the plain proxy (extra: more header lines, each ending in CRLF) and the bytes
+// after; it returns the connection, its reader and the gate's answer.
+func rawUpgrade(t *testing.T, addr, o, path, extra string, after []byte) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c := dialGate(t, addr)
 	head := "GET http://" + o + path + " HTTP/1.1\r\nHost: " + o + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" + extra + "\r\n"
 	if _, err := c.Write(append([]byte(head), after...)); err != nil {
