@@ -267,9 +267,10 @@ func verifyOnce(dir, dsn string, o *audit.VerifyOptions, stdout, stderr io.Write
 		if srcs, err = audit.DirSources(dir); err != nil {
 			return nil, fail("%v", err)
 		}
-		o.HeadName, o.Head = filepath.Join(dir, audit.HeadName), nil
+		o.HeadName, o.Head, o.HeadSpoiled = filepath.Join(dir, audit.HeadName), nil, nil
 		if h, err := audit.ReadHead(o.HeadName, o.Keys...); err == nil {
 			o.Head = h
+			o.HeadSpoiled, _ = audit.SpoiledSlots(o.HeadName, o.Keys...)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(stdout, "%s\n", audit.Finding{Severity: audit.Tampered, File: o.HeadName, Text: err.Error()})
 			return nil, 1

@@ -189,6 +189,20 @@ func TestVerifyLogTamperCases(t *testing.T) {
 			writeLines(t, p, ls[:4])
 			return nil
 		}, 1, []string{"the signed head names record 12 in " + day2, "the log ends at record 10 (" + day2 + ":4): lines were cut off the end"}},
+		{"spoiled newest head slot and the last batch cut", func(t *testing.T, dir, cp string) []string {
+			// A torn write of the newest slot (its first bytes new, the rest zeros), which
+			// only a crash of the machine leaves, and its record cut off the end: the older
+			// slot names the new end, yet the log cannot be vouched for.
+			spoilHeadSlot(t, dir, 12)
+			p := filepath.Join(dir, day2)
+			writeLines(t, p, lines(t, p)[:5])
+			return nil
+		}, 2, []string{"head.json: slot ", " holds no whole signed head: only a crash of the machine while the gate wrote it leaves that (a killed gate cannot), or someone spoiled it; the head read is the other slot's, record 11", "NOT VERIFIED"}},
+		{"spoiled newest head slot", func(t *testing.T, dir, cp string) []string {
+			// Record 12 was covered by that slot alone.
+			spoilHeadSlot(t, dir, 12)
+			return nil
+		}, 1, []string{"holds no whole signed head", day2 + ":6: lines 6 to 6 are not covered by a signature, nor by the signed head"}},
 		{"missing head", func(t *testing.T, dir, cp string) []string {
 			os.Remove(filepath.Join(dir, audit.HeadName))
 			return nil
@@ -244,6 +258,28 @@ func TestVerifyLogTamperCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spoilHeadSlot tears the slot of DIR/head.json that names record seq as a write cut short by
+// a crash would: its first bytes stay, the rest are zeros.
+func spoilHeadSlot(t *testing.T, dir string, seq int) {
+	t.Helper()
+	p := filepath.Join(dir, audit.HeadName)
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) != 1024 {
+		t.Fatalf("head.json: %d bytes, %v", len(b), err)
+	}
+	for i := 0; i < 2; i++ {
+		slot := b[i*512 : (i+1)*512]
+		if strings.Contains(string(slot), fmt.Sprintf(`"seq":%d,`, seq)) {
+			clear(slot[100:])
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no slot of head.json names record %d:\n%s", seq, b)
 }
 
 func sha256hex(s string) string {

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -290,11 +291,16 @@ func ReadHead(path string, keys ...ed25519.PublicKey) (*Head, error) {
 		return nil, err
 	}
 	var heads []*Head
-	for _, part := range strings.Split(string(data), "\n") {
-		part = strings.Trim(part, " \x00\r\t")
-		var h Head
-		if part != "" && jsonUnmarshal([]byte(part), &h) == nil && h.Sig != "" {
-			heads = append(heads, &h)
+	// Slot by slot: a slot torn by a crash may have lost its newline, and must not take the
+	// other slot with it.
+	for i := 0; i*headSlot < len(data); i++ {
+		slot := data[i*headSlot : min((i+1)*headSlot, len(data))]
+		for _, part := range strings.Split(string(slot), "\n") {
+			part = strings.Trim(part, " \x00\r\t")
+			var h Head
+			if part != "" && jsonUnmarshal([]byte(part), &h) == nil && h.Sig != "" {
+				heads = append(heads, &h)
+			}
 		}
 	}
 	if len(heads) == 0 {
@@ -317,6 +323,48 @@ func ReadHead(path string, keys ...ed25519.PublicKey) (*Head, error) {
 		return best, nil
 	}
 	return newest, nil
+}
+
+// SpoiledSlots reads a head file (DIR/head.json) slot by slot and returns the slots (1 and 2, in
+// the file's order) that hold bytes but no whole signed head whose signature verifies with one
+// of keys (with no keys: no whole signed head). The gate writes each slot whole with one pwrite:
+// a killed gate cannot leave one torn, only a crash of the machine while it wrote one (the head
+// is not fsync'ed), or someone who spoiled it. A slot never written is not in the file.
+func SpoiledSlots(path string, keys ...ed25519.PublicKey) ([]int, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]ed25519.PublicKey{}
+	for _, k := range keys {
+		ids[KeyID(k)] = k
+	}
+	var spoiled []int
+	for i := 0; i*headSlot < len(data); i++ {
+		slot := data[i*headSlot : min((i+1)*headSlot, len(data))]
+		var h Head
+		whole := len(slot) == headSlot || i == 0 && len(data) < headSlot // a head file of one short head (a checkpoint's copy)
+		part := strings.Trim(string(slot), " \n")
+		if !whole || jsonUnmarshal([]byte(part), &h) != nil || h.Sig == "" || len(ids) > 0 && h.Check(ids) != nil {
+			spoiled = append(spoiled, i+1)
+		}
+	}
+	return spoiled, nil
+}
+
+// SpoiledText is what verify-log and the doctor say of a head file whose slots are spoiled
+// (SpoiledSlots), used the head naming record seq (0: none).
+func SpoiledText(path string, slots []int, seq int64) string {
+	names := make([]string, len(slots))
+	for i, s := range slots {
+		names[i] = strconv.Itoa(s)
+	}
+	used := "no slot holds a signed head"
+	if seq > 0 {
+		used = fmt.Sprintf("the head read is the other slot's, record %d, older than the spoiled one may have been", seq)
+	}
+	return fmt.Sprintf("%s: slot %s holds no whole signed head: only a crash of the machine while the gate wrote it leaves that (a killed gate cannot), or someone spoiled it; %s, so lines cut off the end after it cannot be found",
+		filepath.Base(path), strings.Join(names, " and "), used)
 }
 
 // signedLog reports whether dir holds a head or a signed record: a log a lost key must not be

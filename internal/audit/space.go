@@ -96,12 +96,15 @@ type Usage struct {
 	Full    bool  `json:"full,omitempty"`
 	Records int64 `json:"records"` // records written since the gate started
 	Syncs   int64 `json:"fsyncs"`  // fsyncs since the gate started
+	// HeadWarning is what the gate found wrong with the signed head at its start (a spoiled
+	// slot: HeadSlots), "" when nothing.
+	HeadWarning string `json:"head_warning,omitempty"`
 }
 
 // Usage reports the directory's size, its budget and the disk's free space.
 func (w *Writer) Usage() Usage {
 	u := Usage{Dir: w.dir, Bytes: w.size.Load(), Budget: w.budget, Records: w.written.Load(), Syncs: w.syncs.Load(),
-		Full: DiskFull(w.Healthy())}
+		Full: DiskFull(w.Healthy()), HeadWarning: w.headWarning}
 	var st syscall.Statfs_t
 	if syscall.Statfs(w.dir, &st) == nil {
 		u.Free = int64(st.Bavail) * int64(st.Bsize)

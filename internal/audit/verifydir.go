@@ -87,6 +87,9 @@ type VerifyOptions struct {
 	HeadName    string              // where Head came from, for the findings
 	Trusted     *Head               // a checkpoint kept elsewhere (--trusted-head); nil: none
 	TrustedName string
+	// HeadSpoiled are the slots of the head file that hold no whole signed head (SpoiledSlots):
+	// a warning, never a clean verdict.
+	HeadSpoiled []int
 }
 
 // VerifyReport is the outcome of VerifyDir.
@@ -445,6 +448,13 @@ func (v *dirVerifier) finish() {
 	}
 	v.checkHead(v.o.Head, v.o.HeadName, "the signed head")
 	v.checkHead(v.o.Trusted, v.o.TrustedName, "the checkpoint")
+	if len(v.o.HeadSpoiled) > 0 {
+		var seq int64
+		if v.o.Head != nil {
+			seq = v.o.Head.Seq
+		}
+		rep.add(Warning, "", 0, "%s", SpoiledText(orDefault(v.o.HeadName, HeadName), v.o.HeadSpoiled, seq))
+	}
 	if v.o.Head == nil {
 		rep.add(Warning, "", 0, "no signed head (%s): lines cut off the end of the log, or a removed last day file, cannot be found; this is never a clean verdict", orDefault(v.o.HeadName, HeadName))
 	}

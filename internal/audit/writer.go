@@ -108,6 +108,8 @@ type Writer struct {
 
 	seal *sealer // the audit key; nil: unsigned
 	sink Sink
+	// headWarning is what Open found wrong with the signed head (SpoiledText), "" when nothing.
+	headWarning string
 	// The global chain, owned by the committer: the last record's number, its line's hash and
 	// its day file's base name; unsynced reports records written since the last head.
 	seq      int64
@@ -258,8 +260,21 @@ func (w *Writer) openKey(o Options) error {
 		w.log.Warn("audit: created the audit key; keep a copy of its public half out of reach of whoever can write the log",
 			"key", o.KeyFile, "public", o.KeyFile+PubSuffix, "key_id", KeyID(pub))
 	}
-	if _, _, err := w.seal.get(); err != nil {
+	key, _, err := w.seal.get()
+	if err != nil {
 		w.health.Store(&err)
+		return nil
+	}
+	// A spoiled slot of the head is seen now, before this gate's heads overwrite it.
+	path := filepath.Join(o.Dir, HeadName)
+	pub := key.Public().(ed25519.PublicKey)
+	if slots, err := SpoiledSlots(path, pub); err == nil && len(slots) > 0 {
+		var seq int64
+		if h, err := ReadHead(path, pub); err == nil && h.Check(map[string]ed25519.PublicKey{KeyID(pub): pub}) == nil {
+			seq = h.Seq
+		}
+		w.headWarning = SpoiledText(path, slots, seq)
+		w.log.Warn("audit: the signed head was found spoiled at start; run lockhttp verify-log", "dir", o.Dir, "finding", w.headWarning)
 	}
 	return nil
 }
