@@ -264,6 +264,13 @@ func assessGate(r *Report, f *Facts) {
 	case u != nil:
 		assessAuditUsage(r, u)
 	}
+	if n := st.UnrecordedAnswers; n > 0 {
+		r.add(Warn, "audit", "since its start the gate could not write the record of %d answers: it cut each forwarded one before its last byte (its request may have reached the origin) and sent each of its own as E_NO_AUDIT without a request id; "+
+			"fix: see the gate's log (audit write failed) for the requests, and keep the audit's disk from filling (-audit-budget below its free space)", n)
+	}
+	if u := st.Audit; u != nil && u.HeadWarning != "" {
+		r.add(Warn, "audit", "%s; fix: run lockhttp verify-log on %s and compare it with your last checkpoint (lockhttp audit checkpoint)", u.HeadWarning, u.Dir)
+	}
 	if ss := st.AuditSink; ss != nil && ss.State != "ok" {
 		r.add(Warn, "audit", "the audit's database copy is %s (%s), %d records behind: nothing is lost, the files stay the record and the copy catches up from them when the database is back; fix: check the database and the gate's LOCKHTTP_AUDIT_DSN", ss.State, ss.Error, ss.Behind)
 	}

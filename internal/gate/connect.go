@@ -84,7 +84,7 @@ func writeFailure(w http.ResponseWriter, r *http.Request, ex *exchange, status i
 		w.Header()[k] = v
 	}
 	w.Header().Set("Connection", "close")
-	w.WriteHeader(status)
+	w.WriteHeader(resp.StatusCode) // unrecordedRefusal's when the record failed
 	io.Copy(w, resp.Body)
 }
 

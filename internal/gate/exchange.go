@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,10 @@ type exchange struct {
 	bytesIn  atomic.Int64
 	held     []byte      // the request body the gate read before deciding
 	recorded atomic.Bool // the audit record has been written or queued
+	// unrecorded is why the record could not be written (set once, by finish or finishSync, on
+	// the goroutine that then completes the answer): a forwarded answer is cut, an answer of the
+	// gate's own shows no request id (unrecordedRefusal).
+	unrecorded error
 	// closeAfter ends the client connection after the answer: the request asked for an upgrade,
 	// and the framing check stopped following the connection when it saw it.
 	closeAfter bool
@@ -135,18 +140,21 @@ func (ex *exchange) fill(status int, bytesOut int64, detail string) {
 // finish writes the audit record of a request whose response is complete but for what is
 // still on its way to the client, and returns once the record is in the audit file (not
 // fsync'ed: Auditor.Append): a gate killed after it loses no record of an answer a client got.
-// Many requests' records share one write.
-func (ex *exchange) finish(status int, bytesOut int64, detail string) {
+// Many requests' records share one write. When the record could not be written it returns why:
+// the answer must not complete (countingBody holds its last bytes back and forward cuts it).
+func (ex *exchange) finish(status int, bytesOut int64, detail string) error {
 	if ex.recorded.Swap(true) {
-		return
+		return ex.unrecorded
 	}
 	ex.fill(status, bytesOut, detail)
 	ctx, cancel := context.WithTimeout(context.Background(), auditWait)
 	defer cancel()
-	if err := ex.g.audit.Append(ctx, &ex.rec); err != nil {
-		ex.g.log.Error("audit write failed", logID, ex.rec.ID, "err", err)
+	err := ex.g.audit.Append(ctx, &ex.rec)
+	if err != nil {
+		ex.failed(err)
 	}
 	ex.g.logRecord(&ex.rec)
+	return err
 }
 
 // auditWait bounds how long a refusal waits for its record to reach the disk.
@@ -154,18 +162,32 @@ const auditWait = 10 * time.Second
 
 // finishSync writes the audit record and waits until it is on disk: for refusals, before the
 // response is sent. The wait does not end with the request's context (a client that went away,
-// or the framing check's substituted request, whose context ends at once).
-func (ex *exchange) finishSync(ctx context.Context, status int, detail string) {
+// or the framing check's substituted request, whose context ends at once). When the record could
+// not be written it returns why: the answer then shows no request id (unrecordedRefusal).
+func (ex *exchange) finishSync(ctx context.Context, status int, detail string) error {
 	if ex.recorded.Swap(true) {
-		return
+		return ex.unrecorded
 	}
 	ex.fill(status, 0, detail)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWait)
 	defer cancel()
-	if err := ex.g.audit.Write(wctx, &ex.rec); err != nil {
-		ex.g.log.Error("audit write failed", logID, ex.rec.ID, "err", err)
+	err := ex.g.audit.Write(wctx, &ex.rec)
+	if err != nil {
+		ex.failed(err)
 	}
 	ex.g.logRecord(&ex.rec)
+	return err
+}
+
+// failed reports a record that could not be written: the log line names the request (its id is
+// in no record, and its client is never shown it), and the count is the gate's status's and
+// its metrics'.
+func (ex *exchange) failed(err error) {
+	ex.unrecorded = err
+	ex.g.unrecorded.Add(1)
+	ex.g.cfg.Metrics.Unrecorded()
+	ex.g.log.Error("audit write failed: the answer is cut, or refused without a request id",
+		logID, ex.rec.ID, logEvent, ex.rec.Event, logURL, audit.Clip(ex.rec.URL, logMaxURL), logVerdict, ex.rec.Verdict, logStatus, ex.rec.Status, "err", err)
 }
 
 // logRecord writes the request's canonical log line: at debug level for what went out (the
@@ -201,16 +223,27 @@ type countingBody struct {
 	length int64 // the response's Content-Length; -1 when unknown
 	n      int64
 	done   atomic.Bool // the exchange is recorded
+	err    error       // the record could not be written: every read fails
 }
+
+// errUnrecorded ends the copy of an answer whose record could not be written.
+var errUnrecorded = errors.New("the answer's audit record could not be written: the answer is cut")
 
 // Read counts the bytes of the body; the read that brings its last bytes (the Content-Length
 // reached, or the end) records the exchange before it returns them, so that its record is in
-// the audit before the client can hold the whole answer.
+// the audit before the client can hold the whole answer. When the record could not be written,
+// that read returns none of its bytes, and errUnrecorded: the answer stays short.
 func (b *countingBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
 	if err == io.EOF || (b.length >= 0 && b.n >= b.length) {
-		b.record()
+		if b.record() != nil {
+			b.err = errUnrecorded
+			return 0, b.err
+		}
 	}
 	return n, err
 }
@@ -231,10 +264,10 @@ func (b *countingBody) Close() error {
 	return err
 }
 
-func (b *countingBody) record() {
+func (b *countingBody) record() error {
 	if b.done.Swap(true) {
-		return
+		return nil
 	}
 	b.ex.g.exfil.Replied(b.ex.target.Host, b.n)
-	b.ex.finish(b.status, b.n, "")
+	return b.ex.finish(b.status, b.n, "")
 }

@@ -102,6 +102,9 @@ type Gate struct {
 	upstream  *h1Client // HTTP/1.1 to origins on the request's goroutine (upstream.go)
 	idPrefix  string
 	idSeq     atomic.Uint64
+	// unrecorded counts the answers whose audit record could not be written since start: cut
+	// (a forwarded answer) or refused without a request id (an answer of the gate's own).
+	unrecorded atomic.Uint64
 
 	exfil  *exfil.Scorer   // the exfiltration heuristics' memory of hosts, subdomains and bytes
 	budget *budget.Counter // each container's counts against the policy's [[budget]] sections

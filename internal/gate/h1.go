@@ -149,7 +149,8 @@ func (s *h1Conns) shutdown(timeout time.Duration) {
 
 func (c *h1Conn) serve() {
 	defer func() {
-		if p := recover(); p != nil && p != http.ErrAbortHandler {
+		p := recover()
+		if p != nil && p != http.ErrAbortHandler {
 			c.g.log.Error("panic serving a request; its connection is closed", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 		if c.hijacked {
@@ -160,6 +161,11 @@ func (c *h1Conn) serve() {
 			c.all.remove(c)
 		}
 		if !c.hijacked {
+			if p != nil {
+				// An answer cut short (forward aborts one whose record could not be
+				// written): the client must see it fail, not end.
+				resetConn(c.conn)
+			}
 			c.conn.Close()
 		}
 	}()
@@ -661,4 +667,25 @@ func hasToken(vals []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// resetConn closes the TCP connection under c (through the gate's wrappers and a tunnel's TLS)
+// with a reset: what is still unsent of a cut answer is dropped, and the client reads an error,
+// neither the end of a body delimited by the close nor a TLS close_notify that would make a cut
+// answer look whole. Closing c afterwards is still the caller's.
+func resetConn(c net.Conn) {
+	for range 16 {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			x.SetLinger(0)
+			x.Close()
+			return
+		case *framing.Conn:
+			c = x.Conn
+		case interface{ NetConn() net.Conn }:
+			c = x.NetConn()
+		default:
+			return
+		}
+	}
 }

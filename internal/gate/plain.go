@@ -114,6 +114,13 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	io.Copy(to, resp.Body)
 	resp.Body.Close()
+	if cb, ok := resp.Body.(*countingBody); ok && cb.err != nil {
+		// The answer's record could not be written: its last bytes were held back
+		// (countingBody), and the answer is cut, never ended: the server closes the connection
+		// with a reset (HTTP/1.1: no final chunk, a body short of its Content-Length) or resets
+		// the stream (HTTP/2), so that no client holds a whole answer the audit lacks.
+		panic(http.ErrAbortHandler)
+	}
 	if len(resp.Trailer) > 0 {
 		http.NewResponseController(w).Flush() // chunked, however short the body
 		if len(resp.Trailer) == announced {
@@ -291,7 +298,11 @@ func (g *Gate) onResponse(r *http.Request, ex *exchange, resp *http.Response, er
 		return failureResponse(r, ex, http.StatusBadGateway, unreachable(err))
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		ex.finish(resp.StatusCode, 0, "upgraded to "+resp.Header.Get("Upgrade"))
+		if err := ex.finish(resp.StatusCode, 0, "upgraded to "+resp.Header.Get("Upgrade")); err != nil {
+			// No 101 without its record: the origin's side closes, the agent is refused.
+			resp.Body.Close()
+			return refusalResponse(r, unrecordedRefusal(r, ex, err))
+		}
 		return resp
 	}
 	if ex.closeAfter {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -120,7 +121,7 @@ func refusalBody(ex *exchange, d policy.Decision) []byte {
 	if ex.rec.Ticket != "" {
 		fmt.Fprintf(&b, "Ticket:  %s\n", ex.rec.Ticket)
 	}
-	fmt.Fprintf(&b, "Request: %s\n\n", ex.rec.ID)
+	fmt.Fprintf(&b, "Request: %s\n\n", shownID(ex))
 	fmt.Fprintf(&b, "What to do: %s\n", d.Code.Advice())
 	return b.Bytes()
 }
@@ -131,7 +132,9 @@ func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) h
 	h.Set("Content-Length", strconv.Itoa(n))
 	h.Set("Cache-Control", "no-store")
 	h.Set(HeaderCode, string(d.Code))
-	h.Set(HeaderRequest, ex.rec.ID)
+	if id := shownID(ex); id != unrecordedID {
+		h.Set(HeaderRequest, id)
+	}
 	if d.Rule != "" {
 		h.Set(HeaderRule, d.Rule)
 	}
@@ -149,8 +152,39 @@ func refusalHeader(ex *exchange, d policy.Decision, contentType string, n int) h
 // A ResponseWriter takes only the status code, so the refusal is also handed to the request's
 // refusalWriter, which writes it with its reason phrase.
 func (g *Gate) refuse(ctx context.Context, r *http.Request, ex *exchange, d policy.Decision) *http.Response {
-	rf := newRefusal(r, ex, d)
-	ex.finishSync(ctx, refusalStatus(d), "")
+	return refusalResponse(r, recordRefusal(ctx, r, ex, d))
+}
+
+// recordRefusal writes the record of the refusal of r with d, on disk before it returns, and
+// returns the answer: the refusal, or when the record could not be written, unrecordedRefusal.
+func recordRefusal(ctx context.Context, r *http.Request, ex *exchange, d policy.Decision) *refusal {
+	if err := ex.finishSync(ctx, refusalStatus(d), ""); err != nil {
+		return unrecordedRefusal(r, ex, err)
+	}
+	return newRefusal(r, ex, d)
+}
+
+// unrecordedRefusal is what the gate answers, in place of its own answer, when that answer's
+// record could not be written (err): the refusal of a gate whose audit fails, 503 E_NO_AUDIT,
+// with no request id (no X-LockHTTP-Request; the body's request is "none"), since no record
+// holds the one the request was given.
+func unrecordedRefusal(r *http.Request, ex *exchange, err error) *refusal {
+	return newRefusal(r, ex, judge.NoAudit(err))
+}
+
+// unrecordedID is the request id an answer shows when its record could not be written.
+const unrecordedID = "none (the gate could not write this request's audit record)"
+
+// shownID is the request id ex's answer shows: its record's, or unrecordedID.
+func shownID(ex *exchange) string {
+	if ex.unrecorded != nil {
+		return unrecordedID
+	}
+	return ex.rec.ID
+}
+
+// refusalResponse is rf as a response for forward, handed to the request's refusalWriter too.
+func refusalResponse(r *http.Request, rf *refusal) *http.Response {
 	if w := refusalWriterFrom(r.Context()); w != nil {
 		w.refusal = rf
 	}
@@ -170,14 +204,16 @@ func answer(r *http.Request, status int, h http.Header, body []byte) *http.Respo
 
 // refuseWriter audits a refusal and writes it to w; the client connection ends after it.
 func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange, d policy.Decision) {
-	rf := newRefusal(r, ex, d)
-	ex.finishSync(r.Context(), refusalStatus(d), "")
-	writeRefusal(w, r, rf)
+	writeRefusal(w, r, recordRefusal(r.Context(), r, ex, d))
 }
 
 // failure answers a request the gate could not carry out (an unreachable target, a broken
-// audit): 502 or 503 with a body that says why, and no X-LockHTTP-Code.
+// audit): 502 or 503 with a body that says why, and no X-LockHTTP-Code. When its record could
+// not be written (ex.finish failed), the answer is unrecordedRefusal instead.
 func failureResponse(r *http.Request, ex *exchange, status int, why string) *http.Response {
+	if ex.unrecorded != nil {
+		return refusalResponse(r, unrecordedRefusal(r, ex, ex.unrecorded))
+	}
 	body := []byte(fmt.Sprintf("lockhttp could not complete this request: %s %s\n\n%s\n\nRequest: %s\n",
 		display.Escape(ex.rec.Method, false), display.Escape(ex.rec.URL, false), why, ex.rec.ID))
 	h := make(http.Header, 5)

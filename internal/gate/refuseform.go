@@ -101,7 +101,7 @@ func refusalJSON(ex *exchange, d policy.Decision) []byte {
 	doc := refusalDoc{
 		Code: d.Code, Rule: rule, Reason: reason, WhatToDo: d.Code.Advice(),
 		Method: display.Escape(ex.rec.Method, false), URL: display.Escape(ex.rec.URL, false),
-		Ticket: ex.rec.Ticket, Request: ex.rec.ID,
+		Ticket: ex.rec.Ticket, Request: shownID(ex),
 	}
 	doc.Error = fmt.Sprintf("lockhttp refused this request (%s", d.Code)
 	if rule != "" {

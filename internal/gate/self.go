@@ -20,12 +20,15 @@ type SelfAnswer struct {
 	Request       string `json:"request"` // the audit record's id
 }
 
-// selfResponse answers a request for the gate's own name (Decide's rule self) and records it.
+// selfResponse answers a request for the gate's own name (Decide's rule self) and records it,
+// on disk before the answer; when the record could not be written, unrecordedRefusal answers.
 func (g *Gate) selfResponse(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, decrypted bool) *http.Response {
 	body, _ := json.Marshal(SelfAnswer{Gate: "lockhttp", Decrypted: decrypted, Container: res.Container,
 		PolicyVersion: pol.Version, Request: ex.rec.ID})
 	body = append(body, '\n')
-	ex.finishSync(r.Context(), http.StatusOK, "")
+	if err := ex.finishSync(r.Context(), http.StatusOK, ""); err != nil {
+		return refusalResponse(r, unrecordedRefusal(r, ex, err))
+	}
 	h := make(http.Header, 4)
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -23,6 +23,10 @@ type Status struct {
 	// Budgets is what each container has used of each [[budget]] of the policy.
 	Budgets    []budget.Use `json:"budgets,omitempty"`
 	AuditError string       `json:"audit_error,omitempty"`
+	// UnrecordedAnswers is how many answers since start had a record that could not be
+	// written: each forwarded one was cut before its last byte, each of the gate's own was sent
+	// as E_NO_AUDIT without a request id. The log names each (audit write failed).
+	UnrecordedAnswers uint64 `json:"unrecorded_answers,omitempty"`
 	// Audit is how much the audit takes, its budget and the disk's free space (nil when the
 	// auditor does not say).
 	Audit *audit.Usage `json:"audit,omitempty"`
@@ -74,6 +78,7 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 		if err := g.audit.Healthy(); err != nil {
 			st.AuditError = err.Error()
 		}
+		st.UnrecordedAnswers = g.unrecorded.Load()
 		if info.AuditSink != nil {
 			ss := info.AuditSink.Status()
 			st.AuditSink = &ss

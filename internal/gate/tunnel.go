@@ -300,9 +300,7 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 // writeRawRefusal writes a refusal straight to a connection (plain text in a tunnel that should
 // have carried TLS), after its audit record.
 func (g *Gate) writeRawRefusal(c net.Conn, ex *exchange, d policy.Decision) {
-	rf := newRefusal(nil, ex, d)
-	ex.finishSync(context.Background(), refusalStatus(d), "")
-	writeRaw(bufio.NewWriter(c), rf)
+	writeRaw(bufio.NewWriter(c), recordRefusal(context.Background(), nil, ex, d))
 }
 
 // countConn counts the bytes of a hijacked connection, reading what the server had buffered
@@ -335,6 +333,9 @@ func (c *countConn) Read(p []byte) (int, error) {
 	c.in.Add(int64(n))
 	return n, err
 }
+
+// NetConn is the client connection (resetConn reaches the TCP connection through it).
+func (c *countConn) NetConn() net.Conn { return c.Conn }
 
 func (c *countConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)

@@ -215,8 +215,11 @@ func wsDecision(e *wsframe.Error) policy.Decision {
 func (s *wsSession) refuse(d policy.Decision, code uint16) error {
 	s.refusal = &d
 	rec := s.record()
-	rec.finishSync(context.Background(), 0, "")
 	reason := fmt.Sprintf("lockhttp %s %s %s", d.Code, d.Rule, rec.rec.ID)
+	if err := rec.finishSync(context.Background(), 0, ""); err != nil {
+		nd := judge.NoAudit(err) // no id: no record holds it
+		reason = fmt.Sprintf("lockhttp %s %s", nd.Code, nd.Rule)
+	}
 	s.client.SetWriteDeadline(time.Now().Add(drainTimeout))
 	s.wmu.Lock()
 	if !s.closed && s.down.AtBoundary() {

@@ -157,8 +157,10 @@ var (
 		Reason: "the gate runs without a signer, so it decrypts nothing; http://" + floor.SelfName + "/ answers in plain HTTP"}
 )
 
-// noAudit is DecisionNoAudit, with the audit's own public reason when it gives one (a full disk).
-func noAudit(err error) policy.Decision {
+// NoAudit is DecisionNoAudit, with the audit's own public reason when it gives one (a full
+// disk): the decision while the audit cannot be written, and the answer of the gate's own that
+// replaces one whose record could not be written.
+func NoAudit(err error) policy.Decision {
 	d := DecisionNoAudit
 	var pr interface{ PublicReason() string }
 	if errors.As(err, &pr) {
@@ -203,7 +205,7 @@ func decide(env *Env, r *Request) Result {
 		return res
 	}
 	if env.AuditErr != nil {
-		res.Decision = noAudit(env.AuditErr)
+		res.Decision = NoAudit(env.AuditErr)
 		return res
 	}
 	// 2. Floor: the request's shape.

@@ -52,6 +52,7 @@ type Gate struct {
 	policyInfo    *prometheus.GaugeVec
 	policyApplied prometheus.Gauge
 	fetchFailures prometheus.Counter
+	unrecorded    prometheus.Counter
 
 	// decisionPlain, decisionTunnel and decisionConnect are decision's series of the three
 	// kinds, resolved once: a decision is timed without a lookup.
@@ -90,13 +91,15 @@ func NewGate(r *Registry, st GateState) *Gate {
 			Help: "When the gate last took a new policy from the console (Unix time)."}),
 		fetchFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_fetch_failures_total",
 			Help: "Policy fetches from the console that failed (the gate keeps the policy it has)."}),
+		unrecorded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "unrecorded_answers_total",
+			Help: "Answers whose audit record could not be written: a forwarded answer cut before its last byte, or an answer of the gate's own sent as E_NO_AUDIT without a request id."}),
 	}
 	empty := map[RequestKey]*Requests{}
 	g.reqs.Store(&empty)
 	g.decisionPlain = g.decision.WithLabelValues("request")
 	g.decisionTunnel = g.decision.WithLabelValues("tunnel-request")
 	g.decisionConnect = g.decision.WithLabelValues("connect")
-	r.register(g, g.decision, g.upstream, g.budget, g.policyInfo, g.policyApplied, g.fetchFailures)
+	r.register(g, g.decision, g.upstream, g.budget, g.policyInfo, g.policyApplied, g.fetchFailures, g.unrecorded)
 	gauge := func(name, help string, f func() float64) {
 		r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: name, Help: help}, f))
 	}
@@ -238,4 +241,12 @@ func orDash(container string) string {
 		return "-"
 	}
 	return container
+}
+
+// Unrecorded counts an answer whose audit record could not be written.
+func (g *Gate) Unrecorded() {
+	if g == nil {
+		return
+	}
+	g.unrecorded.Inc()
 }
