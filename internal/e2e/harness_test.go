@@ -76,7 +76,13 @@ func startStack(t *testing.T, policyText string) *running {
 // startStackWith is startStack with more lox flags and environment variables.
 func startStackWith(t *testing.T, policyText string, flags, env []string) *running {
 	t.Helper()
-	state := t.TempDir()
+	return startStackAt(t, t.TempDir(), policyText, flags, env)
+}
+
+// startStackAt is startStackWith on a state directory the test made (one whose audit
+// directory, STATE/audit, it mounted a file system on).
+func startStackAt(t *testing.T, state, policyText string, flags, env []string) *running {
+	t.Helper()
 	polPath := filepath.Join(state, "test-policy.toml")
 	if err := os.WriteFile(polPath, []byte(policyText), 0o600); err != nil {
 		t.Fatal(err)
