@@ -265,7 +265,7 @@ func assessGate(r *Report, f *Facts) {
 		assessAuditUsage(r, u)
 	}
 	if n := st.UnrecordedAnswers; n > 0 {
-		r.add(Warn, "audit", "since its start the gate could not write the record of %d answers: it cut each forwarded one before its last byte (its request may have reached the origin) and sent each of its own as E_NO_AUDIT without a request id; "+
+		r.add(Warn, "audit", "since its start the gate could not write the record of %d requests: it cut each forwarded answer before its last byte (its request may have reached the origin) and sent each answer of its own as E_NO_AUDIT without a request id; "+
 			"fix: see the gate's log (audit write failed) for the requests, and keep the audit's disk from filling (-audit-budget below its free space)", n)
 	}
 	if u := st.Audit; u != nil && u.HeadWarning != "" {

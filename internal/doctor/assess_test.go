@@ -143,7 +143,7 @@ func TestEachBreakage(t *testing.T) {
 			f.Gate.Status.AuditSink = &audit.SinkStatus{State: "down", Error: "auditdb: connect: refused", Behind: 42}
 		}, Warn, "audit", "the audit's database copy is down (auditdb: connect: refused), 42 records behind: nothing is lost"},
 		{"answers whose record could not be written", func(f *Facts) { f.Gate.Status.UnrecordedAnswers = 7 }, Warn, "audit",
-			"since its start the gate could not write the record of 7 answers: it cut each forwarded one before its last byte"},
+			"since its start the gate could not write the record of 7 requests: it cut each forwarded answer before its last byte"},
 		{"a spoiled head slot at the gate's start", func(f *Facts) {
 			f.Gate.Status.Audit = &audit.Usage{Dir: "/vol/audit", Bytes: 1 << 20, Free: 50 << 30, Total: 100 << 30,
 				HeadWarning: audit.SpoiledText("/vol/audit/head.json", []int{2}, 41)}

@@ -180,13 +180,13 @@ func (ex *exchange) finishSync(ctx context.Context, status int, detail string) e
 }
 
 // failed reports a record that could not be written: the log line names the request (its id is
-// in no record, and its client is never shown it), and the count is the gate's status's and
-// its metrics'.
+// in no record: its client never gets a whole answer showing it), and the count is the gate's
+// status's and its metrics'.
 func (ex *exchange) failed(err error) {
 	ex.unrecorded = err
 	ex.g.unrecorded.Add(1)
 	ex.g.cfg.Metrics.Unrecorded()
-	ex.g.log.Error("audit write failed: the answer is cut, or refused without a request id",
+	ex.g.log.Error("audit write failed: this request has no record (a forwarded answer is cut, an answer of the gate's own shows no id)",
 		logID, ex.rec.ID, logEvent, ex.rec.Event, logURL, audit.Clip(ex.rec.URL, logMaxURL), logVerdict, ex.rec.Verdict, logStatus, ex.rec.Status, "err", err)
 }
 

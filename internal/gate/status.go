@@ -23,9 +23,10 @@ type Status struct {
 	// Budgets is what each container has used of each [[budget]] of the policy.
 	Budgets    []budget.Use `json:"budgets,omitempty"`
 	AuditError string       `json:"audit_error,omitempty"`
-	// UnrecordedAnswers is how many answers since start had a record that could not be
-	// written: each forwarded one was cut before its last byte, each of the gate's own was sent
-	// as E_NO_AUDIT without a request id. The log names each (audit write failed).
+	// UnrecordedAnswers is how many requests since start had a record that could not be
+	// written: each forwarded answer was cut before its last byte, each of the gate's own was
+	// sent as E_NO_AUDIT without a request id (a tunnel or a WebSocket session that ended
+	// without its record counts too). The log names each (audit write failed).
 	UnrecordedAnswers uint64 `json:"unrecorded_answers,omitempty"`
 	// Audit is how much the audit takes, its budget and the disk's free space (nil when the
 	// auditor does not say).

@@ -92,7 +92,7 @@ func NewGate(r *Registry, st GateState) *Gate {
 		fetchFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_fetch_failures_total",
 			Help: "Policy fetches from the console that failed (the gate keeps the policy it has)."}),
 		unrecorded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "unrecorded_answers_total",
-			Help: "Answers whose audit record could not be written: a forwarded answer cut before its last byte, or an answer of the gate's own sent as E_NO_AUDIT without a request id."}),
+			Help: "Requests whose audit record could not be written: a forwarded answer cut before its last byte, an answer of the gate's own sent as E_NO_AUDIT without a request id, or a tunnel or WebSocket session that ended without its record."}),
 	}
 	empty := map[RequestKey]*Requests{}
 	g.reqs.Store(&empty)
