@@ -47,6 +47,7 @@ func (o Opcode) String() string {
 const (
 	CloseNormal        uint16 = 1000
 	CloseProtocolError uint16 = 1002
+	CloseInvalidData   uint16 = 1007 // a text message or close reason that is not UTF-8
 	ClosePolicy        uint16 = 1008 // a message the gate refuses
 	CloseTooBig        uint16 = 1009
 	CloseInternalError uint16 = 1011
@@ -57,6 +58,12 @@ const (
 // MaxHeader is the longest frame header: 2 bytes, an 8-byte length and a 4-byte mask key.
 const MaxHeader = 14
 
+// MaxFragments bounds the frames of one data message. Browsers send each message as one frame,
+// and the common libraries fragment only when asked to or when a message outgrows their write
+// buffer (gorilla/websocket: 4 KiB by default, so 4,096 frames carry 16 MiB, twice the default
+// buffer_limit); a message in more frames than that is refused (1009).
+const MaxFragments = 4096
+
 // Header is one frame's header.
 type Header struct {
 	Fin    bool
@@ -65,6 +72,28 @@ type Header struct {
 	Masked bool
 	Key    [4]byte
 	Length int64 // of the payload
+	// Size is the header's own length as it was sent (set by Parse): 2 to 14 bytes, whatever
+	// length encoding the sender chose.
+	Size int
+}
+
+// FrameLen is the whole frame's length as it was sent: its header and its payload.
+func (h Header) FrameLen() int64 { return h.headerLen() + h.Length }
+
+// headerLen is the header's length as it was sent; a header not from Parse counts as its
+// shortest encoding.
+func (h Header) headerLen() int64 {
+	n := 2
+	switch {
+	case h.Length > 0xffff:
+		n += 8
+	case h.Length > 125:
+		n += 2
+	}
+	if h.Masked {
+		n += 4
+	}
+	return int64(max(h.Size, n))
 }
 
 // Error is a frame the gate refuses, and the close code that answers it. Reason is fixed
@@ -103,6 +132,7 @@ func Parse(b []byte) (h Header, n int, err error) {
 	if len(b) < n {
 		return h, 0, nil
 	}
+	h.Size = n
 	h.Fin = b[0]&0x80 != 0
 	h.RSV = b[0] & 0x70
 	h.Op = Opcode(b[0] & 0x0f)
@@ -135,15 +165,16 @@ func Unmask(b []byte, key [4]byte, pos int64) {
 	}
 }
 
-// AppendFrame appends one whole frame (FIN set) with op and payload, masked with key when key
-// is not nil (a client's frame).
-func AppendFrame(dst []byte, op Opcode, key *[4]byte, payload []byte) []byte {
+// AppendHeader appends the header of one whole frame (FIN set, no reserved bits) with op and a
+// payload of n bytes, in the shortest length encoding, with key as its mask key when key is not
+// nil (a client's frame).
+func AppendHeader(dst []byte, op Opcode, key *[4]byte, n int64) []byte {
 	dst = append(dst, 0x80|byte(op))
 	m := byte(0)
 	if key != nil {
 		m = 0x80
 	}
-	switch n := len(payload); {
+	switch {
 	case n < 126:
 		dst = append(dst, m|byte(n))
 	case n <= 0xffff:
@@ -153,11 +184,17 @@ func AppendFrame(dst []byte, op Opcode, key *[4]byte, payload []byte) []byte {
 		dst = append(dst, m|127)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
 	}
-	start := len(dst)
 	if key != nil {
 		dst = append(dst, key[:]...)
-		start += 4
 	}
+	return dst
+}
+
+// AppendFrame appends one whole frame (FIN set) with op and payload, masked with key when key
+// is not nil (a client's frame).
+func AppendFrame(dst []byte, op Opcode, key *[4]byte, payload []byte) []byte {
+	dst = AppendHeader(dst, op, key, int64(len(payload)))
+	start := len(dst)
 	dst = append(dst, payload...)
 	if key != nil {
 		Unmask(dst[start:], *key, 0)
@@ -177,35 +214,65 @@ func ClosePayload(code uint16, reason string) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, code), reason...)
 }
 
-// Message is one whole message of a direction: a data message's payload reassembled from its
-// fragments (unmasked), or a control frame's.
-type Message struct {
-	Op      Opcode
-	Payload []byte
+// CheckPayload checks the payload of a whole message as RFC 6455 has its receiver check it: a
+// text message is UTF-8 (1007); a close frame's payload is empty, or a close code a peer may
+// send (1000 to 1003, 1007 to 1014, 3000 to 4999) followed by a UTF-8 reason (1002, 1007).
+func CheckPayload(op Opcode, p []byte) error {
+	switch op {
+	case Text:
+		if !utf8.Valid(p) {
+			return &Error{Code: CloseInvalidData, Reason: "a text message that is not UTF-8"}
+		}
+	case Close:
+		if len(p) == 0 {
+			return nil
+		}
+		if len(p) < 2 {
+			return protocolError("a close frame with a one-byte payload")
+		}
+		switch c := binary.BigEndian.Uint16(p); {
+		case c >= 1000 && c <= 1003, c >= 1007 && c <= 1014, c >= 3000 && c <= 4999:
+		default:
+			return protocolError("a close frame with a close code a peer may not send")
+		}
+		if !utf8.Valid(p[2:]) {
+			return &Error{Code: CloseInvalidData, Reason: "a close frame whose reason is not UTF-8"}
+		}
+	}
+	return nil
 }
 
-// Assembler checks the frames of one direction in order and reassembles its messages. The
-// zero value is not usable: set Client and Limit.
+// Assembler checks the frames of one direction in order and follows its messages as they are
+// reassembled. The zero value is not usable: set Client and Limit.
 type Assembler struct {
 	// Client reports the client's direction: its frames must be masked, the server's must not.
 	Client bool
-	// Limit bounds a data message, fragments together, in bytes.
+	// Limit bounds a data message in bytes: its frames as they were sent, headers included, so
+	// that an empty frame costs its header.
 	Limit int64
 
-	open bool   // a fragmented message has begun
-	op   Opcode // its opcode
-	size int64  // its bytes so far
+	open   bool   // a fragmented message has begun
+	op     Opcode // its opcode
+	size   int64  // its frames' bytes so far (of the message just ended, once it has)
+	frames int    // its frames so far
+	closed bool   // a close frame has been read: nothing may follow it
 }
 
 // ErrTooBig is the Error of a message over the Assembler's Limit.
 var ErrTooBig = &Error{Code: CloseTooBig, Reason: "a message larger than the gate inspects"}
 
+// ErrFragments is the Error of a message in more than MaxFragments frames.
+var ErrFragments = &Error{Code: CloseTooBig, Reason: "a message in more fragments than the gate reassembles"}
+
 // Begin checks h, the next frame's header, against the direction's state before its payload
-// is read: no reserved bits (the gate negotiates no extension), a known opcode, whole control
-// frames of at most 125 bytes, the masking of the direction, continuations only inside a
-// fragmented message and a new message only outside one, and the message within Limit.
+// is read: nothing after a close frame, no reserved bits (the gate negotiates no extension), a
+// known opcode, whole control frames of at most 125 bytes, the masking of the direction,
+// continuations only inside a fragmented message and a new message only outside one, at most
+// MaxFragments frames to a message, and the message within Limit.
 func (a *Assembler) Begin(h Header) error {
 	switch {
+	case a.closed:
+		return protocolError("a frame after the close frame")
 	case h.RSV != 0:
 		return protocolError("a frame with reserved bits set (no extension was negotiated)")
 	case h.Op > Binary && h.Op < Close || h.Op > Pong:
@@ -227,8 +294,11 @@ func (a *Assembler) Begin(h Header) error {
 		return protocolError("a continuation frame outside a fragmented message")
 	case h.Op != Continuation && a.open:
 		return protocolError("a new message inside a fragmented one")
+	case a.open && a.frames >= MaxFragments:
+		return ErrFragments
 	}
-	if h.Length > a.Limit-a.size {
+	// (Compared so, a length field near 2^63 cannot overflow the sum.)
+	if h.Length > a.Limit-a.Pending()-h.headerLen() {
 		return ErrTooBig
 	}
 	return nil
@@ -238,12 +308,14 @@ func (a *Assembler) Begin(h Header) error {
 // ends a message (a control frame is a message of its own), and the message's opcode.
 func (a *Assembler) End(h Header) (done bool, op Opcode) {
 	if h.Op.Control() {
+		a.closed = a.closed || h.Op == Close
 		return true, h.Op
 	}
 	if h.Op != Continuation {
-		a.open, a.op, a.size = true, h.Op, 0
+		a.open, a.op, a.size, a.frames = true, h.Op, 0, 0
 	}
-	a.size += h.Length
+	a.size += h.FrameLen()
+	a.frames++
 	if !h.Fin {
 		return false, a.op
 	}
@@ -251,7 +323,8 @@ func (a *Assembler) End(h Header) (done bool, op Opcode) {
 	return true, a.op
 }
 
-// Pending is the size of the fragmented message begun and not ended, or 0.
+// Pending is the size of the fragmented message begun and not ended (its frames' bytes,
+// headers included), or 0.
 func (a *Assembler) Pending() int64 {
 	if !a.open {
 		return 0
@@ -259,20 +332,25 @@ func (a *Assembler) Pending() int64 {
 	return a.size
 }
 
-// Tracker follows the frames of a direction the gate passes on as it reads them (the origin's,
-// to the agent), chunk by chunk, to count its messages and bytes and to know where one frame
-// ends and the next begins.
+// Size is the size of the data message being reassembled or, once its last frame has ended,
+// of that message: its frames' bytes as they were sent, headers included.
+func (a *Assembler) Size() int64 { return a.size }
+
+// Tracker follows the frames of a direction as the gate writes them (the origin's to the agent,
+// the agent's as the gate sends them on), chunk by chunk, to count its messages and bytes and to
+// know where one frame ends and the next begins.
 type Tracker struct {
 	hdr      [MaxHeader]byte
 	have     int   // header bytes gathered
 	left     int64 // payload bytes of the current frame still to come
 	Messages int64 // whole messages (data messages' last frames, and control frames)
-	Bytes    int64 // payload bytes
+	Bytes    int64 // the bytes fed: frames, headers included
 	Err      error // a header that does not parse: the tracker stops following
 }
 
 // Feed follows the bytes p.
 func (t *Tracker) Feed(p []byte) {
+	t.Bytes += int64(len(p))
 	for len(p) > 0 && t.Err == nil {
 		if t.left > 0 {
 			k := int64(len(p))
@@ -280,7 +358,6 @@ func (t *Tracker) Feed(p []byte) {
 				k = t.left
 			}
 			t.left -= k
-			t.Bytes += k
 			p = p[k:]
 			continue
 		}
