@@ -18,6 +18,12 @@ type Message struct {
 	// Kind is "text", "binary", "close", "ping" or "pong".
 	Kind    string
 	Payload []byte
+	// Size is what the message's frames took as the agent sent them, headers included (an
+	// empty frame costs at least 6 bytes): what counts against the budgets' bytes_up_per_hour.
+	// It is never less than what the gate sends on for the message, one frame in the shortest
+	// encoding. Less than the payload's length (zero, as from a caller without frames): the
+	// payload's length.
+	Size int64
 }
 
 // Rule names of the decisions about WebSocket sessions and their messages.
@@ -29,7 +35,7 @@ const (
 // DecideMessage decides one message the agent sends through a WebSocket: refused when the
 // secret checks cannot run, when it carries a credential that does not belong to the host or
 // the value of a secret the gate injects (E_SECRET_EGRESS, as in a request's body), or when its
-// bytes would pass a budget's bytes_up_per_hour (E_BUDGET; they are counted when they fit);
+// Size would pass a budget's bytes_up_per_hour (E_BUDGET; it is counted when it fits);
 // FREE otherwise. The gate closes the socket on a refusal. It does no I/O.
 func DecideMessage(env *Env, m *Message) policy.Decision {
 	d := decideMessage(env, m)
@@ -58,7 +64,7 @@ func decideMessage(env *Env, m *Message) policy.Decision {
 		}
 	}
 	if bs := env.Policy.BudgetsFor(m.Container, m.Host); len(bs) > 0 {
-		if over := counter(env).TakeBytes(bs, m.Container, int64(len(m.Payload))); over != nil {
+		if over := counter(env).TakeBytes(bs, m.Container, max(m.Size, int64(len(m.Payload)))); over != nil {
 			return overBudget(Result{Container: m.Container, Host: m.Host}, over)
 		}
 	}

@@ -62,3 +62,39 @@ func TestDecideMessage(t *testing.T) {
 		t.Fatalf("a plain switch: %v", d)
 	}
 }
+
+// TestDecideMessageCountsFrames: a message costs its frames as sent (Size), headers included, so
+// empty messages use a budget up; a Size below the payload's length counts the payload.
+func TestDecideMessageCountsFrames(t *testing.T) {
+	p, err := policy.Load("b.toml", []byte(budgetPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewChecks(p, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testkit.NewClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	env := &Env{Policy: p, Checks: in, Budgets: budget.New(budget.Config{Now: clk.Now})}
+	passed := 0
+	for range 500 {
+		d := DecideMessage(env, &Message{Container: "agent", Host: "upload.example.com", Kind: "text", Size: 6})
+		if d.Verdict != policy.Free {
+			if d.Code != policy.CodeBudget || d.Rule != "budget:up" {
+				t.Fatalf("empty message %d: %v %q %q", passed, d.Verdict, d.Code, d.Rule)
+			}
+			break
+		}
+		passed++
+	}
+	if passed != 1024/6 {
+		t.Fatalf("%d empty messages of 6 bytes passed a budget of 1 KiB, want %d", passed, 1024/6)
+	}
+	env.Budgets = budget.New(budget.Config{Now: clk.Now})
+	if d := DecideMessage(env, &Message{Container: "agent", Host: "upload.example.com", Kind: "binary", Payload: make([]byte, 1000), Size: 1}); d.Verdict != policy.Free {
+		t.Fatalf("1,000 bytes: %v", d)
+	}
+	if d := DecideMessage(env, &Message{Container: "agent", Host: "upload.example.com", Kind: "binary", Payload: make([]byte, 30), Size: 1}); d.Code != policy.CodeBudget {
+		t.Fatalf("30 bytes more, Size 1: %v, want E_BUDGET", d)
+	}
+}
