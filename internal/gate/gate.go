@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -83,6 +84,9 @@ type Config struct {
 	Metrics *metrics.Gate
 	// Tracer exports a span of every finished request (tracing.go). Nil: none.
 	Tracer Tracer
+	// Rand is the randomness of the mask keys of the WebSocket frames the gate sends to origins
+	// (websocket.go); safe for concurrent use. Nil: crypto/rand.Reader.
+	Rand io.Reader
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and

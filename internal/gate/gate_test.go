@@ -406,7 +406,7 @@ func TestWebSocketUpgradeIsDecidedAndPassed(t *testing.T) {
 	c.Close()
 	testkit.WaitFor(t, 5*time.Second, "the session's record", func() bool {
 		for _, r := range tg.records(t) {
-			if r["event"] == "websocket" && r["verdict"] == "FREE" && strings.Contains(fmt.Sprint(r["detail"]), "1 messages up (12 bytes), 1 down (19 bytes)") {
+			if r["event"] == "websocket" && r["verdict"] == "FREE" && strings.Contains(fmt.Sprint(r["detail"]), "1 messages up (18 bytes), 1 down (19 bytes)") {
 				return true
 			}
 		}
