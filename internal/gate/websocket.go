@@ -31,7 +31,7 @@ import (
 // to know where a frame ends (a close frame of the gate's may only go between two frames).
 
 // wsFrameTimeout bounds how long one frame's payload may take to arrive, once its header has. A
-// fragmented message, once begun, must end within the policy's body_timeout, as a body must.
+// data message, once begun, must arrive whole within the policy's body_timeout, as a body must.
 const wsFrameTimeout = 60 * time.Second
 
 // errWSRefused ends the agent's side of a session the gate closed.
@@ -206,10 +206,11 @@ func (s *wsSession) nextFrame() error {
 		}
 		payload = s.msg[len(s.msg) : len(s.msg)+int(h.Length)]
 	}
-	if !open && !h.Fin && !h.Op.Control() {
+	if !open && !h.Op.Control() {
+		// A data message begins: all of it is due within body_timeout, as a body is.
 		s.due = time.Now().Add(pol.Settings.BodyTimeout)
-		open = true
 	}
+	open = open || !h.Op.Control()
 	due := time.Now().Add(wsFrameTimeout)
 	if open && s.due.Before(due) {
 		due = s.due
@@ -235,12 +236,15 @@ func (s *wsSession) nextFrame() error {
 	return s.pass(op, s.msg, s.asm.Size())
 }
 
-// late is the end of the agent's side after the read error err: a fragmented message (open)
-// whose rest did not come within body_timeout is refused (E_BODY_TIMEOUT); anything else ends
-// the session as the agent's connection did.
+// late is the end of the agent's side after the read error err: a data message (open: begun)
+// that did not arrive whole within body_timeout is refused (E_BODY_TIMEOUT), as is a control
+// frame's payload past its 60 s; anything else ends the session as the agent's connection did.
 func (s *wsSession) late(open bool, err error) error {
-	if open && isTimeout(err) {
-		return s.refuse(judge.BodyTimeout("a WebSocket message begun in fragments did not end within body_timeout; the gate holds a message only as long as it would a body"), wsframe.ClosePolicy)
+	switch {
+	case open && isTimeout(err):
+		return s.refuse(judge.BodyTimeout("a WebSocket message did not arrive whole within body_timeout; the gate holds a message only as long as it would a body"), wsframe.ClosePolicy)
+	case isTimeout(err):
+		return s.refuse(judge.BodyTimeout("a WebSocket control frame's payload did not arrive within 60 s of its header"), wsframe.ClosePolicy)
 	}
 	return err
 }

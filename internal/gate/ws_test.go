@@ -688,9 +688,10 @@ func TestWebSocketShapesFromTheAgent(t *testing.T) {
 	}
 }
 
-// TestWebSocketUnfinishedMessageIsDue: a message begun in fragments must end within
-// body_timeout, as a body must: past it the socket is closed with E_BODY_TIMEOUT, nothing of
-// the message reaches the origin, and its held bytes are given back.
+// TestWebSocketUnfinishedMessageIsDue: a data message must arrive whole within body_timeout, as
+// a body must: a message begun in fragments and never finished, or one frame whose payload stops
+// short, is refused with E_BODY_TIMEOUT; nothing of it reaches the origin, and its held bytes are
+// given back.
 func TestWebSocketUnfinishedMessageIsDue(t *testing.T) {
 	origin := newRawWSOrigin()
 	tg := startGate(t, origin)
@@ -699,19 +700,30 @@ func TestWebSocketUnfinishedMessageIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg.g.SetPolicy(p)
-	c, br, resp := rawUpgrade(t, tg.addr, fmt.Sprintf("origin.test:%d", tg.port), "/ws", "", nil)
-	if resp.StatusCode != 101 {
-		t.Fatalf("upgrade: %v", resp)
-	}
-	c.Write(append(agentFrame(true, wsframe.Text, 0, "whole"), agentFrame(false, wsframe.Text, 0, "never finished")...))
-	testkit.WaitFor(t, 5*time.Second, "the open message in the held bytes", func() bool { return tg.g.HeldBytes() > 0 })
-	op, pl, err := wsRead(br)
-	if err != nil || op != wsframe.Close || len(pl) < 2 || int(pl[0])<<8|int(pl[1]) != 1008 || !strings.Contains(pl, "E_BODY_TIMEOUT") {
-		t.Fatalf("a message left unfinished: %v %q %v, want close 1008 with E_BODY_TIMEOUT", op, pl, err)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
-	got := origin.next(t)
-	if len(got.frames) != 2 || got.frames[0].p != "whole" || !strings.HasSuffix(got.frames[1].p, "lockhttp") {
-		t.Fatalf("the origin got %+v", got.frames)
+	short := agentFrame(true, wsframe.Binary, 0, strings.Repeat("x", 100))
+	for _, tc := range []struct {
+		name string
+		sent []byte
+	}{
+		{"a message begun in fragments", agentFrame(false, wsframe.Text, 0, "never finished")},
+		{"a frame whose payload stops short", short[:len(short)-50]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br, resp := rawUpgrade(t, tg.addr, fmt.Sprintf("origin.test:%d", tg.port), "/ws", "", nil)
+			if resp.StatusCode != 101 {
+				t.Fatalf("upgrade: %v", resp)
+			}
+			c.Write(append(agentFrame(true, wsframe.Text, 0, "whole"), tc.sent...))
+			testkit.WaitFor(t, 5*time.Second, "the open message in the held bytes", func() bool { return tg.g.HeldBytes() > 0 })
+			op, pl, err := wsRead(br)
+			if err != nil || op != wsframe.Close || len(pl) < 2 || int(pl[0])<<8|int(pl[1]) != 1008 || !strings.Contains(pl, "E_BODY_TIMEOUT") {
+				t.Fatalf("%v %q %v, want close 1008 with E_BODY_TIMEOUT", op, pl, err)
+			}
+			testkit.WaitFor(t, 5*time.Second, "the held bytes given back", func() bool { return tg.g.HeldBytes() == 0 })
+			got := origin.next(t)
+			if len(got.frames) != 2 || got.frames[0].p != "whole" || !strings.HasSuffix(got.frames[1].p, "lockhttp") {
+				t.Fatalf("the origin got %+v", got.frames)
+			}
+		})
 	}
 }
