@@ -227,10 +227,10 @@ func (r *Request) overrides() {
 			named = append(named, strings.TrimSpace(v))
 		}
 	}
-	if strings.Contains(r.Query, "_method") {
+	if mayNameMethod(r.Query) {
 		named = append(named, formValues(r.Query, "_method")...)
 	}
-	if r.MediaType == "application/x-www-form-urlencoded" && len(r.Body) > 0 && strings.Contains(string(r.Body), "_method") {
+	if r.MediaType == "application/x-www-form-urlencoded" && len(r.Body) > 0 && mayNameMethod(string(r.Body)) {
 		named = append(named, formValues(string(r.Body), "_method")...)
 	}
 	if len(named) == 0 {
@@ -252,6 +252,12 @@ func (r *Request) overrides() {
 	if m != r.Method {
 		r.Override = m
 	}
+}
+
+// mayNameMethod reports whether a form-encoded string may hold a _method parameter: written
+// plainly, or with %-escapes the origin decodes (%5Fmethod), so every escaped string is read.
+func mayNameMethod(s string) bool {
+	return strings.Contains(s, "_method") || strings.Contains(s, "%")
 }
 
 // formValues returns the values of name in a form-encoded string.
