@@ -145,7 +145,8 @@ func TestDecideBudgets(t *testing.T) {
 }
 
 // TestDecideBudgetsWithoutCounter: with no counter (Env.Budgets nil) every request is counted
-// from zero: one over a budget by itself is refused, nothing is remembered.
+// from zero: nothing is remembered. (One over a budget by itself is refused: corpus cases
+// budget-*.)
 func TestDecideBudgetsWithoutCounter(t *testing.T) {
 	p, err := policy.Load("b.toml", []byte(budgetPolicy))
 	if err != nil {
@@ -157,10 +158,5 @@ func TestDecideBudgetsWithoutCounter(t *testing.T) {
 		if res := Decide(&Env{Policy: p, Checks: in}, r); res.Verdict != policy.Free {
 			t.Fatalf("request %d: %+v", i, res.Decision)
 		}
-	}
-	body := strings.Repeat("a", 2000)
-	r := &Request{Kind: Tunnel, Container: "agent", Method: "POST", Scheme: "https", Authority: "upload.example.com", Path: "/", Header: http.Header{}, Body: []byte(body), BodySize: 2000}
-	if res := Decide(&Env{Policy: p, Checks: in}, r); res.Rule != "budget:up" {
-		t.Fatalf("over the whole budget: %+v", res.Decision)
 	}
 }

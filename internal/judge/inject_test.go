@@ -9,9 +9,9 @@ import (
 )
 
 // TestInjectedHeaderIsNotTheAgentsCredential: with an [[inject]] rule for the Claude API's
-// Authorization header, the placeholder the agent's SDK sends there is replaced on the way out,
-// so it is not refused as an unknown Claude credential; a credential in any other header still
-// is.
+// Authorization header, a request with the placeholder the agent's SDK sends there, or with
+// none, carries the credential to add. (The decisions, and the refusal of a credential in
+// another header, are corpus cases: judge-claude-inject-*.)
 func TestInjectedHeaderIsNotTheAgentsCredential(t *testing.T) {
 	p, err := policy.Load("inject.toml", []byte(`version = 1
 [[inject]]
@@ -40,15 +40,13 @@ agent = ["10.0.0.0/24"]
 	}{
 		{"a placeholder in the injected header", http.Header{"Authorization": {"Bearer " + placeholder}, "Content-Type": {"application/json"}}, policy.Free, "claude-api:messages"},
 		{"no credential at all", http.Header{"Content-Type": {"application/json"}}, policy.Free, "claude-api:messages"},
-		{"a key of its own in another header", http.Header{"Authorization": {"Bearer " + placeholder}, "X-Api-Key": {otherAntKey}, "Content-Type": {"application/json"}}, policy.Deny, "claude-api:credential"},
-		{"a key of its own beside no placeholder", http.Header{"X-Api-Key": {otherAntKey}, "Content-Type": {"application/json"}}, policy.Deny, "claude-api:credential"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(t, p, in, tcase{method: "POST", url: "https://api.anthropic.com/v1/messages", header: c.header, body: body})
 			if res.Verdict != c.verdict || res.Rule != c.rule {
 				t.Fatalf("got %v %s (%s); want %v %s", res.Verdict, res.Rule, res.Reason, c.verdict, c.rule)
 			}
-			if c.verdict == policy.Free && (res.Inject == nil || res.Inject.Value != "Bearer "+antKey) {
+			if res.Inject == nil || res.Inject.Value != "Bearer "+antKey {
 				t.Fatalf("inject %+v", res.Inject)
 			}
 		})

@@ -105,9 +105,11 @@ func viewEnv(t *testing.T) *Env {
 	return &Env{Policy: p, Checks: in, Memory: exfil.New(exfil.Config{}), Decrypt: true}
 }
 
-// TestSee covers what the normalised view does to a request before any rule sees it: each case
-// was decided differently by the gate and by lockhttp explain, or not caught at all, before
-// the view was one function.
+// TestSee covers what the normalised view does to a request besides its decision: the agent's
+// name taken out, the headers that must not go out, the scheme decided, the method's spelling;
+// and the decisions on HTTP/2 streams, which lockhttp explain cannot express. Every other
+// decision the view leads to is a case of the decide corpus (internal/explain/testdata/decide:
+// view-*, framing-*, override-*, cleartext-*, tunnel-*).
 func TestSee(t *testing.T) {
 	basic := "Basic " + b64("agent-1:"+ghToken)
 	cases := []struct {
@@ -126,50 +128,12 @@ func TestSee(t *testing.T) {
 		{name: "a header that Connection names is stripped, with its token",
 			in:      arrive{method: "GET", url: "http://docs.example.com/a", header: http.Header{"Connection": {"keep-alive, X-Tok"}, "X-Tok": {"token " + ghToken}}},
 			verdict: policy.Free, rule: policy.RuleTrusted, gone: []string{"X-Tok", "Connection"}},
-		{name: "the same token in an end-to-end header is refused",
-			in:      arrive{method: "GET", url: "http://docs.example.com/a", header: http.Header{"X-Tok": {"token " + ghToken}}},
-			verdict: policy.Deny, code: policy.CodeSecretEgress, rule: "secret:github"},
-		{name: "a lower-case method is decided as its upper case",
+		{name: "a lower-case method goes out as its upper case",
 			in:      arrive{method: "delete", url: "http://origin.example.com/x"},
 			verdict: policy.Ask, rule: "ask-delete"},
-		{name: "mixed case too", in: arrive{method: "Put", url: "https://origin.example.com/x"},
-			verdict: policy.Deny, code: policy.CodeRule, rule: "no-put"},
-		{name: "X-HTTP-Method-Override is decided as the method it names",
-			in:      arrive{method: "POST", url: "http://origin.example.com/x", header: http.Header{"X-Http-Method-Override": {"DELETE"}}},
-			verdict: policy.Ask, rule: "ask-delete"},
-		{name: "X-HTTP-Method too", in: arrive{method: "POST", url: "https://origin.example.com/x", header: http.Header{"X-Http-Method": {"put"}}},
-			verdict: policy.Deny, code: policy.CodeRule, rule: "no-put"},
-		{name: "X-Method-Override too", in: arrive{method: "POST", url: "https://origin.example.com/x", header: http.Header{"X-Method-Override": {"PUT"}}},
-			verdict: policy.Deny, code: policy.CodeRule, rule: "no-put"},
-		{name: "a _method query parameter", in: arrive{method: "POST", url: "http://origin.example.com/x?_method=DELETE"},
-			verdict: policy.Ask, rule: "ask-delete"},
-		{name: "a _method form field", in: arrive{method: "POST", url: "http://origin.example.com/x",
-			header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, body: "a=1&_method=put"},
-			verdict: policy.Deny, code: policy.CodeRule, rule: "no-put"},
-		{name: "an override to a read does not make a write a read",
-			in:      arrive{method: "PUT", url: "http://origin.example.com/x", header: http.Header{"X-Http-Method-Override": {"GET"}}},
-			verdict: policy.Deny, code: policy.CodeRule, rule: "no-put"},
-		{name: "overrides that disagree are refused",
-			in:      arrive{method: "POST", url: "http://origin.example.com/x?_method=GET", header: http.Header{"X-Http-Method-Override": {"DELETE"}}},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:method-override"},
-		{name: "an override that is not a method is refused",
-			in:      arrive{method: "POST", url: "http://origin.example.com/x", header: http.Header{"X-Http-Method-Override": {"DE LETE"}}},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:method-override"},
-		{name: "an h2c upgrade is refused", in: arrive{method: "GET", url: "http://docs.example.com/", header: http.Header{"Connection": {"Upgrade, HTTP2-Settings"}, "Upgrade": {"h2c"}}},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:upgrade"},
-		{name: "a WebSocket upgrade is decided, its offer of compression removed", in: arrive{method: "GET", url: "http://docs.example.com/ws",
+		{name: "a WebSocket upgrade's offer of compression is removed", in: arrive{method: "GET", url: "http://docs.example.com/ws",
 			header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Extensions": {"permessage-deflate"}}},
 			verdict: policy.Free, rule: policy.RuleTrusted, gone: []string{"Sec-Websocket-Extensions"}},
-		{name: "https:// in a plain proxy request", in: arrive{method: "GET", url: "https://docs.example.com/", plain: true},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:scheme"},
-		{name: "a scheme other than http", in: arrive{method: "GET", url: "ftp://docs.example.com/"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:scheme"},
-		{name: "origin-form", in: arrive{method: "GET", url: "/just/a/path"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:origin-form"},
-		{name: "a Host inside a tunnel that names another host", in: arrive{method: "GET", url: "https://docs.example.com/", host: "evil.example.net"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
-		{name: "a Host inside a tunnel that names another port", in: arrive{method: "GET", url: "https://docs.example.com/", host: "docs.example.com:8443"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
 		{name: "HTTP/2: a Host header beside :authority that names another host", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
 			header: http.Header{"Host": {"evil.example.net"}}},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
@@ -185,30 +149,16 @@ func TestSee(t *testing.T) {
 		{name: "HTTP/2: TE trailers", in: arrive{method: "GET", url: "https://docs.example.com/", h2: true,
 			header: http.Header{"Te": {"trailers"}}},
 			verdict: policy.Free, rule: policy.RuleTrusted},
+		{name: "HTTP/2: a CONNECT on a stream", in: arrive{method: "CONNECT", url: "https://docs.example.com/", h2: true},
+			verdict: policy.Deny, code: policy.CodeFloor, rule: "framing:nested-connect"},
 		{name: "a cleartext tunnel: a request is decided as an http:// URL of the tunnel's host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true},
 			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "http"},
-		{name: "a cleartext tunnel on another port: its Host names it, and the floor's ports apply", in: arrive{method: "GET", url: "http://docs.example.com:8080/a", cleartext: true},
+		{name: "a cleartext tunnel on another port: its Host names it", in: arrive{method: "GET", url: "http://docs.example.com:8080/a", cleartext: true},
 			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:port", scheme: "http"},
-		{name: "a cleartext tunnel: a Host with no port means 80, not the tunnel's 8080", in: arrive{method: "GET", url: "http://docs.example.com:8080/a", cleartext: true, host: "docs.example.com"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
-		{name: "a cleartext tunnel: a Host naming 443", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, host: "docs.example.com:443"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
-		{name: "a cleartext tunnel: an absolute https:// target", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "https://docs.example.com:80/a"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
-		{name: "a cleartext tunnel: an absolute target naming another host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "http://evil.example.net/a"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
 		{name: "a cleartext tunnel: an absolute target naming its own host", in: arrive{method: "GET", url: "http://docs.example.com/a", cleartext: true, target: "http://docs.example.com/a"},
 			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "http"},
-		{name: "a TLS tunnel: an absolute http:// target", in: arrive{method: "GET", url: "https://docs.example.com/a", target: "http://docs.example.com:443/a"},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "floor:tunnel-binding"},
 		{name: "a TLS tunnel: a request is decided as https://", in: arrive{method: "GET", url: "https://docs.example.com/a"},
 			verdict: policy.Free, rule: policy.RuleTrusted, scheme: "https"},
-		{name: "a CONNECT inside a tunnel (an HTTP/2 stream)", in: arrive{method: "CONNECT", url: "https://docs.example.com/", h2: true},
-			verdict: policy.Deny, code: policy.CodeFloor, rule: "framing:nested-connect"},
-		{name: "the gate's own name", in: arrive{method: "GET", url: "http://lockhttp.internal/"},
-			verdict: policy.Free, rule: RuleSelf},
-		{name: "the gate's own name decrypted", in: arrive{method: "CONNECT", url: "//lockhttp.internal:443"},
-			verdict: policy.Free, rule: RuleSelf},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,7 +188,8 @@ func TestSee(t *testing.T) {
 }
 
 // TestDecideFailsClosed breaks each part the gate builds beside the policy in turn: each
-// refuses what it would have checked.
+// refuses what it would have checked. (A secrets file that does not load is a corpus case:
+// judge-secrets-file-unloaded.)
 func TestDecideFailsClosed(t *testing.T) {
 	req := arrive{method: "GET", url: "https://docs.example.com/"}
 	cases := []struct {
@@ -253,10 +204,6 @@ func TestDecideFailsClosed(t *testing.T) {
 		{"a detector that could not be built", func(e *Env) {
 			e.Checks = &Checks{BuildErr: errors.New("bad pattern"), SecretsErr: ErrNoSecretsFile}
 		}, policy.CodeSecretEgress, RuleSecretsUnbuilt},
-		{"a secrets file that does not load", func(e *Env) {
-			in, _ := NewChecks(e.Policy, nil, errors.New("/run/secrets: mode 0644"), nil, nil)
-			e.Checks = in
-		}, policy.CodeInject, RuleSecretsUnloaded},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -279,26 +226,5 @@ func TestDecideFailsClosed(t *testing.T) {
 	in, _ := NewChecks(p, map[string]string{"k": "short"}, nil, nil, nil)
 	if in == nil {
 		t.Fatal("NewChecks returned nil")
-	}
-}
-
-// TestReasonNeverCarriesASecret: a reason quotes parts of the request; a credential among them
-// is masked.
-func TestReasonNeverCarriesASecret(t *testing.T) {
-	env := viewEnv(t)
-	cases := []arrive{
-		{method: "POST", url: "http://docs.example.com/x", header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"h2c-" + ghToken}}},
-		{method: "POST", url: "http://docs.example.com/x", header: http.Header{"X-Http-Method-Override": {ghToken}}},
-		{method: "CONNECT", url: "//" + strings.ToLower(ghToken) + ".local:443"},
-		{method: "GET", url: "http://" + ghToken + ".localhost/"},
-	}
-	for _, c := range cases {
-		res := Decide(env, See(c.arrival(t)))
-		if res.Verdict != policy.Deny {
-			t.Fatalf("%s %s: %v", c.method, c.url, res.Decision)
-		}
-		if strings.Contains(strings.ToLower(res.Reason), strings.ToLower(ghToken[4:20])) {
-			t.Errorf("%s %s: the reason shows the credential: %q", c.method, c.url, res.Reason)
-		}
 	}
 }
