@@ -199,3 +199,16 @@ func (e *expander) eval(inner string) (string, error) {
 	}
 	return "", fmt.Errorf("${%s}: unknown; use one of %s, or a function: repeat N TEXT, base64, base64url, sha256, hex, gzip, deflate, br, upper, lower, pct", strings.Split(inner, " ")[0], strings.Join(Names(), ", "))
 }
+
+// ValueOfHash returns the credential-shaped ${NAME} value whose SHA-256 hex is hash (the hash a
+// bind line names), for a test that makes the binding as a human would: by approving a
+// request that carries the credential.
+func ValueOfHash(hash string) (string, bool) {
+	for _, v := range values {
+		sum := sha256.Sum256([]byte(v))
+		if hex.EncodeToString(sum[:]) == hash {
+			return v, true
+		}
+	}
+	return "", false
+}
