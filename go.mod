@@ -68,7 +68,6 @@ require (
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
@@ -86,10 +85,18 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
+)
+
+// Test-only modules: no binary links them.
+require (
+	// txtar, the format of the decide corpus (internal/explain/testdata/decide), and testscript,
+	// which runs the lockhttp CLI scenarios (cmd/lockhttp/testdata/script).
+	github.com/rogpeppe/go-internal v1.16.0
+	// go-internal's txtar is x/tools' txtar.
+	golang.org/x/tools v0.51.0 // indirect
 )
 
 tool github.com/summerwind/h2spec/cmd/h2spec
