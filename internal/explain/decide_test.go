@@ -2,6 +2,8 @@ package explain_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/lockhttp/lockhttp/internal/explain"
@@ -35,4 +37,24 @@ func TestDecideCorpus(t *testing.T) {
 		})
 	}
 	t.Logf("%d cases", len(cases))
+}
+
+// TestDecideCorpusReadme: the example README.md shows is a case of the corpus, as written.
+func TestDecideCorpusReadme(t *testing.T) {
+	readme, err := os.ReadFile(corpus + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```\n")
+	block, _, ok2 := strings.Cut(block, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("README.md shows no example case")
+	}
+	file, err := os.ReadFile(corpus + "/example-github-token-in-query.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(file) {
+		t.Errorf("README.md's example is not example-github-token-in-query.txtar:\n%s\nthe file:\n%s", block, file)
+	}
 }
