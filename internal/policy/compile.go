@@ -91,6 +91,10 @@ type Policy struct {
 	ClaudeBound map[string][]string
 
 	file *File // the file as written, for Compare
+
+	// withAgent is what the console refuses while an agent runs as a uid of its own
+	// (RefusedWithAgent).
+	withAgent Errors
 }
 
 // SecretRule is a [[secret]] compiled: checked as the gate's detector checks it
