@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,6 +150,13 @@ func (c *channel) post(ctx context.Context, cfg policy.Notify, t hub.Ticket) err
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", "lockhttp-notify/1")
+	if cfg.TokenFile != "" {
+		tok, err := readToken(cfg.TokenFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := c.n.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s", cause(err))
@@ -167,7 +175,7 @@ type Webhook struct {
 	Ticket      string `json:"ticket"`
 	Fingerprint string `json:"fingerprint"`
 	// DecisionURL decides the ticket: POST it {"decision":"approve"|"deny","fingerprint",
-	// "actor","reason"}. Empty on a channel that only notifies.
+	// "reason"}. Empty on a channel that only notifies.
 	DecisionURL string    `json:"decision_url"`
 	Expires     time.Time `json:"expires"`
 	Created     time.Time `json:"created"`
@@ -238,7 +246,7 @@ func (n *Notifier) message(cfg policy.Notify, t hub.Ticket) ([]byte, http.Header
 	if w.DecisionURL != "" {
 		fmt.Fprintf(&b, "Decide: POST %s with {\"decision\":\"approve\" or \"deny\",\"fingerprint\":%q}\n", w.DecisionURL, w.Fingerprint)
 		action := func(label, decision string) string {
-			return fmt.Sprintf("http, %s, %s, method=POST, headers.Content-Type=application/json, body='{\"decision\":\"%s\",\"fingerprint\":\"%s\",\"actor\":\"ntfy\"}', clear=true",
+			return fmt.Sprintf("http, %s, %s, method=POST, headers.Content-Type=application/json, body='{\"decision\":\"%s\",\"fingerprint\":\"%s\"}', clear=true",
 				label, w.DecisionURL, decision, headerSafe(w.Fingerprint))
 		}
 		h.Set("Actions", action("Approve", "approve")+"; "+action("Deny", "deny"))
@@ -269,4 +277,34 @@ func maskURL(s string) string {
 		return secrets.MaskURL(u)
 	}
 	return secrets.MaskText(s)
+}
+
+// maxToken bounds the read of a channel's token file.
+const maxToken = 4 << 10
+
+// readToken reads a channel's access token from path: one line of printable ASCII without
+// spaces. Errors name the file and what is wrong, never the file's content.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("token_file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxToken+1))
+	if err != nil {
+		return "", fmt.Errorf("token_file %s: %w", path, err)
+	}
+	if len(data) > maxToken {
+		return "", fmt.Errorf("token_file %s holds more than %d bytes: give a file with the access token alone", path, maxToken)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("token_file %s is empty: put the receiver's access token in it", path)
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] >= 0x7f {
+			return "", fmt.Errorf("token_file %s holds something other than one token (white space, a control or a non-ASCII character at byte %d): give the token alone, on one line", path, i)
+		}
+	}
+	return tok, nil
 }

@@ -21,8 +21,11 @@ const maxDecisionBytes = 16 << 10
 type Decision struct {
 	Decision    string `json:"decision"` // "approve" or "deny"
 	Fingerprint string `json:"fingerprint"`
-	Actor       string `json:"actor"`  // who decided, as the receiver knows them; optional
-	Reason      string `json:"reason"` // told to the agent on a denial; optional
+	// Actor is accepted for receivers written before the approver was the channel, and
+	// ignored: the approver the audit names is the channel (notify:CHANNEL), never a name from
+	// the body, which whoever holds the link writes.
+	Actor  string `json:"actor"`
+	Reason string `json:"reason"` // told to the agent on a denial; optional
 }
 
 type apiError struct {
@@ -65,7 +68,7 @@ func (n *Notifier) Handler() http.Handler {
 		dec := json.NewDecoder(io.LimitReader(r.Body, maxDecisionBytes))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
-			refuse(http.StatusBadRequest, `bad decision: `+display.Line(err.Error(), 200)+`; send {"decision":"approve" or "deny","fingerprint":"…","actor":"…","reason":"…"}`)
+			refuse(http.StatusBadRequest, `bad decision: `+display.Line(err.Error(), 200)+`; send {"decision":"approve" or "deny","fingerprint":"…","reason":"…"}`)
 			return
 		}
 		var approve bool
@@ -85,10 +88,9 @@ func (n *Notifier) Handler() http.Handler {
 		if !approve && reason == "" {
 			reason = "denied through the notification channel " + name
 		}
+		// The approver is the channel the policy names: who holds its links is what the
+		// operator vouched for by marking it human, and the body's actor is the poster's word.
 		by := "notify:" + name
-		if a := hub.CleanName(d.Actor); a != "" {
-			by += ":" + a
-		}
 		t, err := n.cfg.Hub.Decide(id, d.Fingerprint, approve, by, reason)
 		switch {
 		case errors.Is(err, hub.ErrFingerprint):

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -163,11 +165,13 @@ func TestWebhookNotifiesAndDecides(t *testing.T) {
 			}
 		})
 	}
-	if st, body := decide(t, w.DecisionURL, `{"decision":"approve","fingerprint":"fp1:aaaa","actor":"alice:ops"}`); st != 200 {
+	// The body names an actor: whoever holds the link writes it, so the approver is the
+	// channel's name alone.
+	if st, body := decide(t, w.DecisionURL, `{"decision":"approve","fingerprint":"fp1:aaaa","actor":"terminal:alice"}`); st != 200 {
 		t.Fatalf("the decision: %d %s", st, body)
 	}
 	cur, _ := e.hub.Get(tk.ID)
-	if cur.Status != hub.Approved || cur.Decision.By != "notify:ops:aliceops" {
+	if cur.Status != hub.Approved || cur.Decision.By != "notify:ops" {
 		t.Fatalf("after the decision: %s by %+v", cur.Status, cur.Decision)
 	}
 	if st, _ := decide(t, w.DecisionURL, `{"decision":"deny","fingerprint":"fp1:aaaa"}`); st != 409 {
@@ -246,6 +250,53 @@ func TestNtfyMessage(t *testing.T) {
 	}
 	if !strings.Contains(got.header.Get("Title"), tk.ID) {
 		t.Fatalf("Title %q", got.header.Get("Title"))
+	}
+	if strings.Contains(acts, "actor") {
+		t.Fatalf("the buttons name an actor, which is ignored: %q", acts)
+	}
+}
+
+// TestTokenFile: a channel with token_file sends its access token as a bearer token, read from
+// the file at each delivery (a new token applies at once); a token file that cannot be used
+// fails the delivery with an error naming the file, never its content.
+func TestTokenFile(t *testing.T) {
+	rc := &receiver{}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	dir := t.TempDir()
+	tokPath := filepath.Join(dir, "ntfy.token")
+	if err := os.WriteFile(tokPath, []byte("tk_first7c2e9a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, policy.Notify{Name: "phone", URL: hook.URL, Kind: "ntfy", Human: true, TokenFile: tokPath})
+	e.ask(t, "fp1:1010")
+	testkit.WaitFor(t, 5*time.Second, "the first delivery", func() bool { return len(rc.all()) == 1 })
+	if got := rc.all()[0].header.Get("Authorization"); got != "Bearer tk_first7c2e9a" {
+		t.Fatalf("Authorization %q", got)
+	}
+	os.WriteFile(tokPath, []byte("tk_second41b0"), 0o600)
+	e.ask(t, "fp1:2020")
+	testkit.WaitFor(t, 5*time.Second, "the second delivery", func() bool { return len(rc.all()) == 2 })
+	if got := rc.all()[1].header.Get("Authorization"); got != "Bearer tk_second41b0" {
+		t.Fatalf("Authorization after the file changed %q", got)
+	}
+	for _, c := range []struct{ name, content, want string }{
+		{"two words", "tk_secret one two", "holds something other than one token"},
+		{"empty", "\n", "is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.WriteFile(tokPath, []byte(c.content), 0o600)
+			before := e.n.Status()[0].Failed
+			e.ask(t, "fp1:"+strings.ReplaceAll(c.name, " ", ""))
+			testkit.WaitFor(t, 5*time.Second, "the delivery given up", func() bool { return e.n.Status()[0].Failed == before+1 })
+			st := e.n.Status()[0]
+			if !strings.Contains(st.LastError, tokPath) || !strings.Contains(st.LastError, c.want) || strings.Contains(st.LastError, "tk_secret") {
+				t.Fatalf("last error %q", st.LastError)
+			}
+			if len(rc.all()) != 2 {
+				t.Fatal("a notification went out without its token")
+			}
+		})
 	}
 }
 
@@ -366,7 +417,7 @@ func TestReloadedTicketNotifiedAgain(t *testing.T) {
 	if st, body := decide(t, again.DecisionURL, `{"decision":"approve","fingerprint":"fp1:1111","actor":"bob"}`); st != 200 {
 		t.Fatalf("the decision through the link sent after the restart: %d %s", st, body)
 	}
-	if cur, _ := h2.Get(held.ID); cur.Status != hub.Approved || cur.Decision.By != "notify:ops:bob" {
+	if cur, _ := h2.Get(held.ID); cur.Status != hub.Approved || cur.Decision.By != "notify:ops" {
 		t.Fatalf("after the decision: %s %+v", cur.Status, cur.Decision)
 	}
 
