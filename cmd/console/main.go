@@ -53,6 +53,8 @@ type options struct {
 	version      bool
 
 	metricsListen string
+	// agentUIDs are the uids agents run as on this machine (lox run -- COMMAND's).
+	agentUIDs unixsock.UIDs
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -65,6 +67,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the console's audit files (required)")
 	fs.Var(&o.gateUIDs, "gate-uid", "uid allowed to fetch the policy (repeatable; default: the console's own uid)")
 	fs.Var(&o.supervisorUIDs, "supervisor-uid", "uid allowed to report restarts of the stack's processes (lox run passes its own; repeatable): each is written to the console's audit and shown on its terminal; default: none, no restart reports")
+	fs.Var(&o.agentUIDs, "agent-uid", "the uid an agent runs as on this machine (lox run -- COMMAND passes its agent's; repeatable): a policy whose [[notify]] channel has insecure_loopback is refused, since the agent could bind its port and approve its own requests; default: none")
 	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.hubListen, "hub-listen", "", "host the hub on this TCP address (the gate's and the facades' API); empty: no hub, every ASK is refused with E_NO_CONSOLE")
@@ -148,7 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out = msgs
 	}
 	cm := metrics.NewConsole(reg)
-	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out, Metrics: cm})
+	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out, Metrics: cm, AgentUIDs: o.agentUIDs})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2

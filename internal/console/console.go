@@ -46,6 +46,11 @@ type Config struct {
 	Now func() time.Time
 	// Metrics counts the policies served and the rejected edits. Nil: nothing counted.
 	Metrics *metrics.Console
+	// AgentUIDs are the uids agents run as on this machine (lox run -- COMMAND passes its
+	// agent's). With any, a policy whose [[notify]] channel has insecure_loopback is refused
+	// (policy.RefusedWithAgent): the agent could bind the channel's port and approve its own
+	// requests; such a channel of a policy approved before is never used. Empty: none.
+	AgentUIDs []int
 }
 
 // Served is the policy as the console serves it: GET /policy answers it as JSON.
@@ -131,6 +136,9 @@ func New(cfg Config) (*Console, error) {
 		if err := c.firstStart(); err != nil {
 			return nil, err
 		}
+	} else if err := c.approved.RefusedWithAgent(); err != nil && len(cfg.AgentUIDs) > 0 {
+		c.say("the approved policy has a channel an agent on this machine could answer; it is not used until the policy file drops it:\n%s", err)
+		c.log.Warn("approved policy: channels not used while an agent runs", "err", err.Error())
 	}
 	c.reload()
 	return c, nil
@@ -163,7 +171,7 @@ func (c *Console) reload() (bool, error) {
 	if seen == version {
 		return false, nil // already judged
 	}
-	p, err := policy.Load(path, data)
+	p, err := c.load(path, data)
 	if err != nil {
 		c.mu.Lock()
 		c.review = nil
@@ -206,6 +214,21 @@ func (c *Console) reload() (bool, error) {
 	return false, nil
 }
 
+// load loads a policy file's text, and refuses what this machine's agents forbid
+// (Config.AgentUIDs).
+func (c *Console) load(path string, data []byte) (*policy.Policy, error) {
+	p, err := policy.Load(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.cfg.AgentUIDs) > 0 {
+		if err := p.RefusedWithAgent(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
 // readPolicyFile reads the policy file, bounded.
 func readPolicyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -229,7 +252,7 @@ func (c *Console) firstStart() error {
 	if err != nil {
 		return err
 	}
-	p, err := policy.Load(c.cfg.PolicyPath, data)
+	p, err := c.load(c.cfg.PolicyPath, data)
 	if err != nil {
 		return err
 	}
@@ -388,14 +411,25 @@ func (c *Console) SetMetrics(url string) {
 	c.mu.Unlock()
 }
 
-// NotifyChannels are the approved policy's [[notify]] channels.
+// NotifyChannels are the approved policy's [[notify]] channels; with an agent on this machine
+// (Config.AgentUIDs), without those that have insecure_loopback: they neither notify nor decide.
 func (c *Console) NotifyChannels() []policy.Notify {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.approved == nil {
 		return nil
 	}
-	return c.approved.Notify()
+	all := c.approved.Notify()
+	if len(c.cfg.AgentUIDs) == 0 {
+		return all
+	}
+	out := make([]policy.Notify, 0, len(all))
+	for _, n := range all {
+		if !n.InsecureLoopback {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // SetNotifyStatus gives the function GET /status reads the channels' deliveries from.

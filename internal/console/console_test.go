@@ -146,3 +146,46 @@ func TestInvalidFileAtStartIsAnError(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// insecureChannel is a human channel on loopback, allowed for tests by insecure_loopback.
+const insecureChannel = "\n[[notify]]\nname = \"test\"\nurl = \"http://127.0.0.1:9/hook\"\nkind = \"webhook\"\nhuman = true\ninsecure_loopback = true\n"
+
+// TestAgentUIDRefusesInsecureLoopback: with an agent on the machine, a policy with a loopback
+// human channel is refused at its line with the fix, at the first start and in an edit; a
+// policy approved with one before keeps it out of use (it neither notifies nor decides), and
+// an edit that drops it applies. Without an agent the channel is used.
+func TestAgentUIDRefusesInsecureLoopback(t *testing.T) {
+	path := writePolicy(t, good+insecureChannel)
+	_, err := New(Config{PolicyPath: path, AgentUIDs: []int{10099}})
+	if err == nil || !strings.Contains(err.Error(), `policy.toml:11: notify "test": insecure_loopback = true: an agent runs on this machine`) ||
+		!strings.Contains(err.Error(), "remove insecure_loopback") {
+		t.Fatalf("first start with an agent: %v", err)
+	}
+
+	state := filepath.Join(t.TempDir(), "console-state.json")
+	c, err := New(Config{PolicyPath: path, StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := c.NotifyChannels(); len(ch) != 1 || ch[0].Name != "test" {
+		t.Fatalf("without an agent: channels %+v", ch)
+	}
+
+	// The same approved policy, now with an agent: the channel is out of use.
+	c, err = New(Config{PolicyPath: path, StatePath: state, AgentUIDs: []int{10099}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := c.NotifyChannels(); len(ch) != 0 {
+		t.Fatalf("with an agent, the approved policy's loopback channel is used: %+v", ch)
+	}
+	// An edit adding another is refused; one dropping them applies at once.
+	os.WriteFile(path, []byte(good+insecureChannel+strings.ReplaceAll(insecureChannel, `"test"`, `"test2"`)), 0o600)
+	if _, err := c.reload(); err == nil || !strings.Contains(err.Error(), `notify "test2": insecure_loopback = true`) {
+		t.Fatalf("an edit with another loopback channel: %v", err)
+	}
+	os.WriteFile(path, []byte(good), 0o600)
+	if changed, err := c.reload(); err != nil || !changed {
+		t.Fatalf("the edit dropping the channel: changed %v, %v", changed, err)
+	}
+}
