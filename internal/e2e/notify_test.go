@@ -120,7 +120,7 @@ func TestNotifyWebhookDecides(t *testing.T) {
 	recv := &notifyReceiver{}
 	hook := httptest.NewServer(recv)
 	t.Cleanup(hook.Close)
-	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\n", hook.URL+"/lockhttp-hook"))
+	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\ninsecure_loopback = true\n", hook.URL+"/lockhttp-hook"))
 	url := fmt.Sprintf("http://origin.test:%d/items", e.port)
 	res := e.send("POST", "/items", "payload-notify")
 	tk := e.waitTicket(t, url)
@@ -149,7 +149,9 @@ func TestNotifyWebhookDecides(t *testing.T) {
 	if e.origin.count() != 0 {
 		t.Fatal("the held request reached the origin before the decision")
 	}
-	if st := postDecision(t, h.DecisionURL, `{"decision":"approve","fingerprint":"`+tk.Fingerprint+`","actor":"alice"}`); st != 200 {
+	// The body names an actor that looks like the terminal's: whoever holds the link writes
+	// it, so the audit names the channel alone.
+	if st := postDecision(t, h.DecisionURL, `{"decision":"approve","fingerprint":"`+tk.Fingerprint+`","actor":"terminal:alice"}`); st != 200 {
 		t.Fatalf("the decision: %d", st)
 	}
 	r := <-res
@@ -159,7 +161,7 @@ func TestNotifyWebhookDecides(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "the audit record naming the channel", func() bool {
 		for _, m := range e.auditRecords() {
 			if m["ticket"] == tk.ID && m["status"] == float64(200) {
-				return m["approver"] == "notify:ops:alice"
+				return m["approver"] == "notify:ops"
 			}
 		}
 		return false
@@ -202,7 +204,11 @@ func TestNotifyDeadReceiver(t *testing.T) {
 	}
 	dead := "http://" + l.Addr().String() + "/gone"
 	l.Close()
-	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"pager\"\nurl = %q\nkind = \"ntfy\"\nhuman = true\n", dead))
+	token := filepath.Join(t.TempDir(), "ntfy.token")
+	if err := os.WriteFile(token, []byte("tk_pager\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"pager\"\nurl = %q\nkind = \"ntfy\"\nhuman = true\ninsecure_loopback = true\ntoken_file = %q\n", dead, token))
 	url := fmt.Sprintf("http://origin.test:%d/items", e.port)
 	res := e.send("POST", "/items", "x")
 	tk := e.waitTicket(t, url)
@@ -239,7 +245,7 @@ func TestNotifyHumanChannelWaitsForReview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := string(text) + fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\n", hook.URL)
+	edited := string(text) + fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\ninsecure_loopback = true\n", hook.URL)
 	if err := os.WriteFile(e.policy, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +275,7 @@ func TestNotifyAfterConsoleRestart(t *testing.T) {
 	recv := &notifyReceiver{}
 	hook := httptest.NewServer(recv)
 	t.Cleanup(hook.Close)
-	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\n", hook.URL+"/lockhttp-hook"))
+	e := startNotify(t, fmt.Sprintf("\n[[notify]]\nname = \"ops\"\nurl = %q\nkind = \"webhook\"\nhuman = true\ninsecure_loopback = true\n", hook.URL+"/lockhttp-hook"))
 	res := e.send("POST", "/items", "payload-restart")
 	tk := e.waitTicket(t, fmt.Sprintf("http://origin.test:%d/items", e.port))
 	testkit.WaitFor(t, 5*time.Second, "the first notification", func() bool { return len(recv.allFor(tk.ID)) == 1 })

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,6 +200,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if ag != nil {
+		if err := checkAgentReads(o, polPath, ag.a.UID, ag.gid); err != nil {
+			return err
+		}
+	}
 	bins, err := findBinaries(o.BinDir, "gate", "console", "signer")
 	if err != nil {
 		return err
@@ -274,7 +280,7 @@ func Run(ctx context.Context, o Options) error {
 		return append([]string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
 			"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
 			"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL),
-			"-supervisor-uid", strconv.Itoa(os.Geteuid())}, margs["console"]...)
+			"-supervisor-uid", strconv.Itoa(os.Geteuid())}, slices.Concat(margs["console"], agentConsoleArgs(o.Agent))...)
 	}
 	consoleLog := filepath.Join(up.Logs, "console.log")
 	var cst struct {
