@@ -9,11 +9,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/floor"
@@ -53,10 +55,12 @@ func (e *RefusedError) Error() string { return e.Refusal.Error() }
 // for net.DefaultResolver) and the rest as needed.
 type Dialer struct {
 	Resolver Resolver
-	// Upstream is an optional upstream proxy (http://[user:pass@]host:port). The gate still
-	// resolves and checks the target itself and asks the upstream for a tunnel to the checked
-	// address.
+	// Upstream is an optional upstream proxy (http://host:port). The gate still resolves and
+	// checks the target itself and asks the upstream for a tunnel to the checked address. A URL
+	// with user info is refused at each dial: the credential is UpstreamAuth.
 	Upstream *url.URL
+	// UpstreamAuth is the upstream proxy's credential, sent on each CONNECT. Nil: none.
+	UpstreamAuth *ProxyAuth
 	// Own holds the gate's own listen addresses, never dialled.
 	Own []netip.AddrPort
 	// Timeout bounds resolution plus connection. Zero: 10s.
@@ -161,6 +165,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 // dialUpstream asks the upstream proxy for a tunnel to the checked address.
 func (d *Dialer) dialUpstream(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
 	u := d.Upstream
+	if u.User != nil {
+		return nil, fmt.Errorf("upstream proxy %s: its URL has a user:password part, which is never sent; give the credential as the dialer's UpstreamAuth", u.Host)
+	}
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
@@ -170,9 +177,8 @@ func (d *Dialer) dialUpstream(ctx context.Context, ap netip.AddrPort) (net.Conn,
 		c.SetDeadline(dl)
 	}
 	req := "CONNECT " + ap.String() + " HTTP/1.1\r\nHost: " + ap.String() + "\r\n"
-	if u.User != nil {
-		pass, _ := u.User.Password()
-		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)) + "\r\n"
+	if d.UpstreamAuth != nil {
+		req += "Proxy-Authorization: " + d.UpstreamAuth.header() + "\r\n"
 	}
 	req += "\r\n"
 	if _, err := c.Write([]byte(req)); err != nil {
@@ -194,6 +200,68 @@ func (d *Dialer) dialUpstream(ctx context.Context, ap netip.AddrPort) (net.Conn,
 		return &bufferedConn{Conn: c, r: br}, nil
 	}
 	return c, nil
+}
+
+// ProxyAuthEnv is the environment variable that gives the upstream proxy's credential,
+// user:password, when no credentials file does.
+const ProxyAuthEnv = "LOCKHTTP_UPSTREAM_PROXY_AUTH"
+
+// ParseUpstream reads an upstream proxy's URL, http://host:port. A URL with a user:password
+// part is refused, with the fix: a command line is readable by every user of the machine
+// (/proc/PID/cmdline), the agent's uid included. Its errors never repeat a password.
+func ParseUpstream(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err == nil && u.User != nil || strings.Contains(raw, "@") {
+		return nil, errors.New("has a user:password part, which every user of this machine can read on a command line (/proc/PID/cmdline), the agent's included; give the proxy as http://HOST:PORT and its credential in a file, --upstream-credentials-file FILE holding user:password (mode 0600), or in the environment, " + ProxyAuthEnv + "=user:password")
+	}
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: write it as http://host:port", raw)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
+// ProxyAuth is an upstream proxy's credential, sent as Basic Proxy-Authorization on each
+// CONNECT. It prints as "user:***" (fmt, slog): never the password.
+type ProxyAuth struct {
+	user, password string
+}
+
+// maxProxyAuth bounds a credential's length.
+const maxProxyAuth = 1024
+
+// ParseProxyAuth reads a credential written "user:password" (the password may hold ':'), as the
+// gate's -upstream-credentials-file and LOCKHTTP_UPSTREAM_PROXY_AUTH give it. Its errors never
+// repeat the value.
+func ParseProxyAuth(s string) (*ProxyAuth, error) {
+	if len(s) > maxProxyAuth {
+		return nil, fmt.Errorf("the upstream credential is longer than %d bytes; write user:password alone", maxProxyAuth)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return nil, fmt.Errorf("the upstream credential has a control character (a line end?) at byte %d; write user:password on one line", i)
+		}
+	}
+	user, pass, ok := strings.Cut(s, ":")
+	if !ok || user == "" {
+		return nil, errors.New("the upstream credential is not user:password; write the proxy's user name, a colon and its password")
+	}
+	return &ProxyAuth{user: user, password: pass}, nil
+}
+
+// User is the credential's user name.
+func (a *ProxyAuth) User() string { return a.user }
+
+// String is the user name and *** for the password.
+func (a *ProxyAuth) String() string { return a.user + ":***" }
+
+// GoString is String, so that %#v hides the password too.
+func (a *ProxyAuth) GoString() string { return a.String() }
+
+// LogValue is String, for slog.
+func (a *ProxyAuth) LogValue() slog.Value { return slog.StringValue(a.String()) }
+
+func (a *ProxyAuth) header() string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(a.user+":"+a.password))
 }
 
 type bufferedConn struct {

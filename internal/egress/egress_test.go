@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -621,7 +623,8 @@ func TestDialUpstream(t *testing.T) {
 	tests := []struct {
 		name    string
 		status  int
-		user    *url.Userinfo
+		auth    string        // the credential, user:password; "": none
+		user    *url.Userinfo // user info in the upstream's URL, which is refused
 		answers [][]netip.Addr
 		allow   []netip.Prefix
 		connect string // the CONNECT target the upstream must see; "": it must see none
@@ -637,10 +640,18 @@ func TestDialUpstream(t *testing.T) {
 		{
 			name:    "credentials",
 			status:  200,
-			user:    url.UserPassword("u", "p:w"),
+			auth:    "u:p:w",
 			answers: [][]netip.Addr{addrs("127.0.0.1")},
 			allow:   prefixes("127.0.0.0/8"),
 			connect: checked,
+		},
+		{
+			name:    "user info in the upstream's URL is never sent",
+			status:  200,
+			user:    url.UserPassword("u", "planted-pw-4471"),
+			answers: [][]netip.Addr{addrs("127.0.0.1")},
+			allow:   prefixes("127.0.0.0/8"),
+			errIn:   "its URL has a user:password part, which is never sent",
 		},
 		{
 			name:    "upstream refuses the tunnel",
@@ -663,6 +674,13 @@ func TestDialUpstream(t *testing.T) {
 			up := newUpstream(t, tc.status, o.l.Addr().String())
 			res := &fakeResolver{answers: tc.answers}
 			d := &Dialer{Resolver: res, Upstream: &url.URL{Scheme: "http", Host: up.l.Addr().String(), User: tc.user}}
+			if tc.auth != "" {
+				a, err := ParseProxyAuth(tc.auth)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.UpstreamAuth = a
+			}
 			c, err := d.Dial(t.Context(), Target{Host: "tunnel.test", Port: p, Floor: &policy.Floor{AllowCIDRs: tc.allow}})
 			if tc.errIn == "" {
 				if err != nil {
@@ -681,8 +699,8 @@ func TestDialUpstream(t *testing.T) {
 					c.Close()
 					t.Fatal("Dial connected")
 				}
-				if !strings.Contains(err.Error(), tc.errIn) {
-					t.Errorf("error %q, want it to contain %q", err, tc.errIn)
+				if !strings.Contains(err.Error(), tc.errIn) || strings.Contains(err.Error(), "planted-pw") {
+					t.Errorf("error %q, want it to contain %q (and no password)", err, tc.errIn)
 				}
 			}
 			if n := res.callCount(); n != 1 {
@@ -704,13 +722,43 @@ func TestDialUpstream(t *testing.T) {
 				t.Errorf("upstream asked %s %s (Host %s), want CONNECT %s", r.Method, r.RequestURI, r.Host, tc.connect)
 			}
 			wantAuth := ""
-			if tc.user != nil {
-				pass, _ := tc.user.Password()
-				wantAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte(tc.user.Username()+":"+pass))
+			if tc.auth != "" {
+				wantAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte(tc.auth))
 			}
 			if got := r.Header.Get("Proxy-Authorization"); got != wantAuth {
 				t.Errorf("Proxy-Authorization %q, want %q", got, wantAuth)
 			}
 		})
+	}
+}
+
+// TestProxyAuth: a credential is user:password, the password may hold ':'; what is not one is
+// refused without repeating it; printed, logged or formatted it shows no password.
+func TestProxyAuth(t *testing.T) {
+	for _, c := range []struct{ in, err string }{
+		{"alice:s3cret:x", ""},
+		{"alice:", ""},
+		{"planted-pw-only", "is not user:password"},
+		{":planted-pw", "is not user:password"},
+		{"alice:planted-pw\n", "control character"},
+		{"alice:" + strings.Repeat("p", maxProxyAuth), "longer than"},
+	} {
+		_, err := ParseProxyAuth(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "planted-pw") {
+				t.Errorf("%q: error %v, want one with %q and no password", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+		}
+	}
+	a, _ := ParseProxyAuth("alice:planted-pw-9")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %+v %#v %s", a, a, a, a)
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("x", "auth", a)
+	if strings.Contains(b.String(), "planted-pw") || !strings.Contains(b.String(), "alice:***") {
+		t.Fatalf("printed: %s", b.String())
 	}
 }
