@@ -60,6 +60,7 @@ type options struct {
 	auditDSNFile                string
 	admin                       string
 	upstream                    string
+	upstreamCredentialsFile     string
 	roots                       string
 	signer                      string
 	hubURL                      string
@@ -90,7 +91,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.auditDSNFile, "audit-dsn-file", "", "a file holding the PostgreSQL DSN of the audit's database copy (or set LOCKHTTP_AUDIT_DSN); empty: no copy")
 	fs.StringVar(&o.admin, "admin", "", "unix socket for GET /status (for lox and lockhttp doctor); empty: none")
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
-	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://[user:pass@]host:port (for example squid); empty: direct")
+	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://host:port (for example squid); empty: direct. Its credential comes from -upstream-credentials-file or "+egress.ProxyAuthEnv+", never the command line")
+	fs.StringVar(&o.upstreamCredentialsFile, "upstream-credentials-file", "", "a file holding the upstream proxy's credential, user:password on one line (mode 0600; or set "+egress.ProxyAuthEnv+"); empty: the environment's, else none")
 	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
 	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL (http://host:port) for ASK tickets; empty: every ASK is refused with E_NO_CONSOLE")
 	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub")
@@ -132,6 +134,13 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		if _, err := tracing.ParseEndpoint(o.otlpEndpoint); err != nil {
 			return nil, fmt.Errorf("-otlp-endpoint %w", err)
 		}
+	}
+	if o.upstream != "" {
+		if _, err := egress.ParseUpstream(o.upstream); err != nil {
+			return nil, fmt.Errorf("-upstream %w", err)
+		}
+	} else if o.upstreamCredentialsFile != "" {
+		return nil, errors.New("-upstream-credentials-file needs -upstream: the credential is the upstream proxy's")
 	}
 	if o.metricsSigner && (o.signer == "" || o.metricsListen == "") {
 		return nil, errors.New("-metrics-signer needs -signer (the socket its families are read from) and -metrics-listen (where they are served)")
@@ -179,12 +188,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	var upstream *url.URL
+	var upstreamAuth *egress.ProxyAuth
+	credential := "none"
 	if o.upstream != "" {
-		u, err := url.Parse(o.upstream)
-		if err != nil || u.Scheme != "http" || u.Host == "" {
-			return fmt.Errorf("-upstream %q: write it as http://host:port", o.upstream)
+		var err error
+		if upstream, err = egress.ParseUpstream(o.upstream); err != nil {
+			return fmt.Errorf("-upstream %w", err)
 		}
-		upstream = u
+		if upstreamAuth, credential, err = upstreamCredential(o.upstreamCredentialsFile); err != nil {
+			return err
+		}
 	}
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
@@ -241,7 +254,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dialer := &egress.Dialer{Upstream: upstream, Own: own}
+	dialer := &egress.Dialer{Upstream: upstream, UpstreamAuth: upstreamAuth, Own: own}
 	var g *gate.Gate
 	gm := metrics.NewGate(reg, metrics.GateState{
 		Tunnels:     func() int { return g.MetricsState().Tunnels() },
@@ -358,9 +371,47 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		go srv.Serve(cl)
 		defer srv.Close()
 	}
-	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream)
+	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream, "upstream_credential", credential)
 	go g.ReturnMemoryWhenQuiet(ctx)
 	return g.Serve(ctx, l)
+}
+
+// maxCredentialFile bounds the read of -upstream-credentials-file.
+const maxCredentialFile = 4 << 10
+
+// upstreamCredential is the upstream proxy's credential: from file when one is given, else from
+// the environment (egress.ProxyAuthEnv), else none; from says which ("file", "environment",
+// "none"). Errors name the file, never its content.
+func upstreamCredential(file string) (auth *egress.ProxyAuth, from string, err error) {
+	raw, from := os.Getenv(egress.ProxyAuthEnv), "environment"
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, "", fmt.Errorf("-upstream-credentials-file: %w", err)
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxCredentialFile+1))
+		if err != nil {
+			return nil, "", fmt.Errorf("-upstream-credentials-file %s: %w", file, err)
+		}
+		if len(data) > maxCredentialFile {
+			return nil, "", fmt.Errorf("-upstream-credentials-file %s holds more than %d bytes: give a file with user:password alone", file, maxCredentialFile)
+		}
+		raw, from = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r"), "file"
+	}
+	if raw == "" {
+		if file != "" {
+			return nil, "", fmt.Errorf("-upstream-credentials-file %s is empty: put user:password in it", file)
+		}
+		return nil, "none", nil
+	}
+	if auth, err = egress.ParseProxyAuth(raw); err != nil {
+		if file != "" {
+			return nil, "", fmt.Errorf("-upstream-credentials-file %s: %w", file, err)
+		}
+		return nil, "", fmt.Errorf("%s: %w", egress.ProxyAuthEnv, err)
+	}
+	return auth, from, nil
 }
 
 // ownAddrs lists the addresses the gate listens on: the listen address, or every interface

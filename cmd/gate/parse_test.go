@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,74 @@ func TestParseMetricsSigner(t *testing.T) {
 				t.Fatalf("metricsSigner %v, %v", o != nil && o.metricsSigner, err)
 			}
 		})
+	}
+}
+
+// TestParseUpstream: an upstream URL with user info is refused before the gate opens anything,
+// with the fix and without the password; the credential comes from a file or the environment.
+func TestParseUpstream(t *testing.T) {
+	base := []string{"-console", "/s/console.sock", "-audit", "/s/audit"}
+	for _, c := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"none", nil, ""},
+		{"a proxy", []string{"-upstream", "http://squid.example:3128"}, ""},
+		{"a proxy and its credential file", []string{"-upstream", "http://squid.example:3128", "-upstream-credentials-file", "/s/upstream.cred"}, ""},
+		{"user and password", []string{"-upstream", "http://alice:planted-pw-31@squid.example:3128"}, "--upstream-credentials-file FILE holding user:password"},
+		{"user only", []string{"-upstream", "http://alice@squid.example:3128"}, "LOCKHTTP_UPSTREAM_PROXY_AUTH=user:password"},
+		{"a password the URL parser rejects", []string{"-upstream", "http://alice:planted-pw%zz@squid.example:3128"}, "has a user:password part"},
+		{"https", []string{"-upstream", "https://squid.example:3128"}, "write it as http://host:port"},
+		{"a credential file without a proxy", []string{"-upstream-credentials-file", "/s/upstream.cred"}, "-upstream-credentials-file needs -upstream"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(append(append([]string{}, base...), c.args...), io.Discard)
+			if c.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "planted-pw") {
+				t.Fatalf("error %v, want one with %q and no password", err, c.err)
+			}
+		})
+	}
+}
+
+// TestUpstreamCredential: the file wins over the environment; a file that is not user:password
+// is refused naming the file, never its content.
+func TestUpstreamCredential(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("LOCKHTTP_UPSTREAM_PROXY_AUTH", "env-user:env-pw")
+	a, from, err := upstreamCredential(write("good", "alice:planted-pw-1\n"))
+	if err != nil || from != "file" || a.User() != "alice" {
+		t.Fatalf("from a file: %v %q %v", a, from, err)
+	}
+	if a, from, err = upstreamCredential(""); err != nil || from != "environment" || a.User() != "env-user" {
+		t.Fatalf("from the environment: %v %q %v", a, from, err)
+	}
+	for _, c := range []struct{ name, content, err string }{
+		{"no colon", "planted-pw-2\n", "is not user:password"},
+		{"two lines", "alice:planted-pw-3\nbob:x\n", "control character"},
+		{"empty", "", "is empty"},
+	} {
+		p := write(c.name, c.content)
+		if _, _, err := upstreamCredential(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.err) ||
+			strings.Contains(err.Error(), "planted-pw") {
+			t.Errorf("%s: error %v, want one naming %s with %q and no password", c.name, err, p, c.err)
+		}
+	}
+	t.Setenv("LOCKHTTP_UPSTREAM_PROXY_AUTH", "")
+	if a, from, err := upstreamCredential(""); err != nil || from != "none" || a != nil {
+		t.Fatalf("none: %v %q %v", a, from, err)
 	}
 }

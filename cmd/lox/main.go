@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -95,7 +96,8 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	fs.StringVar(&o.StateDir, "state", ".lockfamily", "state directory: up.json, sockets, the CA, audit, logs; one stack at a time holds it (STATE/lock)")
 	fs.StringVar(&o.PolicyPath, "policy", "", "policy file (default: STATE/policy.toml, created from the shipped default)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3130", "the gate's proxy address")
-	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct")
+	fs.StringVar(&o.Upstream, "upstream", "", "an upstream proxy for the gate, http://host:port (for example squid); empty: direct. Never with a user:password part: give its credential with --upstream-credentials-file or "+egress.ProxyAuthEnv)
+	fs.StringVar(&o.UpstreamCredentialsFile, "upstream-credentials-file", "", "a file holding the upstream proxy's credential, user:password on one line (mode 0600), for the gate; without it the gate takes "+egress.ProxyAuthEnv+" from lox's environment")
 	fs.StringVar(&o.HubListen, "hub-listen", "127.0.0.1:3131", "the hub's address (the gate, lox's commands and the phone page reach it there)")
 	fs.StringVar(&o.PhoneURL, "phone-url", "", "the URL a phone reaches the hub at, for the phone page (default: http:// and the hub's address)")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:0", "where the gate, the console and the signer serve Prometheus metrics: HOST:PORT gives the gate PORT, the console PORT+1 and the signer PORT+2 (port 0: free ports); up.json names each URL under \"metrics\"; empty: none")
@@ -135,6 +137,13 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q; to start an agent, put -- before its command", fs.Arg(0))
+	}
+	if o.Upstream != "" {
+		if _, err := egress.ParseUpstream(o.Upstream); err != nil {
+			return o, fmt.Errorf("--upstream %w", err)
+		}
+	} else if o.UpstreamCredentialsFile != "" {
+		return o, errors.New("--upstream-credentials-file needs --upstream: the credential is the upstream proxy's")
 	}
 	if err := stack.CheckOTLPEndpoint(o.OTLPEndpoint); err != nil {
 		return o, err

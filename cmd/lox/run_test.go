@@ -112,3 +112,24 @@ func TestRunRefusesRootAgent(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
 }
+
+// TestRunRefusesUpstreamPassword drives the real command line: --upstream with a user:password
+// part is a usage error (2) naming the fix, without the password, and nothing starts; the
+// credentials file reaches the stack's options.
+func TestRunRefusesUpstreamPassword(t *testing.T) {
+	state := t.TempDir()
+	var stderr bytes.Buffer
+	code := run([]string{"run", "--headless", "--state", state, "--upstream", "http://alice:planted-pw-77@127.0.0.1:3128"}, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "lox run: --upstream has a user:password part") ||
+		!strings.Contains(stderr.String(), "--upstream-credentials-file FILE") || strings.Contains(stderr.String(), "planted-pw") {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	o, err := parseRun([]string{"--upstream", "http://127.0.0.1:3128", "--upstream-credentials-file", "/s/upstream.cred"}, io.Discard, io.Discard, nil)
+	if err != nil || o.Upstream != "http://127.0.0.1:3128" || o.UpstreamCredentialsFile != "/s/upstream.cred" {
+		t.Fatalf("options %q %q, %v", o.Upstream, o.UpstreamCredentialsFile, err)
+	}
+	if _, err := parseRun([]string{"--upstream-credentials-file", "/s/upstream.cred"}, io.Discard, io.Discard, nil); err == nil ||
+		!strings.Contains(err.Error(), "--upstream-credentials-file needs --upstream") {
+		t.Fatalf("a credentials file without a proxy: %v", err)
+	}
+}

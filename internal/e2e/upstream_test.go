@@ -20,6 +20,13 @@ import (
 // address and the path of its access log.
 func startSquid(t *testing.T, port int) (string, string) {
 	t.Helper()
+	return startSquidAuth(t, port, "", "")
+}
+
+// startSquidAuth is startSquid that, with a user, asks for a password too (Basic
+// Proxy-Authorization): hash is the password's htpasswd hash.
+func startSquidAuth(t *testing.T, port int, user, hash string) (string, string) {
+	t.Helper()
 	bin := requireTool(t, "squid")
 	// squid drops to its own user: its directory must be reachable by it (t.TempDir's is not).
 	dir, err := os.MkdirTemp("", "lockhttp-squid-")
@@ -32,10 +39,16 @@ func startSquid(t *testing.T, port int) (string, string) {
 	addr := l.Addr().String()
 	l.Close()
 	conf := filepath.Join(dir, "squid.conf")
+	auth, authed := "", ""
+	if user != "" {
+		os.WriteFile(filepath.Join(dir, "passwd"), []byte(user+":"+hash+"\n"), 0o644)
+		auth = fmt.Sprintf("auth_param basic program /usr/lib/squid/basic_ncsa_auth %s/passwd\nauth_param basic realm lockhttp-test\nacl authed proxy_auth REQUIRED\n", dir)
+		authed = " authed"
+	}
 	os.WriteFile(conf, []byte(fmt.Sprintf(`http_port %s
-acl localnet src 127.0.0.0/8
+`+auth+`acl localnet src 127.0.0.0/8
 acl target port %d
-http_access allow localnet target
+http_access allow localnet target`+authed+`
 http_access deny all
 cache deny all
 cache_mem 0

@@ -28,8 +28,8 @@ type secretFile struct {
 
 // checkAgentReads refuses to start the agent when its uid could read a file that holds the
 // stack's secrets: the policy file (the notification channels' receivers, a webhook's secret
-// path, an ntfy topic), the gate's secrets file, the Claude key file, and each [[notify]]
-// channel's token file. Each is checked as the agent's
+// path, an ntfy topic), the gate's secrets file, the Claude key file, the upstream proxy's
+// credentials file, and each [[notify]] channel's token file. Each is checked as the agent's
 // uid and gid would open it: every directory above it searchable, and the file's owner, group
 // and mode bits. The error names the file and the fix.
 func checkAgentReads(o Options, polPath string, uid, gid int) error {
@@ -37,6 +37,7 @@ func checkAgentReads(o Options, polPath string, uid, gid int) error {
 	for _, f := range []secretFile{
 		{"the gate's secrets file (--secrets)", o.Secrets, "the credentials the gate injects"},
 		{"the Claude key file (--claude-key-file)", o.ClaudeKeyFile, "the Claude API key"},
+		{"the upstream proxy's credentials file (--upstream-credentials-file)", o.UpstreamCredentialsFile, "the upstream proxy's password"},
 	} {
 		if f.path != "" {
 			files = append(files, f)

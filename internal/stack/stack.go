@@ -41,8 +41,13 @@ type Options struct {
 	PolicyPath string
 	// Listen is the gate's proxy address.
 	Listen string
-	// Upstream is an upstream proxy for the gate (http://host:port); empty: direct.
+	// Upstream is an upstream proxy for the gate (http://host:port, never with user info);
+	// empty: direct.
 	Upstream string
+	// UpstreamCredentialsFile holds the upstream proxy's credential (user:password), given to
+	// the gate by its path. Empty: the gate reads LOCKHTTP_UPSTREAM_PROXY_AUTH from the
+	// environment lox passes it, else none.
+	UpstreamCredentialsFile string
 	// Roots is a PEM file of extra roots the gate trusts for origins; empty: the system roots.
 	Roots string
 	// Secrets is the gate's secrets file (the credentials [[inject]] rules add). Empty: none,
@@ -474,6 +479,13 @@ func gateArgs(o Options, listen string, up *Up, hubGateToken, hubKey string) ([]
 	}
 	if o.Upstream != "" {
 		args = append(args, "-upstream", o.Upstream)
+	}
+	if o.UpstreamCredentialsFile != "" {
+		abs, err := filepath.Abs(o.UpstreamCredentialsFile)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-upstream-credentials-file", abs)
 	}
 	if o.OTLPEndpoint != "" {
 		args = append(args, "-otlp-endpoint", o.OTLPEndpoint)
