@@ -55,10 +55,13 @@ LOCKHTTP_HUB_PORT=3131
 LOCKHTTP_PHONE_URL=http://127.0.0.1:3131
 
 # The gate: extra root certificates for origins (a PEM file put in gate/ here, written as the
-# gate sees it: /etc/lockhttp/gate/NAME), and an upstream proxy (http://[user:pass@]host:port).
-# Empty: the system's roots; no upstream.
+# gate sees it: /etc/lockhttp/gate/NAME), an upstream proxy (http://host:port, never with a
+# password: a command line is readable by every user of the machine), and the file in gate/
+# holding the upstream's credential, user:password (owned by the gate's uid 10003, mode 0600;
+# written /etc/lockhttp/gate/NAME). Empty: the system's roots; no upstream; no credential.
 LOCKHTTP_ROOTS=
 LOCKHTTP_UPSTREAM=
+LOCKHTTP_UPSTREAM_CREDENTIALS=
 
 # An OTLP/HTTP collector the gate sends a span of every request to (http://host:4318), reached
 # on the egress network or as a service on the hub network. Empty: no traces.

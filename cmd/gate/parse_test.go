@@ -76,6 +76,7 @@ func TestParseUpstream(t *testing.T) {
 		err  string
 	}{
 		{"none", nil, ""},
+		{"the compose setup's empty settings", []string{"-upstream", "", "-upstream-credentials-file", ""}, ""},
 		{"a proxy", []string{"-upstream", "http://squid.example:3128"}, ""},
 		{"a proxy and its credential file", []string{"-upstream", "http://squid.example:3128", "-upstream-credentials-file", "/s/upstream.cred"}, ""},
 		{"user and password", []string{"-upstream", "http://alice:planted-pw-31@squid.example:3128"}, "--upstream-credentials-file FILE holding user:password"},
