@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -155,14 +156,17 @@ func TestUpstreamPasswordNeverOnACommandLine(t *testing.T) {
 	})
 
 	// A password on the command line is refused before anything starts, and never repeated.
+	// (Bounded: a binary that took the URL would run on.)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	withPassword := "http://" + user + ":" + password + "@" + squid
 	for _, c := range []struct {
 		name string
 		cmd  *exec.Cmd
 		want string
 	}{
-		{"lox", execLox(t, "run", "--headless", "--state", t.TempDir(), "--upstream", withPassword), "lox run: --upstream has a user:password part"},
-		{"gate", exec.Command(filepath.Join(binDir, "gate"), "-console", "/nonexistent.sock", "-audit", t.TempDir(), "-upstream", withPassword, "-allow-root"), "gate: -upstream has a user:password part"},
+		{"lox", exec.CommandContext(ctx, filepath.Join(binDir, "lox"), "run", "--headless", "--state", t.TempDir(), "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0", "--upstream", withPassword), "lox run: --upstream has a user:password part"},
+		{"gate", exec.CommandContext(ctx, filepath.Join(binDir, "gate"), "-listen", "127.0.0.1:0", "-console", "/nonexistent.sock", "-audit", t.TempDir(), "-upstream", withPassword, "-allow-root"), "gate: -upstream has a user:password part"},
 	} {
 		out, _ := c.cmd.CombinedOutput()
 		if c.cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "--upstream-credentials-file FILE") ||
