@@ -173,11 +173,14 @@ func TestNotifySelfApprovalRefused(t *testing.T) {
 		t.Cleanup(own.Close)
 		channels := insecure + fmt.Sprintf("\n[[notify]]\nname = \"log\"\nurl = %q\nkind = \"webhook\"\n", own.URL)
 		state := filepath.Join(base, "state-approved")
+		if err := os.Mkdir(state, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		// Without an agent the console approves the file as it is.
-		first := startStackAt(t, state, filepath.Join(base, "policy-state-approved.toml"), fmt.Sprintf(notifyPolicy, port, channels), tmp)
+		first := startStackAt(t, state, fmt.Sprintf(notifyPolicy, port, channels), nil, nil)
 		first.stop()
 
-		l := startAgentLox(t, tmp, "run", "--headless", "--state", state, "--policy", filepath.Join(base, "policy-state-approved.toml"),
+		l := startAgentLox(t, tmp, "run", "--headless", "--state", state, "--policy", first.policy,
 			"--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0", "--", py, script, strconv.Itoa(hookPort), target)
 		testkit.WaitFor(t, 60*time.Second, "the agent listening on the channel's port", func() bool {
 			return strings.Contains(l.stdout.String(), fmt.Sprintf("listening %d", hookPort))
@@ -219,34 +222,6 @@ func TestNotifySelfApprovalRefused(t *testing.T) {
 			t.Fatalf("the origin saw %d requests", n)
 		}
 	})
-}
-
-// startStackAt runs lox run --headless on policyText written to polPath, with state as its
-// state directory and TMPDIR tmp.
-func startStackAt(t *testing.T, state, polPath, policyText, tmp string) *running {
-	t.Helper()
-	if err := os.WriteFile(polPath, []byte(policyText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := &running{t: t, state: state, policy: polPath, out: &testkit.Buffer{}, done: make(chan struct{})}
-	r.cmd = execLox(t, "run", "--headless", "--state", state, "--policy", polPath, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0")
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	r.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { r.cmd.Wait(); close(r.done) }()
-	t.Cleanup(r.stop)
-	testkit.WaitFor(t, 30*time.Second, "up.json", func() bool {
-		select {
-		case <-r.done:
-			t.Fatalf("lox exited before up.json was written:\n%s", r.out)
-		default:
-		}
-		data, err := os.ReadFile(filepath.Join(state, stack.UpFile))
-		return err == nil && json.Unmarshal(data, &r.up) == nil
-	})
-	return r
 }
 
 // TestLoxRunRefusesReadableSecrets: lox run -- refuses to start the agent when its uid could
