@@ -82,6 +82,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(testPolicy))
 	f.Add([]byte("version = 1\n[floor.hosts]\n\"a.b\" = \"1.2.3.4\"\n"))
 	f.Add([]byte("version = 1\n[[rule]]\nname=\"x\"\nhosts=[\"*\"]\npaths=[\"/**/a*b\"]\nverdict=\"deny\"\n"))
+	f.Add([]byte("version = 1\n[[notify]]\nname=\"t\"\nurl=\"http://[::1]:9/h\"\nkind=\"ntfy\"\nhuman=true\ninsecure_loopback=true\ntoken_file=\"/t\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Load("fuzz.toml", data)
 		if err != nil {
