@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,10 +30,11 @@ type secretFile struct {
 // checkAgentReads refuses to start the agent when its uid could read a file that holds the
 // stack's secrets: the policy file (the notification channels' receivers, a webhook's secret
 // path, an ntfy topic), the gate's secrets file, the Claude key file, the upstream proxy's
-// credentials file, and each [[notify]] channel's token file. Each is checked as the agent's
-// uid and gid would open it: every directory above it searchable, and the file's owner, group
-// and mode bits. The error names the file and the fix.
-func checkAgentReads(o Options, polPath string, uid, gid int) error {
+// credentials file, and each [[notify]] channel's token file, of the policy file and of the
+// policy the console approved (the one it serves, in the state directory). Each is checked as
+// the agent's uid and gid would open it: every directory above it searchable, and the file's
+// owner, group and mode bits. The error names the file and the fix.
+func checkAgentReads(o Options, state, polPath string, uid, gid int) error {
 	files := []secretFile{{"the policy file", polPath, "the notification channels' receivers (a webhook's secret path, an ntfy topic)"}}
 	for _, f := range []secretFile{
 		{"the gate's secrets file (--secrets)", o.Secrets, "the credentials the gate injects"},
@@ -43,8 +45,8 @@ func checkAgentReads(o Options, polPath string, uid, gid int) error {
 			files = append(files, f)
 		}
 	}
-	if data, err := readBounded(polPath, 4<<20); err == nil {
-		if p, err := policy.Load(polPath, data); err == nil {
+	for _, text := range policyTexts(polPath, state) {
+		if p, err := policy.Load(polPath, text); err == nil {
 			for _, n := range p.Notify() {
 				if n.TokenFile != "" {
 					files = append(files, secretFile{fmt.Sprintf("the token file of the [[notify]] channel %q", n.Name), n.TokenFile, "the channel's access token"})
@@ -59,6 +61,26 @@ func checkAgentReads(o Options, polPath string, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// policyTexts are the policy file's text and the approved policy's (the console's state file in
+// state), those that can be read.
+func policyTexts(polPath, state string) [][]byte {
+	var out [][]byte
+	if data, err := readBounded(polPath, 4<<20); err == nil {
+		out = append(out, data)
+	}
+	if data, err := readBounded(filepath.Join(state, "console-state.json"), 16<<20); err == nil {
+		var st struct {
+			Approved *struct {
+				TOML string `json:"toml"`
+			} `json:"approved"`
+		}
+		if json.Unmarshal(data, &st) == nil && st.Approved != nil {
+			out = append(out, []byte(st.Approved.TOML))
+		}
+	}
+	return out
 }
 
 // agentCanRead says why uid (with gid and no other groups) may read path, or "" when it may

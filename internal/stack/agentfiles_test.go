@@ -67,17 +67,26 @@ func TestAgentCanRead(t *testing.T) {
 	tok := write(open, "ntfy.token", 0o644, 0, 0)
 	pol := write(shut, "policy.toml", 0o600, 0, 0)
 	os.WriteFile(pol, []byte("version = 1\n[[notify]]\nname = \"phone\"\nurl = \"https://ntfy.example.com/t\"\nkind = \"ntfy\"\nhuman = true\ntoken_file = \""+tok+"\"\n"), 0o600)
-	err = checkAgentReads(Options{}, pol, uid, gid)
+	err = checkAgentReads(Options{}, shut, pol, uid, gid)
 	if err == nil || !strings.Contains(err.Error(), `the token file of the [[notify]] channel "phone" `+tok+" can be read by the agent (uid 10099)") ||
 		!strings.Contains(err.Error(), "chmod 600 "+tok) {
 		t.Fatalf("checkAgentReads: %v", err)
 	}
 	os.Chmod(tok, 0o600)
-	if err := checkAgentReads(Options{}, pol, uid, gid); err != nil {
+	if err := checkAgentReads(Options{}, shut, pol, uid, gid); err != nil {
 		t.Fatalf("nothing readable: %v", err)
 	}
-	if err := checkAgentReads(Options{Secrets: filepath.Join(open, "a")}, pol, uid, gid); err == nil ||
+	if err := checkAgentReads(Options{Secrets: filepath.Join(open, "a")}, shut, pol, uid, gid); err == nil ||
 		!strings.Contains(err.Error(), "the gate's secrets file (--secrets) "+filepath.Join(open, "a")) {
 		t.Fatalf("a readable secrets file: %v", err)
+	}
+	// The approved policy is what the console serves: its token files count, whatever the
+	// policy file says now.
+	other := write(open, "old.token", 0o640, 0, gid)
+	approved := `{"version":1,"approved":{"version":"x","toml":"version = 1\n[[notify]]\nname = \"old\"\nurl = \"https://hooks.example.com/h\"\nkind = \"webhook\"\ntoken_file = \"` + other + `\"\n"}}`
+	os.WriteFile(filepath.Join(shut, "console-state.json"), []byte(approved), 0o600)
+	if err := checkAgentReads(Options{}, shut, pol, uid, gid); err == nil ||
+		!strings.Contains(err.Error(), `the token file of the [[notify]] channel "old" `+other+" can be read by the agent (uid 10099): it is mode 0640 and its group is the agent's gid 10099") {
+		t.Fatalf("the approved policy's token file: %v", err)
 	}
 }

@@ -206,7 +206,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if ag != nil {
-		if err := checkAgentReads(o, polPath, ag.a.UID, ag.gid); err != nil {
+		if err := checkAgentReads(o, state, polPath, ag.a.UID, ag.gid); err != nil {
 			return err
 		}
 	}
