@@ -263,16 +263,16 @@ func decide(env *Env, r *Request) Result {
 			return floorDeny(res, ref)
 		}
 	}
-	// 3. Policy.
+	// 3. Policy: the rules and lists that apply to the container step 1 named.
 	if r.Kind == Domain && env.Decrypt && !p.Spliced(host) {
-		res.Decision, res.Intercept = p.EvaluateIntercept(host), true
+		res.Decision, res.Intercept = p.EvaluateIntercept(host, res.Container), true
 		return res
 	}
-	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain})
+	res.Decision = p.Evaluate(policy.Request{Host: host, Method: r.Method, Path: r.Path, Connect: r.Kind == Domain, Container: res.Container})
 	if r.Override != "" && r.Kind != Domain {
 		// An override header or _method parameter: decided as both methods, the more
 		// restrictive winning, whichever the origin honours.
-		if d := p.Evaluate(policy.Request{Host: host, Method: r.Override, Path: r.Path}); d.Verdict > res.Verdict {
+		if d := p.Evaluate(policy.Request{Host: host, Method: r.Override, Path: r.Path, Container: res.Container}); d.Verdict > res.Verdict {
 			res.Decision = d
 		}
 	}
@@ -377,7 +377,7 @@ func heuristics(env *Env, r *Request, res *Result) {
 	}
 	p := env.Policy
 	sc := env.Memory.Score(&exfil.Request{Host: res.Host, Path: r.Path, Query: r.Query, Header: r.Header,
-		Body: r.Body, BodySize: r.BodySize, Trusted: p.Trusted(res.Host)})
+		Body: r.Body, BodySize: r.BodySize, Trusted: p.Trusted(res.Host, res.Container)})
 	if sc.Value <= 0 {
 		return
 	}

@@ -83,6 +83,7 @@ func compareFiles(old, new *Policy) Comparison {
 		}
 	}
 	c.rules(o.Rules, n.Rules)
+	c.containerLists(o, n)
 	c.floor(old, new)
 	c.sources(o.Sources, n.Sources)
 	c.settings(old.Settings, new.Settings)
@@ -178,6 +179,10 @@ func ruleWords(r FileRule) string {
 		b.WriteString(" at ")
 		b.WriteString(strings.Join(r.Paths, ", "))
 	}
+	if r.Containers != nil {
+		b.WriteString(" for ")
+		b.WriteString(containersWords(r.Containers))
+	}
 	return b.String()
 }
 
@@ -214,9 +219,9 @@ func (c *Comparison) rules(old, new []FileRule) {
 	}
 }
 
-// rule compares two versions of one rule. A rule's reach is its hosts × methods × paths: for a
-// free rule a wider reach loosens; for an ask or deny rule a narrower reach loosens, and so does
-// a verdict that becomes more permissive.
+// rule compares two versions of one rule. A rule's reach is its hosts × methods × paths ×
+// containers: for a free rule a wider reach loosens; for an ask or deny rule a narrower reach
+// loosens, and so does a verdict that becomes more permissive.
 func (c *Comparison) rule(o, n FileRule) {
 	ov, nv := verdicts[o.Verdict], verdicts[n.Verdict]
 	name := n.Name
@@ -256,6 +261,7 @@ func (c *Comparison) rule(o, n FileRule) {
 
 // reachDiff lists how n's reach grew and shrank compared with o's, in words.
 func reachDiff(o, n FileRule) (widened, narrowed []string) {
+	widened, narrowed = containersDiff(o.Containers, n.Containers)
 	for _, h := range n.Hosts {
 		if !covers(o.Hosts, h) {
 			widened = append(widened, fmt.Sprintf("hosts: + %q", h))

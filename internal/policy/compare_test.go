@@ -398,7 +398,7 @@ func TestCompareProperty(t *testing.T) {
 				return p.Evaluate(Request{Host: host, Method: "CONNECT", Connect: true}).Verdict
 			}
 			// Decrypted: the CONNECT's refusal, then every request inside.
-			if p.EvaluateIntercept(host).Verdict == Deny {
+			if p.EvaluateIntercept(host, "").Verdict == Deny {
 				return Deny
 			}
 			return p.Evaluate(Request{Host: host, Method: method, Path: path}).Verdict

@@ -76,6 +76,15 @@ type Policy struct {
 	index   hostIndex
 	sources []source
 	names   map[string]bool // container names
+	// cids numbers the containers of [sources] in name order, from 0; the id len(cids) stands
+	// for a container [sources] does not name (see unknownScope).
+	cids map[string]int32
+	// scoped reports that a rule or a [container.NAME] section names containers: only then
+	// does evaluation look up the request's container.
+	scoped bool
+	// lists holds the [container.NAME] host lists by container id (the last for a container
+	// [sources] does not name); nil when the file has no such section.
+	lists []containerLists
 
 	secretRules []SecretRule
 	jwtHosts    []string
@@ -176,6 +185,8 @@ type rule struct {
 	whole bool
 	// connect reports that the rule names CONNECT: it decides tunnels at the domain.
 	connect bool
+	// scope holds the ids of the containers the rule decides for; nil: every container.
+	scope []int32
 }
 
 // hostSet is a set of host patterns; the values are the patterns as written, for reasons.
@@ -230,9 +241,14 @@ type hostIndex struct {
 }
 
 // bucket holds the rules of one host key, by verdict: evaluation tries deny rules first, then
-// ask, then free, and stops at the first tier with a match.
+// ask, then free, and stops at the first tier with a match. Rules for every container are in
+// tiers; rules scoped to containers are in scoped, under each container they name, so a request
+// tries only the rules of its own container.
 type bucket struct {
 	tiers [3]tier
+	// scoped maps a container id to the tiers of the rules scoped to it; nil when the host has
+	// no scoped rule.
+	scoped map[int32]*[3]tier
 }
 
 // tier holds rules of one verdict, in file order. Rules whose every path pattern begins with a
@@ -265,8 +281,37 @@ func (x *hostIndex) bucketFor(p hostPattern) *bucket {
 	return b
 }
 
-func (x *hostIndex) add(p hostPattern, id int32, r *rule) {
-	t := &x.bucketFor(p).tiers[r.verdict]
+// add indexes rule id under the host pattern p: for every container, or under each container of
+// its scope. A scoped ask or deny rule is also indexed under unknown, the id of a container
+// [sources] does not name, so that a request no container of the policy sent meets every
+// restrictive rule and no scoped free rule.
+func (x *hostIndex) add(p hostPattern, id int32, r *rule, unknown int32) {
+	b := x.bucketFor(p)
+	if r.scope == nil {
+		b.tiers[r.verdict].add(id, r)
+		return
+	}
+	if b.scoped == nil {
+		b.scoped = make(map[int32]*[3]tier)
+	}
+	in := func(c int32) {
+		ts := b.scoped[c]
+		if ts == nil {
+			ts = new([3]tier)
+			b.scoped[c] = ts
+		}
+		ts[r.verdict].add(id, r)
+	}
+	for _, c := range r.scope {
+		in(c)
+	}
+	if r.verdict != Free {
+		in(unknown)
+	}
+}
+
+// add appends rule id, found by the first literal segments of its paths when it has them.
+func (t *tier) add(id int32, r *rule) {
 	firsts := r.firstSegments()
 	if firsts == nil {
 		t.any = appendOnce(t.any, id)
@@ -455,12 +500,13 @@ func (d *Document) Compile() (*Policy, error) {
 		names:   make(map[string]bool),
 		file:    f,
 	}
+	c.sources(p, f.Sources) // first: rules and sections name its containers
 	c.hostList(&p.trusted, "trusted", f.Trusted)
 	c.hostList(&p.deny, "deny", f.Deny)
 	c.hostList(&p.splice, "splice", f.Splice)
 	c.rules(p, f.Rules)
+	c.containerSections(p, f.Containers)
 	c.floor(p, &f.Floor)
-	c.sources(p, f.Sources)
 	c.settings(p, &f.Settings)
 	c.secretRules(p, f.Secrets)
 	c.jwt(p, &f.JWT)
@@ -479,19 +525,26 @@ func (d *Document) Compile() (*Policy, error) {
 }
 
 func (c *compiler) hostList(set *hostSet, key string, patterns []string) {
+	c.hostListAt(set, []string{key}, key, patterns)
+}
+
+// hostListAt compiles the host list at path (named key in errors) into set. Only a deny list
+// may hold "*".
+func (c *compiler) hostListAt(set *hostSet, path []string, key string, patterns []string) {
 	seen := spellings{}
+	deny := path[len(path)-1] == "deny"
 	for _, t := range patterns {
 		hp, err := parseHostPattern(t)
 		if err != nil {
-			c.errorf([]string{key}, key, "%v", err)
+			c.errorf(path, key, "%v", err)
 			continue
 		}
-		if hp.any && key != "deny" {
-			c.errorf([]string{key}, key, "\"*\" would name every host; list the hosts, or use a rule with hosts = [\"*\"]")
+		if hp.any && !deny {
+			c.errorf(path, key, "\"*\" would name every host; list the hosts, or use a rule with hosts = [\"*\"]")
 			continue
 		}
 		if msg, dup := seen.dup(hp.key(), t, hp.names()); dup {
-			c.errorf([]string{key}, key, "%s", msg)
+			c.errorf(path, key, "%s", msg)
 			continue
 		}
 		set.add(hp)
@@ -571,11 +624,12 @@ func (c *compiler) rules(p *Policy, rules []FileRule) {
 		}
 		r.whole = r.methods == 0 && len(fr.Paths) == 0
 		r.connect = r.methods&connectBit != 0
+		r.scope = c.ruleScope(p, fr.Containers, at("containers"), label)
 		r.reason = ruleReason(&fr, r.verdict)
 		id := int32(len(p.rules))
 		p.rules = append(p.rules, r)
 		for _, hp := range pats {
-			p.index.add(hp, id, &p.rules[id])
+			p.index.add(hp, id, &p.rules[id], p.unknownScope())
 		}
 	}
 }
@@ -593,6 +647,10 @@ func ruleReason(fr *FileRule, v Verdict) string {
 	if len(fr.Paths) > 0 {
 		b.WriteString(" at ")
 		b.WriteString(strings.Join(fr.Paths, ", "))
+	}
+	if fr.Containers != nil {
+		b.WriteString(" for ")
+		b.WriteString(containersWords(fr.Containers))
 	}
 	if fr.Reason != "" {
 		b.WriteString(": ")
@@ -696,6 +754,10 @@ func (c *compiler) sources(p *Policy, src map[string][]string) {
 			c.errorf(path, key, "no addresses; list the addresses or CIDRs this container's connections come from")
 		}
 		p.names[name] = true
+		if p.cids == nil {
+			p.cids = make(map[string]int32)
+		}
+		p.cids[name] = int32(len(p.cids))
 		seen := spellings{}
 		for _, s := range src[name] {
 			pfx, err := netip.ParsePrefix(s)

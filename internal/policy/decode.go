@@ -334,6 +334,7 @@ func friendlyTOML(msg string, path []string) string {
 		return msg
 	}
 	msg = strings.Replace(msg, "incompatible types: TOML value has type", "wrong type: the value is", 1)
+	msg = strings.Replace(msg, "the value is []interface {}", "the value is an array", 1)
 	return destType.ReplaceAllString(msg, "; it must be "+wantType(path))
 }
 
@@ -387,9 +388,9 @@ func wantType(path []string) string {
 func knownKeys(path []string) string {
 	t := reflect.TypeOf(File{})
 	for _, p := range path[:len(path)-1] {
-		if t.Kind() == reflect.Slice {
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
-			continue // the array-of-tables index
+			continue // the array-of-tables index, or a name of your choice ([container.NAME])
 		}
 		if t.Kind() != reflect.Struct {
 			break
@@ -399,7 +400,7 @@ func knownKeys(path []string) string {
 			break
 		}
 		t = f.Type
-		if t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map && t.Elem().Kind() != reflect.Struct {
 			return "this table takes names of your choice"
 		}
 	}

@@ -195,6 +195,10 @@ func dumpDecisions(b *strings.Builder, p *Policy) {
 	for name := range f.Floor.Hosts {
 		pats = append(pats, name)
 	}
+	for _, sec := range f.Containers {
+		pats = append(pats, sec.Trusted...)
+		pats = append(pats, sec.Deny...)
+	}
 	hostSet := map[string]bool{"unnamed.example.org": true}
 	for _, pt := range pats {
 		if pt == "*" {
@@ -217,18 +221,22 @@ func dumpDecisions(b *strings.Builder, p *Policy) {
 	sort.Strings(hosts)
 	sort.Strings(paths)
 	fmt.Fprintf(b, "\ncontainers %v\n", sortedCopy(p.Containers()))
-	for _, h := range hosts {
-		in := ""
-		if inj := p.InjectionFor(h); inj != nil {
-			in = inj.Name
-		}
-		addr, mapped := p.Floor.Hosts[h]
-		fmt.Fprintf(b, "%s: trusted %v spliced %v inject %q floor %v %v connect %+v intercept %+v\n", h,
-			p.Trusted(h), p.Spliced(h), in, addr, mapped,
-			p.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true}), p.EvaluateIntercept(h))
-		for _, m := range []string{"GET", "POST", "DELETE"} {
-			for _, pt := range paths {
-				fmt.Fprintf(b, "  %s %s: %+v\n", m, pt, p.Evaluate(Request{Host: h, Method: m, Path: pt}))
+	// Each container of [sources], and one it does not name.
+	for _, ct := range append(p.Containers(), "") {
+		fmt.Fprintf(b, "container %q\n", ct)
+		for _, h := range hosts {
+			in := ""
+			if inj := p.InjectionFor(h); inj != nil {
+				in = inj.Name
+			}
+			addr, mapped := p.Floor.Hosts[h]
+			fmt.Fprintf(b, "%s: trusted %v spliced %v inject %q floor %v %v connect %+v intercept %+v\n", h,
+				p.Trusted(h, ct), p.Spliced(h), in, addr, mapped,
+				p.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true, Container: ct}), p.EvaluateIntercept(h, ct))
+			for _, m := range []string{"GET", "POST", "DELETE"} {
+				for _, pt := range paths {
+					fmt.Fprintf(b, "  %s %s: %+v\n", m, pt, p.Evaluate(Request{Host: h, Method: m, Path: pt, Container: ct}))
+				}
 			}
 		}
 	}

@@ -14,9 +14,13 @@ import (
 // set is built from what either policy names:
 //
 //   - hosts: every exact name either policy names anywhere (rules, trusted, deny, splice,
-//     [[inject]], [floor.hosts]); for each "*.suffix", a name under the suffix and the suffix
-//     itself; a name under no pattern. Every host decides as one of these does: a host's
-//     decisions depend only on the patterns that match it.
+//     [container.NAME] lists, [[inject]], [floor.hosts]); for each "*.suffix", a name under the
+//     suffix and the suffix itself; a name under no pattern. Every host decides as one of these
+//     does: a host's decisions depend only on the patterns that match it.
+//   - containers: every container of the new policy's [sources] (the only ones whose requests
+//     it decides), one of each kind for a host: containers that the rules and lists matching
+//     the host treat alike, in both policies, decide alike. A policy that names no container is
+//     tried as a container it does not name.
 //   - methods: GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE, CONNECT, every method a rule for the
 //     host names, and one that no rule can name.
 //   - paths: "/" and, for every path pattern of a rule for the host, its literal prefix and
@@ -30,7 +34,8 @@ import (
 // it, and the host's properties: spliced (decrypt → splice hides its requests), trusted for
 // reads, the [floor.hosts] address (any change sends the name elsewhere) and the credential
 // injected. A host whose matching rules, lists, injection and address are the same in both
-// policies decides alike and is skipped, which keeps an edit of a large policy cheap.
+// policies (for a container) decides alike and is skipped, which keeps an edit of a large policy
+// cheap.
 //
 // The policy-wide values (floor ports and ranges, sources, settings, [[secret]], [jwt],
 // [claude]) are compared by compareFiles alone: they are one value each, compared exactly there.
@@ -83,7 +88,10 @@ func (k ExampleKind) String() string {
 
 // Example is one request (or host) that the new policy decides less restrictively than the old.
 type Example struct {
-	Kind         ExampleKind
+	Kind ExampleKind
+	// Container is the container whose requests are decided less restrictively; empty when every
+	// container's are (or the policy names none).
+	Container    string
 	Host         string
 	Method, Path string // requests and tunnels
 	// Old and New are the decisions, for requests, tunnels and CONNECTs.
@@ -93,8 +101,16 @@ type Example struct {
 }
 
 // String is the example for the human's screen, such as
-// `POST https://github.com/x/git-receive-pack would be FREE (rule "npm"), was ASK (rule "gh-push")`.
+// `POST https://github.com/x/git-receive-pack would be FREE (rule "npm"), was ASK (rule "gh-push")`,
+// after `from container b: ` when only some containers' requests are.
 func (e Example) String() string {
+	if e.Container != "" {
+		return "from container " + e.Container + ": " + e.what()
+	}
+	return e.what()
+}
+
+func (e Example) what() string {
 	dec := func(d Decision) string { return fmt.Sprintf("%s (rule %q)", d.Verdict, d.Rule) }
 	switch e.Kind {
 	case ExampleRequest:
@@ -150,59 +166,112 @@ func differential(old, new *Policy) diffResult {
 	var d diffResult
 	ov, nv := newRuleView(old), newRuleView(new)
 	fill := filler(old, new)
+	containers := new.Containers()
+	if len(containers) == 0 {
+		containers = []string{""}
+	}
 	for _, h := range probeHosts(old, new) {
-		ors, nrs := ov.rulesFor(h), nv.rulesFor(h)
-		words := changedWords(ov, ors, nv, nrs)
-		if words == nil && !hostDiffers(old, new, h) {
-			continue // the same rules and lists: the same decisions
+		kinds := containerKinds(ov, nv, h, containers)
+		for i, k := range kinds {
+			words := changedWords(ov, k.ors, nv, k.nrs)
+			if words == nil && !hostDiffers(old, new, h, k.container, i == 0) {
+				continue // the same rules and lists: the same decisions
+			}
+			methods, paths := probeRequests(fill, words, old, k.ors, new, k.nrs)
+			cost := 4 + 2*len(methods)*len(paths)
+			if d.evaluated+cost > maxEvaluations {
+				d.truncated = true
+				return d
+			}
+			d.evaluated += cost
+			shown := ""
+			if len(kinds) > 1 {
+				shown = k.container // only some containers' requests are decided so
+			}
+			d.host(old, new, h, k.container, shown, i == 0, methods, paths)
 		}
-		methods, paths := probeRequests(fill, words, old, ors, new, nrs)
-		cost := 4 + 2*len(methods)*len(paths)
-		if d.evaluated+cost > maxEvaluations {
-			d.truncated = true
-			return d
-		}
-		d.evaluated += cost
-		d.host(old, new, h, methods, paths)
 	}
 	return d
 }
 
-// host compares everything decided about one host.
-func (d *diffResult) host(old, new *Policy, h string, methods, paths []string) {
-	if !old.Spliced(h) && new.Spliced(h) {
+// containerKind is a container standing for those that the rules and lists matching one host
+// treat alike, in both policies: ors and nrs are the ids of the rules of old and new that match
+// the host for it.
+type containerKind struct {
+	container string
+	ors, nrs  []int32
+}
+
+// containerKinds sorts containers into kinds for host h: those whose matching rules and
+// [container.NAME] lists are the same, in old and in new, decide every request to h alike, so
+// one of each is tried. A policy without scopes makes one kind.
+func containerKinds(ov, nv *ruleView, h string, containers []string) []containerKind {
+	if !ov.p.scoped && !nv.p.scoped {
+		return []containerKind{{container: containers[0], ors: ov.rulesFor(h, containers[0]), nrs: nv.rulesFor(h, containers[0])}}
+	}
+	var kinds []containerKind
+	var keys []string
+	for _, c := range containers {
+		k := containerKind{container: c, ors: ov.rulesFor(h, c), nrs: nv.rulesFor(h, c)}
+		lists := func(p *Policy) string {
+			id := p.scopeOf(c)
+			_, denied := p.listDeny(id, h)
+			return fmt.Sprint(denied, p.listTrusted(id, h))
+		}
+		key := fmt.Sprint(k.ors, k.nrs, lists(ov.p), lists(nv.p))
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// host compares everything decided about one host for container ct (shown names it in the
+// examples, or is empty when every container's requests are decided alike). first is the first
+// container tried for the host: what does not depend on the container (splicing, the address,
+// the injected credential) is compared then.
+func (d *diffResult) host(old, new *Policy, h, ct, shown string, first bool, methods, paths []string) {
+	add := func(e Example) {
+		e.Container = shown
+		d.add(e)
+	}
+	if first && !old.Spliced(h) && new.Spliced(h) {
 		d.add(Example{Kind: ExampleSplice, Host: h, Was: "decrypted (each request decided on its own)",
 			Now: "spliced (its tunnel decided at the domain, its requests unseen)"})
 	}
-	oc, nc := old.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true}), new.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true})
+	connect := Request{Host: h, Method: "CONNECT", Connect: true, Container: ct}
+	oc, nc := old.Evaluate(connect), new.Evaluate(connect)
 	if nc.Verdict < oc.Verdict {
-		d.add(Example{Kind: ExampleConnect, Host: h, Old: oc, New: nc})
+		add(Example{Kind: ExampleConnect, Host: h, Old: oc, New: nc})
 	}
-	oi, ni := old.EvaluateIntercept(h), new.EvaluateIntercept(h)
+	oi, ni := old.EvaluateIntercept(h, ct), new.EvaluateIntercept(h, ct)
 	if ni.Verdict < oi.Verdict {
-		d.add(Example{Kind: ExampleIntercept, Host: h, Old: oi, New: ni})
+		add(Example{Kind: ExampleIntercept, Host: h, Old: oi, New: ni})
 	}
-	oa, oOK := old.Floor.Hosts[h]
-	na, nOK := new.Floor.Hosts[h]
-	if oOK != nOK || oa != na {
-		d.add(Example{Kind: ExampleAddress, Host: h, Was: addressWords(oa, oOK), Now: addressWords(na, nOK)})
+	if first {
+		oa, oOK := old.Floor.Hosts[h]
+		na, nOK := new.Floor.Hosts[h]
+		if oOK != nOK || oa != na {
+			d.add(Example{Kind: ExampleAddress, Host: h, Was: addressWords(oa, oOK), Now: addressWords(na, nOK)})
+		}
 	}
-	if !old.Trusted(h) && new.Trusted(h) {
-		d.add(Example{Kind: ExampleTrusted, Host: h, Was: "not trusted", Now: "trusted for reads (free without a rule; the heuristics score it as trusted)"})
+	if !old.Trusted(h, ct) && new.Trusted(h, ct) {
+		add(Example{Kind: ExampleTrusted, Host: h, Was: "not trusted", Now: "trusted for reads (free without a rule; the heuristics score it as trusted)"})
 	}
-	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); nj != nil && (oj == nil || !sameInjection(oj, nj) || nj.HTTP && !oj.HTTP) {
+	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); first && nj != nil && (oj == nil || !sameInjection(oj, nj) || nj.HTTP && !oj.HTTP) {
 		d.add(Example{Kind: ExampleInject, Host: h, Was: injectionWords(oj), Now: injectionWords(nj)})
 	}
 	for _, m := range methods {
 		for _, p := range paths {
-			r := Request{Host: h, Method: m, Path: p}
+			r := Request{Host: h, Method: m, Path: p, Container: ct}
 			oe, ne := old.Evaluate(r), new.Evaluate(r)
 			if ne.Verdict < oe.Verdict {
-				d.add(Example{Kind: ExampleRequest, Host: h, Method: m, Path: p, Old: oe, New: ne})
+				add(Example{Kind: ExampleRequest, Host: h, Method: m, Path: p, Old: oe, New: ne})
 				continue
 			}
 			if ot, nt := tunnelDecision(old, h, oc, oi, oe), tunnelDecision(new, h, nc, ni, ne); nt.Verdict < ot.Verdict {
-				d.add(Example{Kind: ExampleTunnel, Host: h, Method: m, Path: p, Old: ot, New: nt})
+				add(Example{Kind: ExampleTunnel, Host: h, Method: m, Path: p, Old: ot, New: nt})
 			}
 		}
 	}
@@ -221,12 +290,22 @@ func tunnelDecision(p *Policy, h string, connect, intercept, req Decision) Decis
 	return req
 }
 
-// hostDiffers reports whether anything but the rules decides h differently: the lists, the
-// injection, the address.
-func hostDiffers(old, new *Policy, h string) bool {
-	if (old.deny.lookup(h) != "") != (new.deny.lookup(h) != "") ||
-		old.Trusted(h) != new.Trusted(h) || old.Spliced(h) != new.Spliced(h) {
+// hostDiffers reports whether anything but the rules decides h differently for container ct:
+// the lists (splicing decides its tunnels); and, when first, the host's properties that are
+// the same for every container: the injection, the address.
+func hostDiffers(old, new *Policy, h, ct string, first bool) bool {
+	denied := func(p *Policy) bool {
+		if p.deny.lookup(h) != "" {
+			return true
+		}
+		_, ok := p.listDeny(p.scopeOf(ct), h)
+		return ok
+	}
+	if denied(old) != denied(new) || old.Trusted(h, ct) != new.Trusted(h, ct) || old.Spliced(h) != new.Spliced(h) {
 		return true
+	}
+	if !first {
+		return false
 	}
 	oa, oOK := old.Floor.Hosts[h]
 	na, nOK := new.Floor.Hosts[h]
@@ -287,11 +366,12 @@ func newRuleView(p *Policy) *ruleView {
 	return v
 }
 
-// rulesFor returns the ids of the rules whose hosts match h, each once, in file order.
-func (v *ruleView) rulesFor(h string) []int32 {
+// rulesFor returns the ids of the rules whose hosts match h and that decide for container ct,
+// each once, in file order.
+func (v *ruleView) rulesFor(h, ct string) []int32 {
 	v.now++
 	var ids []int32
-	v.p.forRules(h, func(id int32) {
+	v.p.forRules(h, v.p.scopeOf(ct), func(id int32) {
 		if v.seen[id] != v.now {
 			v.seen[id] = v.now
 			ids = append(ids, id)
@@ -365,6 +445,10 @@ func probeHosts(ps ...*Policy) []string {
 		sets(&p.trusted)
 		sets(&p.deny)
 		sets(&p.splice)
+		for i := range p.lists {
+			sets(&p.lists[i].trusted)
+			sets(&p.lists[i].deny)
+		}
 		for k := range p.index.exact {
 			exact[k] = true
 		}

@@ -268,6 +268,7 @@ func (c *byteChooser) Intn(n int) int {
 type genRule struct {
 	name, verdict         string
 	hosts, methods, paths []string
+	containers            []string // nil: the key left out (every container)
 }
 
 type genInject struct{ name, host, secret string }
@@ -286,7 +287,11 @@ type genPolicy struct {
 	floorHosts            map[string]string
 	inject                []genInject
 	budgets               []genBudget
+	// sections are the [container.NAME] lists by container (absent: no section).
+	sections map[string]genSection
 }
+
+type genSection struct{ trusted, deny []string }
 
 var (
 	genPatterns = []string{"a.example.com", "*.example.com", "*.a.example.com", "example.com", "c.org", "*"}
@@ -338,7 +343,26 @@ func (g generator) reach(r *genRule) {
 func (g generator) rule(i int) genRule {
 	r := genRule{name: fmt.Sprintf("r%d", i), verdict: genVerdicts[g.r.Intn(3)], hosts: g.pick(genPatterns, 1+g.r.Intn(2))}
 	g.reach(&r)
+	g.scope(&r)
 	return r
+}
+
+// scope sets a rule's containers: often left out, else one or both containers.
+func (g generator) scope(r *genRule) {
+	r.containers = nil
+	if g.r.Intn(2) == 0 {
+		r.containers = g.pick(genContainers, 1+g.r.Intn(2))
+	}
+}
+
+// section sets, changes or removes the [container.NAME] section of one container.
+func (g generator) section(sections map[string]genSection) {
+	name := genContainers[g.r.Intn(len(genContainers))]
+	if _, ok := sections[name]; ok && g.r.Intn(3) == 0 {
+		delete(sections, name)
+		return
+	}
+	sections[name] = genSection{trusted: g.pick(genPatterns[:5], g.r.Intn(3)), deny: g.pick(genPatterns[:5], g.r.Intn(2))}
 }
 
 func (g generator) policy() genPolicy {
@@ -355,6 +379,10 @@ func (g generator) policy() genPolicy {
 	}
 	for i, n := 0, g.r.Intn(3); i < n; i++ {
 		p.budgets = append(p.budgets, g.budget(i))
+	}
+	p.sections = map[string]genSection{}
+	for i, n := 0, g.r.Intn(3); i < n; i++ {
+		g.section(p.sections)
 	}
 	return p
 }
@@ -401,12 +429,22 @@ func (g generator) mutate(p genPolicy) genPolicy {
 	}
 	q.inject = slices.Clone(p.inject)
 	q.budgets = slices.Clone(p.budgets)
+	q.sections = map[string]genSection{}
+	for k, v := range p.sections {
+		q.sections[k] = v
+	}
 	for k := 0; k < 1+g.r.Intn(2); k++ {
 		i := -1
 		if len(q.rules) > 0 {
 			i = g.r.Intn(len(q.rules))
 		}
-		switch g.r.Intn(14) {
+		switch g.r.Intn(17) {
+		case 14, 15:
+			if i >= 0 {
+				g.scope(&q.rules[i]) // the containers of a rule widened, narrowed or left out
+			}
+		case 16:
+			g.section(q.sections)
 		case 12:
 			switch j := g.r.Intn(len(q.budgets) + 1); {
 			case j == len(q.budgets):
@@ -487,6 +525,9 @@ func (p genPolicy) render() string {
 		if len(r.paths) > 0 {
 			fmt.Fprintf(&b, "paths = [%s]\n", list(r.paths))
 		}
+		if r.containers != nil {
+			fmt.Fprintf(&b, "containers = [%s]\n", list(r.containers))
+		}
 	}
 	for _, in := range p.inject {
 		fmt.Fprintf(&b, "[[inject]]\nname = %q\nhosts = [%q]\nheader = \"Authorization\"\nsecret = %q\n", in.name, in.host, in.secret)
@@ -516,20 +557,24 @@ func (p genPolicy) render() string {
 	for i, name := range genContainers {
 		fmt.Fprintf(&b, "%s = [\"10.0.0.%d\"]\n", name, i+1)
 	}
+	for _, name := range sortedKeys(p.sections) {
+		sec := p.sections[name]
+		fmt.Fprintf(&b, "[container.%s]\ntrusted = [%s]\ndeny = [%s]\n", name, list(sec.trusted), list(sec.deny))
+	}
 	return b.String()
 }
 
 // loosenedBy is the property tests' own account of "decided less restrictively", written apart
 // from the differential check: for one host, whether its properties loosen; for one request to
-// it, whether the plain request, the CONNECT at the domain, the CONNECT to decrypt or the
-// request through a tunnel (as a gate with a signer opens it) loosens. It returns what loosened,
-// or "".
-func loosenedBy(old, new *Policy, host, method, path string) string {
+// it from container ct, whether the plain request, the CONNECT at the domain, the CONNECT to
+// decrypt or the request through a tunnel (as a gate with a signer opens it) loosens. It
+// returns what loosened, or "".
+func loosenedBy(old, new *Policy, ct, host, method, path string) string {
 	switch {
 	case !old.Spliced(host) && new.Spliced(host):
 		return "spliced"
-	case !old.Trusted(host) && new.Trusted(host):
-		return "trusted"
+	case !old.Trusted(host, ct) && new.Trusted(host, ct):
+		return "trusted for container " + ct
 	case old.Floor.Hosts[host] != new.Floor.Hosts[host]:
 		return "floor.hosts"
 	}
@@ -537,9 +582,9 @@ func loosenedBy(old, new *Policy, host, method, path string) string {
 		return "inject"
 	}
 	verdicts := func(p *Policy) (plain, connect, intercept, tunnel Verdict) {
-		plain = p.Evaluate(Request{Host: host, Method: method, Path: path}).Verdict
-		connect = p.Evaluate(Request{Host: host, Method: "CONNECT", Connect: true}).Verdict
-		intercept = p.EvaluateIntercept(host).Verdict
+		plain = p.Evaluate(Request{Host: host, Method: method, Path: path, Container: ct}).Verdict
+		connect = p.Evaluate(Request{Host: host, Method: "CONNECT", Connect: true, Container: ct}).Verdict
+		intercept = p.EvaluateIntercept(host, ct).Verdict
 		tunnel = max(intercept, plain)
 		if p.Spliced(host) {
 			tunnel = connect
@@ -550,13 +595,13 @@ func loosenedBy(old, new *Policy, host, method, path string) string {
 	np, nc, ni, nt := verdicts(new)
 	switch {
 	case np < op:
-		return fmt.Sprintf("%s %s%s: %v → %v", method, host, path, op, np)
+		return fmt.Sprintf("%s %s%s from %s: %v → %v", method, host, path, ct, op, np)
 	case nc < oc:
-		return fmt.Sprintf("CONNECT %s at the domain: %v → %v", host, oc, nc)
+		return fmt.Sprintf("CONNECT %s at the domain from %s: %v → %v", host, ct, oc, nc)
 	case ni < oi:
-		return fmt.Sprintf("CONNECT %s to decrypt: %v → %v", host, oi, ni)
+		return fmt.Sprintf("CONNECT %s to decrypt from %s: %v → %v", host, ct, oi, ni)
 	case nt < ot:
-		return fmt.Sprintf("%s %s%s through a tunnel: %v → %v", method, host, path, ot, nt)
+		return fmt.Sprintf("%s %s%s through a tunnel from %s: %v → %v", method, host, path, ct, ot, nt)
 	}
 	return ""
 }
@@ -592,9 +637,10 @@ var (
 	randSegs = []string{"a", "b", "x.git", "A", "y", "%2F", "..", "a;p", "B.GIT", ""}
 )
 
-// randomRequest is a request of the independent set: any known method, hosts the patterns
-// name and do not, paths in several readings.
-func randomRequest(r chooser) (host, method, path string) {
+// randomRequest is a request of the independent set: from either container, any known method,
+// hosts the patterns name and do not, paths in several readings.
+func randomRequest(r chooser) (ct, host, method, path string) {
+	ct = genContainers[r.Intn(len(genContainers))]
 	host = randHosts[r.Intn(len(randHosts))]
 	method = unnamedMethod
 	if i := r.Intn(len(knownMethods) + 1); i < len(knownMethods) {
@@ -604,7 +650,7 @@ func randomRequest(r chooser) (host, method, path string) {
 	for i, n := 0, r.Intn(4); i < n; i++ {
 		segs = append(segs, randSegs[r.Intn(len(randSegs))])
 	}
-	return host, method, "/" + strings.Join(segs, "/")
+	return ct, host, method, "/" + strings.Join(segs, "/")
 }
 
 // checkPair checks the two properties of Compare on one pair of policy texts:
@@ -629,8 +675,8 @@ func checkPair(t *testing.T, r chooser, oldSrc, newSrc string, random int) bool 
 	if len(d.examples) == 0 && !d.truncated {
 		// The differential check alone is complete for the random requests too.
 		for i := 0; i < random; i++ {
-			h, m, p := randomRequest(r)
-			if what := loosenedBy(old, new, h, m, p); what != "" {
+			ct, h, m, p := randomRequest(r)
+			if what := loosenedBy(old, new, ct, h, m, p); what != "" {
 				t.Fatalf("the differential check found nothing (%d decisions), and %s loosens\nold:\n%s\nnew:\n%s", d.evaluated, what, oldSrc, newSrc)
 			}
 		}
@@ -645,19 +691,21 @@ func checkPair(t *testing.T, r chooser, oldSrc, newSrc string, random int) bool 
 	}
 	ov, nv, fill := newRuleView(old), newRuleView(new), filler(old, new)
 	for _, h := range probeHosts(old, new) {
-		ors, nrs := ov.rulesFor(h), nv.rulesFor(h)
-		methods, paths := probeRequests(fill, changedWords(ov, ors, nv, nrs), old, ors, new, nrs)
-		for _, m := range methods {
-			for _, p := range paths {
-				if what := loosenedBy(old, new, h, m, p); what != "" {
-					fail(what)
+		for _, ct := range genContainers { // every container, not one of each kind
+			ors, nrs := ov.rulesFor(h, ct), nv.rulesFor(h, ct)
+			methods, paths := probeRequests(fill, changedWords(ov, ors, nv, nrs), old, ors, new, nrs)
+			for _, m := range methods {
+				for _, p := range paths {
+					if what := loosenedBy(old, new, ct, h, m, p); what != "" {
+						fail(what)
+					}
 				}
 			}
 		}
 	}
 	for i := 0; i < random; i++ {
-		h, m, p := randomRequest(r)
-		if what := loosenedBy(old, new, h, m, p); what != "" {
+		ct, h, m, p := randomRequest(r)
+		if what := loosenedBy(old, new, ct, h, m, p); what != "" {
 			fail(what)
 		}
 	}

@@ -14,6 +14,11 @@ type Request struct {
 	Path   string // the escaped URL path as sent; ignored for a CONNECT
 	// Connect is a CONNECT decided at the domain: the tunnel can carry any request to Host, unseen.
 	Connect bool
+	// Container is the [sources] container the request comes from: rules and [container.NAME]
+	// lists scoped to other containers do not decide it. A name [sources] does not have (the
+	// judge refuses such a request before it gets here) meets every scoped ask and deny rule and
+	// deny list, and no scoped free rule or trusted list.
+	Container string
 }
 
 // Reasons of the built-in decisions.
@@ -25,17 +30,25 @@ const (
 	reasonConnectRule   = "; a tunnel decided at the domain would carry such requests unseen, so a human must approve it"
 )
 
-// Evaluate decides a request by the rules, the deny list and the trusted hosts: the most
-// restrictive matching rule wins (deny > ask > free); with no match, reads of trusted hosts are
-// free and everything else asks. It allocates nothing for an ordinary request.
+// Evaluate decides a request of r.Container by the rules, the deny lists and the trusted hosts
+// that apply to that container: the most restrictive matching rule wins (deny > ask > free);
+// with no match, reads of trusted hosts are free and everything else asks. It allocates nothing
+// for an ordinary request.
 func (p *Policy) Evaluate(r Request) Decision {
 	if pat := p.deny.lookup(r.Host); pat != "" {
 		return Decision{Verdict: Deny, Code: CodeRule, Rule: RuleDenyList, Reason: "the deny list names " + quote(pat)}
 	}
-	if r.Connect {
-		return p.evaluateConnect(r.Host)
+	var scope int32
+	if p.scoped {
+		scope = p.scopeOf(r.Container)
+		if d, ok := p.listDeny(scope, r.Host); ok {
+			return d
+		}
 	}
-	m := matcher{p: p, bit: methodBit(r.Method)}
+	if r.Connect {
+		return p.evaluateConnect(r.Host, scope)
+	}
+	m := matcher{p: p, bit: methodBit(r.Method), scope: scope}
 	m.clean, m.params = cleanPath(r.Path)
 	m.first = firstSegment(m.clean)
 	exact := p.index.exact[r.Host]
@@ -65,9 +78,13 @@ func (p *Policy) Evaluate(r Request) Decision {
 			break
 		}
 	}
-	if p.trusted.lookup(r.Host) != "" {
+	if top := p.trusted.lookup(r.Host) != ""; top || p.listTrusted(scope, r.Host) {
 		if m.bit&readMethods != 0 {
-			return Decision{Verdict: Free, Rule: RuleTrusted, Reason: reasonTrusted}
+			reason := reasonTrusted
+			if !top {
+				reason = p.lists[scope].reasonTrusted
+			}
+			return Decision{Verdict: Free, Rule: RuleTrusted, Reason: reason}
 		}
 		return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonTrustedWrite}
 	}
@@ -79,15 +96,22 @@ const RuleDecrypt = "decrypt"
 
 const reasonDecrypt = "the tunnel is decrypted: each request inside it is decided on its own"
 
-// EvaluateIntercept decides a CONNECT that the gate will decrypt: only what refuses the whole
-// host applies here (the deny list, a deny rule with neither methods nor paths, or one naming
-// CONNECT); every request inside the tunnel is then decided by Evaluate.
-func (p *Policy) EvaluateIntercept(host string) Decision {
+// EvaluateIntercept decides a CONNECT of container that the gate will decrypt: only what refuses
+// the whole host applies here (the deny lists, a deny rule with neither methods nor paths, or one
+// naming CONNECT); every request inside the tunnel is then decided by Evaluate.
+func (p *Policy) EvaluateIntercept(host, container string) Decision {
 	if pat := p.deny.lookup(host); pat != "" {
 		return Decision{Verdict: Deny, Code: CodeRule, Rule: RuleDenyList, Reason: "the deny list names " + quote(pat)}
 	}
+	var scope int32
+	if p.scoped {
+		scope = p.scopeOf(container)
+		if d, ok := p.listDeny(scope, host); ok {
+			return d
+		}
+	}
 	best := int32(-1)
-	p.forRules(host, func(id int32) {
+	p.forRules(host, scope, func(id int32) {
 		rl := &p.rules[id]
 		if rl.verdict == Deny && (rl.whole || rl.connect) && (best < 0 || id < best) {
 			best = id
@@ -100,14 +124,12 @@ func (p *Policy) EvaluateIntercept(host string) Decision {
 	return Decision{Verdict: Free, Rule: RuleDecrypt, Reason: reasonDecrypt}
 }
 
-// forRules calls fn with the id of every rule whose hosts match host.
-func (p *Policy) forRules(host string, fn func(int32)) {
-	each := func(b *bucket) {
-		if b == nil {
-			return
-		}
-		for v := range b.tiers {
-			t := &b.tiers[v]
+// forRules calls fn with the id of every rule whose hosts match host and that decides for the
+// container scope (an id of scopeOf).
+func (p *Policy) forRules(host string, scope int32, fn func(int32)) {
+	tiers := func(ts *[3]tier) {
+		for v := range ts {
+			t := &ts[v]
 			for _, id := range t.any {
 				fn(id)
 			}
@@ -116,6 +138,15 @@ func (p *Policy) forRules(host string, fn func(int32)) {
 					fn(id)
 				}
 			}
+		}
+	}
+	each := func(b *bucket) {
+		if b == nil {
+			return
+		}
+		tiers(&b.tiers)
+		if ts := b.scoped[scope]; ts != nil {
+			tiers(ts)
 		}
 	}
 	each(p.index.exact[host])
@@ -135,10 +166,10 @@ func (p *Policy) forRules(host string, fn func(int32)) {
 // restrictive winning; a whole-host deny refuses. Without a rule naming CONNECT, a rule that
 // asks about or refuses only some requests to the host makes the tunnel ask, since the tunnel
 // would carry those requests unseen. Nothing matching: ask.
-func (p *Policy) evaluateConnect(host string) Decision {
+func (p *Policy) evaluateConnect(host string, scope int32) Decision {
 	best, restricted := int32(-1), int32(-1)
 	explicit := false
-	p.forRules(host, func(id int32) {
+	p.forRules(host, scope, func(id int32) {
 		rl := &p.rules[id]
 		switch {
 		case rl.whole || rl.connect:
@@ -175,6 +206,7 @@ func (p *Policy) evaluateConnect(host string) Decision {
 type matcher struct {
 	p      *Policy
 	bit    uint32
+	scope  int32     // the request's container (scopeOf)
 	clean  string    // CleanPath of the request
 	first  string    // the first segment of clean
 	params bool      // clean has ;parameters: cut and the loose readings differ
@@ -186,11 +218,21 @@ type matcher struct {
 	best   int32     // the first matching rule of the tier so far, -1 for none
 }
 
+// tier tries the rules of verdict v in b: those for every container, and those scoped to the
+// request's container.
 func (m *matcher) tier(b *bucket, v Verdict) {
 	if b == nil {
 		return
 	}
-	t := &b.tiers[v]
+	m.tierOf(&b.tiers[v], v)
+	if b.scoped != nil {
+		if ts := b.scoped[m.scope]; ts != nil {
+			m.tierOf(&ts[v], v)
+		}
+	}
+}
+
+func (m *matcher) tierOf(t *tier, v Verdict) {
 	m.ids(t.any)
 	if t.first == nil {
 		return
@@ -324,8 +366,14 @@ func firstSegment(p string) string {
 // Spliced reports whether host is on the splice list (never decrypted).
 func (p *Policy) Spliced(host string) bool { return p.splice.lookup(host) != "" }
 
-// Trusted reports whether host is trusted for reads.
-func (p *Policy) Trusted(host string) bool { return p.trusted.lookup(host) != "" }
+// Trusted reports whether host is trusted for the reads of container: by the top-level trusted
+// list, or by the container's [container.NAME] trusted list.
+func (p *Policy) Trusted(host, container string) bool {
+	if p.trusted.lookup(host) != "" {
+		return true
+	}
+	return p.scoped && p.listTrusted(p.scopeOf(container), host)
+}
 
 // Container names the container whose connections come from addr, or "" when none does.
 func (p *Policy) Container(addr netip.Addr) string {

@@ -45,6 +45,21 @@ type File struct {
 	// Notify are the channels the console tells of every new ticket (the gate ignores them).
 	// Empty: tickets reach the terminal, lox and the phone page only.
 	Notify []FileNotify `toml:"notify"`
+	// Containers holds, by [sources] container name, the hosts trusted and denied for that
+	// container alone ([container.NAME]). Empty: the top-level lists apply to every container
+	// alike.
+	Containers map[string]FileContainer `toml:"container"`
+}
+
+// FileContainer is one [container.NAME]: host lists that apply to the requests of that
+// container alone, beside the top-level ones.
+type FileContainer struct {
+	// Trusted hosts: this container's reads (GET, HEAD, OPTIONS) of them are free when no rule
+	// matches. Empty: the top-level trusted only.
+	Trusted []string `toml:"trusted"`
+	// Deny hosts: every request of this container to them is refused (E_RULE). Empty: the
+	// top-level deny only.
+	Deny []string `toml:"deny"`
 }
 
 // FileBudget is one [[budget]]: how much each container it names may send in a window, each
@@ -126,6 +141,9 @@ type FileRule struct {
 	Verdict string `toml:"verdict"`
 	// Reason is shown to the agent and the human with the decision. Empty: none.
 	Reason string `toml:"reason"`
+	// Containers are the [sources] containers whose requests the rule decides. Nil (the key left
+	// out): every container. An empty list is an error.
+	Containers []string `toml:"containers"`
 }
 
 // FileFloor is [floor]: exceptions to the network floor, opened on purpose.

@@ -3,11 +3,14 @@ package policy
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// naiveEvaluate is the policy's meaning without indexes: every rule is tried in file order.
+// naiveEvaluate is the policy's meaning without indexes: every rule is tried in file order. A
+// rule with containers decides for those containers; for a container [sources] does not name,
+// only if it is not free.
 func naiveEvaluate(p *Policy, f *File, r Request) Decision {
 	hostMatch := func(pat, host string) bool {
 		switch {
@@ -22,6 +25,9 @@ func naiveEvaluate(p *Policy, f *File, r Request) Decision {
 	loose := loosePath(clean)
 	best := -1
 	for i, fr := range f.Rules {
+		if _, known := f.Sources[r.Container]; fr.Containers != nil && !slices.Contains(fr.Containers, r.Container) && (known || fr.Verdict == "free") {
+			continue
+		}
 		hm := false
 		for _, h := range fr.Hosts {
 			hm = hm || hostMatch(h, r.Host)
@@ -63,7 +69,7 @@ func naiveEvaluate(p *Policy, f *File, r Request) Decision {
 }
 
 // TestIndexAgreesWithNaive checks the compiled indexes against the plain meaning of the rules on
-// random policies and requests.
+// random policies and requests, from either container of [sources] or one it does not name.
 func TestIndexAgreesWithNaive(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	hosts := []string{"a.example.com", "b.example.com", "x.a.example.com", "example.com", "c.org"}
@@ -72,9 +78,10 @@ func TestIndexAgreesWithNaive(t *testing.T) {
 	segs := []string{"a", "b", "x.git", "A", "*", "**", "*.git", "y"}
 	reqSegs := []string{"a", "b", "x.git", "A", "B", "y", "z", "%2F", "..", "."}
 	vs := []string{"free", "ask", "deny"}
+	containers := []string{"a", "b", "unnamed"}
 	for iter := 0; iter < 300; iter++ {
 		var b strings.Builder
-		b.WriteString("version = 1\n")
+		b.WriteString("version = 1\n[sources]\na = [\"10.0.0.1\"]\nb = [\"10.0.0.2\"]\n")
 		n := 1 + rng.Intn(12)
 		for i := 0; i < n; i++ {
 			fmt.Fprintf(&b, "[[rule]]\nname = \"r%d\"\nhosts = [%q", i, patterns[rng.Intn(len(patterns))])
@@ -97,6 +104,12 @@ func TestIndexAgreesWithNaive(t *testing.T) {
 				b.WriteString("]\n")
 			}
 			fmt.Fprintf(&b, "verdict = %q\n", vs[rng.Intn(3)])
+			switch rng.Intn(4) {
+			case 0:
+				b.WriteString("containers = [\"a\"]\n")
+			case 1:
+				b.WriteString("containers = [\"b\", \"a\"]\n")
+			}
 		}
 		src := b.String()
 		doc, err := Decode("r.toml", []byte(src))
@@ -115,7 +128,8 @@ func TestIndexAgreesWithNaive(t *testing.T) {
 			for s := 0; s < rng.Intn(4); s++ {
 				ps = append(ps, reqSegs[rng.Intn(len(reqSegs))])
 			}
-			r := Request{Host: hosts[rng.Intn(len(hosts))], Method: methods[rng.Intn(len(methods))], Path: "/" + strings.Join(ps, "/")}
+			r := Request{Host: hosts[rng.Intn(len(hosts))], Method: methods[rng.Intn(len(methods))], Path: "/" + strings.Join(ps, "/"),
+				Container: containers[rng.Intn(len(containers))]}
 			got := p.Evaluate(r)
 			want := naiveEvaluate(p, &doc.File, r)
 			if want.Rule == "none" {

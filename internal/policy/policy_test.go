@@ -369,7 +369,7 @@ verdict = "deny"
 	}
 	for _, c := range cases {
 		t.Run(c.host, func(t *testing.T) {
-			d := p.EvaluateIntercept(c.host)
+			d := p.EvaluateIntercept(c.host, "")
 			if d.Verdict != c.verdict || d.Rule != c.rule {
 				t.Fatalf("got %v %q (%s); want %v %q", d.Verdict, d.Rule, d.Reason, c.verdict, c.rule)
 			}
