@@ -47,11 +47,52 @@ func bigPolicy(n int) string {
 	return b.String()
 }
 
-func BenchmarkEvaluate1000(b *testing.B)  { benchmarkEvaluate(b, 1000) }
-func BenchmarkEvaluate10000(b *testing.B) { benchmarkEvaluate(b, 10000) }
+func BenchmarkEvaluate1000(b *testing.B)  { benchmarkEvaluate(b, bigPolicy(1000), nil) }
+func BenchmarkEvaluate10000(b *testing.B) { benchmarkEvaluate(b, bigPolicy(10000), nil) }
 
-func benchmarkEvaluate(b *testing.B, n int) {
-	p := mustLoad(b, bigPolicy(n))
+// BenchmarkEvaluateScoped10000 is the same policy with 16 containers: half the rules scoped to
+// one or two of them, and a [container.NAME] section for each. The requests of
+// BenchmarkEvaluate10000 come from each container in turn, and four more meet a scoped rule or
+// a section's list of their container.
+func BenchmarkEvaluateScoped10000(b *testing.B) {
+	benchmarkEvaluate(b, bigScopedPolicy(10000, 16), []Request{
+		{Host: "api.github.com", Method: "POST", Path: "/v3/x/items/1", Container: "c2"}, // rule r3, scoped to c4 and c2
+		{Host: "x.s1.example.org", Method: "GET", Path: "/", Container: "c1"},            // rule r1, scoped to c2 and c1
+		{Host: "docs5.example.com", Method: "GET", Path: "/", Container: "c5"},           // [container.c5] trusted
+		{Host: "a.d7.example.io", Method: "GET", Path: "/", Container: "c7"},             // [container.c7] deny
+	})
+}
+
+// bigScopedPolicy is bigPolicy(n) with k containers: every odd rule scoped to one or two of
+// them, and a [container.NAME] section for each, trusting and denying a few hosts.
+func bigScopedPolicy(n, k int) string {
+	var b strings.Builder
+	for i, part := range strings.SplitAfter(bigPolicy(n), "[[rule]]\n") {
+		if i > 1 && i%2 == 0 { // the part holding rule i-1
+			a, c := i%k, (i/2)%k
+			list := fmt.Sprintf("[\"c%d\", \"c%d\"]", a, c)
+			if a == c {
+				list = fmt.Sprintf("[\"c%d\"]", a)
+			}
+			part = strings.Replace(part, "verdict = ", "containers = "+list+"\nverdict = ", 1)
+		}
+		b.WriteString(part)
+	}
+	b.WriteString("\n[sources]\n")
+	for c := 0; c < k; c++ {
+		fmt.Fprintf(&b, "c%d = [\"10.0.%d.0/24\"]\n", c, c)
+	}
+	for c := 0; c < k; c++ {
+		fmt.Fprintf(&b, "[container.c%d]\ntrusted = [\"docs%d.example.com\", \"*.c%d.example.org\"]\ndeny = [\"*.d%d.example.io\"]\n", c, c, c, c)
+	}
+	return b.String()
+}
+
+// benchmarkEvaluate decides, in turn, seven requests of the policy src (from each of its
+// containers in turn) and the requests of more (from the container each names).
+func benchmarkEvaluate(b *testing.B, src string, more []Request) {
+	p := mustLoad(b, src)
+	containers := p.Containers()
 	reqs := []Request{
 		{Host: "github.com", Method: "GET", Path: "/lockhttp/lockhttp/pulls"},
 		{Host: "github.com", Method: "POST", Path: "/org2/repo.git/git-receive-pack"},
@@ -61,6 +102,12 @@ func benchmarkEvaluate(b *testing.B, n int) {
 		{Host: "unknown.example.io", Method: "GET", Path: "/a/b/c"},
 		{Host: "a.d7.example.net", Method: "GET", Path: "/"},
 	}
+	for i := range reqs {
+		if len(containers) > 0 {
+			reqs[i].Container = containers[i%len(containers)]
+		}
+	}
+	reqs = append(reqs, more...)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

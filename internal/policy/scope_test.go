@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -274,5 +275,48 @@ func TestDifferentialNamesTheContainer(t *testing.T) {
 		if e.Container != "" || strings.HasPrefix(e.String(), "from container") {
 			t.Errorf("a change for every container is shown for one: %s", e)
 		}
+	}
+}
+
+// TestDocsScopedExample loads the example of docs/policy.md ("Rules and lists for some
+// containers") and checks what its comments say, and the error it quotes for a misspelt
+// container.
+func TestDocsScopedExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Rules and lists for some containers\n")
+	_, block, ok2 := strings.Cut(section, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/policy.md has no TOML block under \"Rules and lists for some containers\"")
+	}
+	src := "version = 1\n\n" + block
+	p := load(t, src)
+	cases := []struct {
+		container string
+		r         Request
+		verdict   Verdict
+		rule      string
+	}{
+		{"coder", Request{Host: "github.com", Method: "POST", Path: "/o/r.git/git-receive-pack"}, Free, "coder-push"},
+		{"reviewer", Request{Host: "github.com", Method: "POST", Path: "/o/r.git/git-receive-pack"}, Ask, RuleDefault},
+		{"reviewer", Request{Host: "gist.github.com", Method: "GET", Path: "/"}, Deny, "reviewer-no-gists"},
+		{"coder", Request{Host: "gist.github.com", Method: "GET", Path: "/"}, Ask, RuleDefault},
+		{"reviewer", Request{Host: "x.readthedocs.io", Method: "GET", Path: "/"}, Free, RuleTrusted},
+		{"coder", Request{Host: "x.readthedocs.io", Method: "GET", Path: "/"}, Ask, RuleDefault},
+		{"reviewer", Request{Host: "api.openai.com", Method: "POST", Path: "/v1/x"}, Deny, RuleDenyList},
+	}
+	for _, c := range cases {
+		r := c.r
+		r.Container = c.container
+		if d := p.Evaluate(r); d.Verdict != c.verdict || d.Rule != c.rule {
+			t.Errorf("%s %s%s from %s: %v %q; the docs say %v %q", r.Method, r.Host, r.Path, c.container, d.Verdict, d.Rule, c.verdict, c.rule)
+		}
+	}
+	_, err = Load("policy.toml", []byte(strings.Replace(src, `containers = ["coder"]`, `containers = ["codr"]`, 1)))
+	if err == nil || !strings.Contains(string(doc), "`"+err.Error()+"`") {
+		t.Errorf("the docs do not quote the error\n%v", err)
 	}
 }
