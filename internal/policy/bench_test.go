@@ -130,6 +130,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("version = 1\n[floor.hosts]\n\"a.b\" = \"1.2.3.4\"\n"))
 	f.Add([]byte("version = 1\n[[rule]]\nname=\"x\"\nhosts=[\"*\"]\npaths=[\"/**/a*b\"]\nverdict=\"deny\"\n"))
 	f.Add([]byte("version = 1\n[[notify]]\nname=\"t\"\nurl=\"http://[::1]:9/h\"\nkind=\"ntfy\"\nhuman=true\ninsecure_loopback=true\ntoken_file=\"/t\"\n"))
+	f.Add([]byte(scopeBase))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Load("fuzz.toml", data)
 		if err != nil {
@@ -138,13 +139,18 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		// A loaded policy evaluates without panicking.
-		for _, r := range []Request{
-			{Host: "github.com", Method: "GET", Path: "/a/b"},
-			{Host: "x.y.z", Method: "POST", Path: "/%2e%2e/a//b/"},
-			{Host: "github.com", Method: "CONNECT", Connect: true},
-		} {
-			p.Evaluate(r)
+		// A loaded policy evaluates without panicking, for each of its containers and one it
+		// does not name.
+		for _, ct := range append(p.Containers(), "") {
+			for _, r := range []Request{
+				{Host: "github.com", Method: "GET", Path: "/a/b"},
+				{Host: "x.y.z", Method: "POST", Path: "/%2e%2e/a//b/"},
+				{Host: "github.com", Method: "CONNECT", Connect: true},
+			} {
+				r.Container = ct
+				p.Evaluate(r)
+				p.EvaluateIntercept(r.Host, ct)
+			}
 		}
 	})
 }

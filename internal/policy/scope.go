@@ -57,14 +57,16 @@ func (c *compiler) ruleScope(p *Policy, names []string, path []string, label str
 	if len(names) == 0 {
 		c.errorf(path, label, "containers is empty, so the rule decides for no container; name containers of [sources], or leave containers out for every container")
 	}
-	for i, name := range names {
+	seen := make(map[int32]bool, len(names))
+	for _, name := range names {
 		id, ok := p.cids[name]
 		switch {
 		case !ok:
 			c.errorf(path, label, "containers: %q is not a container of [sources]; name one of %s, or leave containers out for every container", name, containerWords(p))
-		case slices.Contains(names[:i], name):
+		case seen[id]:
 			c.errorf(path, label, "containers: %q is listed twice; remove one", name)
 		default:
+			seen[id] = true
 			scope = append(scope, id)
 		}
 	}
