@@ -80,6 +80,9 @@ type Request struct {
 	BodySize int64
 	// Refusal is what See found the floor refuses in the request's shape, or nil.
 	Refusal *policy.Decision
+	// Transparent reports a request that reached one of the gate's transparent listeners, or
+	// came inside a TLS connection to one (Arrival.Transparent, Binding.Transparent).
+	Transparent bool
 }
 
 // Result is the decision and what the checks learnt on the way: the container and the

@@ -47,6 +47,14 @@ type Arrival struct {
 	// were read (over buffer_limit: too large to inspect).
 	Body     []byte
 	BodySize int64
+	// Transparent reports a connection that reached one of the gate's transparent listeners (a
+	// client that ignores the proxy, sent to the gate by the agent's DNS and network) on Port.
+	// Its original destination is unknown and never used: a Plain arrival (origin-form, or
+	// absolute-form that agrees with its Host) is decided as http://Host/..., Host naming Port;
+	// a Domain arrival is the TLS ClientHello's server name, Host being "SNI:Port". It carries
+	// no agent name.
+	Transparent bool
+	Port        int
 }
 
 // Binding is the CONNECT a decrypted tunnel was opened for: every request inside must name
@@ -59,6 +67,9 @@ type Binding struct {
 	// Cleartext: the client speaks plain HTTP inside the tunnel instead of TLS (a client that
 	// sends http:// and ws:// URLs through a CONNECT); its requests are http:// URLs.
 	Cleartext bool
+	// Transparent: the tunnel is a TLS connection to a transparent listener, bound to its
+	// ClientHello's server name and the listener's port; its requests carry no agent name.
+	Transparent bool
 }
 
 // Scheme is the scheme of the requests inside the tunnel: https, or http when it is cleartext.
@@ -109,16 +120,20 @@ var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Met
 // plain proxy request, a protocol upgrade other than WebSocket, a request that does not belong
 // to its tunnel, override methods that disagree). a.Header is edited in place.
 func See(a *Arrival) *Request {
-	r := &Request{Kind: a.Kind, Source: a.Source, Container: a.Container, Body: a.Body, BodySize: a.BodySize}
+	r := &Request{Kind: a.Kind, Source: a.Source, Container: a.Container, Body: a.Body, BodySize: a.BodySize,
+		Transparent: a.Transparent || a.Tunnel != nil && a.Tunnel.Transparent}
 	r.Sent = a.Method
 	r.Method = canonicalMethod(a.Method)
 	h := a.Header
 	if h == nil {
 		h = http.Header{}
 	}
-	r.Agent = agentName(h)
-	if r.Agent == "" && a.Tunnel != nil {
-		r.Agent = a.Tunnel.Agent
+	if !r.Transparent {
+		// A transparent connection names no agent: its client did not use the proxy.
+		r.Agent = agentName(h)
+		if r.Agent == "" && a.Tunnel != nil {
+			r.Agent = a.Tunnel.Agent
+		}
 	}
 	if a.HTTP2 {
 		// HTTP/2 forbids connection-specific headers (RFC 9113 8.2.2): a request that carries
@@ -140,6 +155,9 @@ func See(a *Arrival) *Request {
 	}
 	if a.Kind == Domain {
 		r.Authority = a.Host
+		if a.Transparent && a.Host == "" {
+			r.refuse(decisionNoSNI)
+		}
 		return r
 	}
 	u := a.URL
@@ -174,6 +192,12 @@ func See(a *Arrival) *Request {
 				r.refuse(floorDecision("tunnel-binding", why))
 			}
 		}
+	case Plain:
+		if a.Transparent {
+			r.transparent(a, u)
+			break
+		}
+		fallthrough
 	default:
 		r.Scheme, r.Authority = u.Scheme, u.Host
 		switch {
@@ -191,12 +215,38 @@ func See(a *Arrival) *Request {
 	return r
 }
 
+// transparent reads a plain request that reached a transparent listener on a.Port: its target is
+// http://Host/path. The request line's target is origin-form, or absolute-form naming the Host's
+// authority (the framing check refuses one that does not, and two Hosts); the Host must name
+// the port the connection came to (80 when it names none): the gate dials what Host names, and
+// nothing else.
+func (r *Request) transparent(a *Arrival, u *url.URL) {
+	r.Scheme, r.Authority = "http", a.Host
+	switch {
+	case a.Host == "":
+		r.refuse(floorDecision("origin-form", "a request to the gate's transparent listener names no host: it needs a Host header"))
+		return
+	case u.IsAbs() && u.Scheme != "http":
+		r.refuse(floorDecision("scheme", fmt.Sprintf("a plain request to the gate's transparent listener names the scheme %s; only http belongs on it", shown(u.Scheme, 16))))
+		return
+	case u.IsAbs() && !strings.EqualFold(u.Host, a.Host):
+		r.refuse(floorDecision("tunnel-binding", "the request line names another host than the Host header"))
+		return
+	}
+	if _, port, ref := floor.Authority(a.Host, 80); ref == nil && port != a.Port {
+		r.refuse(floorDecision("tunnel-binding", fmt.Sprintf("the Host header names port %d; the connection came to port %d", port, a.Port)))
+	}
+}
+
 // refuse keeps the first refusal.
 func (r *Request) refuse(d policy.Decision) {
 	if r.Refusal == nil {
 		r.Refusal = &d
 	}
 }
+
+var decisionNoSNI = floorDecision("sni",
+	"the TLS ClientHello names no server (SNI) the gate could read: a connection to its transparent listener is decided by the name its ClientHello names")
 
 var decisionOriginForm = floorDecision("origin-form",
 	"the request names no host (origin-form); send requests through the gate as an HTTP proxy, with absolute URLs")

@@ -228,3 +228,50 @@ func TestDecideFailsClosed(t *testing.T) {
 		t.Fatal("NewChecks returned nil")
 	}
 }
+
+// TestSeeTransparent: a request to a transparent listener is decided by its Host, as a plain
+// request to http://Host/...; a TLS connection to one by its ClientHello's server name, as a
+// CONNECT; neither carries an agent name, and what contradicts itself is refused.
+func TestSeeTransparent(t *testing.T) {
+	env := viewEnv(t)
+	basic := http.Header{"Proxy-Authorization": {"Basic YWdlbnQ6eA=="}} // agent:x
+	cases := []struct {
+		name    string
+		a       Arrival
+		rule    string // the deciding rule, or the refusal's
+		verdict policy.Verdict
+		auth    string
+	}{
+		{"origin-form, decided by Host", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Path: "/docs"}, Host: "docs.example.com", Port: 80}, "trusted", policy.Free, "docs.example.com"},
+		{"absolute-form naming its Host", Arrival{Kind: Plain, Method: "PUT", URL: &url.URL{Scheme: "http", Host: "origin.example.com", Path: "/x"}, Host: "origin.example.com", Port: 80}, "no-put", policy.Deny, "origin.example.com"},
+		{"the request line naming another host", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Scheme: "http", Host: "evil.example", Path: "/"}, Host: "docs.example.com", Port: 80}, "floor:tunnel-binding", policy.Deny, ""},
+		{"https in the request line", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Scheme: "https", Host: "docs.example.com", Path: "/"}, Host: "docs.example.com", Port: 80}, "floor:scheme", policy.Deny, ""},
+		{"no Host", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Path: "/"}, Port: 80}, "floor:origin-form", policy.Deny, ""},
+		{"a Host naming another port", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Path: "/"}, Host: "docs.example.com:8080", Port: 80}, "floor:tunnel-binding", policy.Deny, ""},
+		{"port 8080 named", Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Path: "/"}, Host: "docs.example.com:8080", Port: 8080}, "floor:port", policy.Deny, "docs.example.com:8080"},
+		{"TLS by its server name", Arrival{Kind: Domain, Host: "docs.example.com:443", Port: 443}, "decrypt", policy.Free, "docs.example.com:443"},
+		{"TLS without a server name", Arrival{Kind: Domain, Port: 443}, "floor:sni", policy.Deny, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := c.a
+			a.Transparent, a.Source, a.Header = true, netip.MustParseAddr("10.0.0.5"), basic.Clone()
+			v := See(&a)
+			if !v.Transparent || v.Agent != "" {
+				t.Errorf("transparent %v agent %q: want transparent, no agent", v.Transparent, v.Agent)
+			}
+			if c.auth != "" && v.Authority != c.auth {
+				t.Errorf("authority %q, want %q", v.Authority, c.auth)
+			}
+			res := Decide(env, v)
+			if res.Verdict != c.verdict || res.Rule != c.rule {
+				t.Errorf("%v %q (%s), want %v %q", res.Verdict, res.Rule, res.Reason, c.verdict, c.rule)
+			}
+		})
+	}
+	// The same origin-form request on the proxy (not transparent) is refused, and names its agent.
+	a := &Arrival{Kind: Plain, Method: "GET", URL: &url.URL{Path: "/docs"}, Host: "docs.example.com", Header: basic.Clone(), Source: netip.MustParseAddr("10.0.0.5")}
+	if v := See(a); v.Refusal == nil || v.Refusal.Rule != "floor:origin-form" || v.Agent != "agent" {
+		t.Errorf("origin-form on the proxy: %+v", v)
+	}
+}
