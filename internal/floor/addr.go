@@ -237,7 +237,8 @@ func embedded4(a netip.Addr) (netip.Addr, bool) {
 // would dial, the operator's allow prefixes ([floor] allow_cidrs) and the
 // gate's own listen addresses:
 //   - own (the same address, after Unmap, and port; an unspecified own
-//     address such as 0.0.0.0 or :: matches every address on its port)
+//     address such as 0.0.0.0 or :: matches every address on its port, and
+//     port 0 every port of its address: the gate's transparent address)
 //     → OwnAddress, even when allowed;
 //   - ClassMetadata → Metadata, never opened by allow;
 //   - any class but ClassPublic → Address, unless a prefix in allow contains
@@ -250,7 +251,7 @@ func CheckAddr(a netip.Addr, port int, allow []netip.Prefix, own []netip.AddrPor
 	u := a.Unmap()
 	for _, o := range own {
 		oa := o.Addr().WithZone("").Unmap()
-		if int(o.Port()) == port && (oa == u || oa.IsUnspecified()) {
+		if (o.Port() == 0 || int(o.Port()) == port) && (oa == u || oa.IsUnspecified()) {
 			return refuse(OwnAddress, "address %s is the gate's own listen address; the gate never dials itself", netip.AddrPortFrom(a, uint16(port)))
 		}
 	}

@@ -184,6 +184,7 @@ func TestCheckAddr(t *testing.T) {
 		{name: "own even when allowed", addr: "127.0.0.1", port: 3130, allow: loopback, own: gate, check: OwnAddress, reason: "own listen address"},
 		{name: "own mapped", addr: "::ffff:127.0.0.1", port: 3130, allow: loopback, own: gate, check: OwnAddress, reason: "own listen address"},
 		{name: "own v6", addr: "fd00::10", port: 3130, allow: []netip.Prefix{p("fd00::/8")}, own: gate, check: OwnAddress, reason: "[fd00::10]:3130"},
+		{name: "own transparent, any port", addr: "10.213.10.2", port: 8443, allow: []netip.Prefix{p("10.0.0.0/8")}, own: []netip.AddrPort{ap("10.213.10.2:0")}, check: OwnAddress, reason: "10.213.10.2:8443 is the gate's own"},
 		{name: "own listed mapped", addr: "10.0.0.5", port: 3130, allow: []netip.Prefix{p("10.0.0.0/8")}, own: []netip.AddrPort{ap("[::ffff:10.0.0.5]:3130")}, check: OwnAddress, reason: "own"},
 		{name: "own wildcard", addr: "10.0.0.5", port: 3130, allow: []netip.Prefix{p("10.0.0.0/8")}, own: []netip.AddrPort{ap("0.0.0.0:3130")}, check: OwnAddress, reason: "own"},
 		{name: "own v6 wildcard", addr: "140.82.112.3", port: 3130, own: []netip.AddrPort{ap("[::]:3130")}, check: OwnAddress, reason: "own"},
