@@ -33,6 +33,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
+	"github.com/lockhttp/lockhttp/internal/dnsanswer"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/hub"
@@ -76,6 +77,7 @@ type options struct {
 	metricsListen               string
 	metricsSigner               bool
 	otlpEndpoint                string
+	transparent                 string
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -106,6 +108,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
 	fs.BoolVar(&o.metricsSigner, "metrics-signer", false, "also serve the signer's lockhttp_signer_* families on -metrics-listen, read over -signer's socket at each scrape: for a signer with no network of its own (the compose setup); a signer with its own -metrics-listen (lox run) needs none")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export a span of every finished request to this OTLP/HTTP collector URL (http://host:4318; /v1/traces is added to a URL with no path); empty: none")
+	fs.StringVar(&o.transparent, "transparent", "", "an IPv4 address of this machine where the gate also serves clients that ignore the proxy: DNS on port 53 (every A query answered with this address), TLS and plain HTTP on 80, 443 and every port of the policy's allow_ports (decided by the TLS server name or the Host), and the proxy on -listen's port; empty: none")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	fs.BoolVar(&o.version, "version", false, "print the gate's version (module version, revision, build) and exit")
@@ -144,6 +147,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.metricsSigner && (o.signer == "" || o.metricsListen == "") {
 		return nil, errors.New("-metrics-signer needs -signer (the socket its families are read from) and -metrics-listen (where they are served)")
+	}
+	if o.transparent != "" {
+		a, err := netip.ParseAddr(o.transparent)
+		if err != nil || !a.Is4() || a.IsUnspecified() {
+			return nil, fmt.Errorf("-transparent %q: give one IPv4 address of this machine (the address agents' DNS answers point to), such as 10.213.10.2", o.transparent)
+		}
 	}
 	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
 		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
@@ -253,6 +262,16 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	own, err := ownAddrs(l.Addr())
 	if err != nil {
 		return err
+	}
+	var tr *transparentSetup
+	if o.transparent != "" {
+		if tr, err = listenTransparent(netip.MustParseAddr(o.transparent), l); err != nil {
+			l.Close()
+			return err
+		}
+		defer tr.close()
+		// The gate never dials its transparent address, on any port.
+		own = append(own, netip.AddrPortFrom(tr.addr, 0))
 	}
 	dialer := &egress.Dialer{Upstream: upstream, UpstreamAuth: upstreamAuth, Own: own}
 	var g *gate.Gate
@@ -373,7 +392,99 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	log.Info("gate listening", "listen", l.Addr().String(), "console", o.console, "upstream", o.upstream, "upstream_credential", credential)
 	go g.ReturnMemoryWhenQuiet(ctx)
-	return g.Serve(ctx, l)
+	proxy := l
+	if tr != nil {
+		sctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		ctx = sctx
+		tr.serve(ctx, g, log, cancel)
+		if tr.proxy != nil {
+			proxy = gate.Merge(l, tr.proxy)
+		}
+	}
+	err = g.Serve(ctx, proxy)
+	if c := context.Cause(ctx); err == nil && c != nil && !errors.Is(c, context.Canceled) {
+		err = c
+	}
+	return err
+}
+
+// transparentSetup is the gate's listeners on its -transparent address: DNS (UDP and TCP 53)
+// and the proxy's port; the transparent ports themselves follow the policy (ServeTransparent).
+type transparentSetup struct {
+	addr       netip.Addr
+	proxyPort  int
+	proxy      net.Listener // nil when -listen already covers addr
+	dnsUDP     net.PacketConn
+	dnsTCP     net.Listener
+	tcpListens func(port int) (net.Listener, error)
+}
+
+// listenTransparent listens on addr for DNS and, unless the proxy's listener l covers it
+// already, for the proxy on l's port.
+func listenTransparent(addr netip.Addr, l net.Listener) (*transparentSetup, error) {
+	lap, err := netip.ParseAddrPort(l.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	t := &transparentSetup{addr: addr, proxyPort: int(lap.Port())}
+	t.tcpListens = func(port int) (net.Listener, error) {
+		l, err := net.Listen("tcp4", netip.AddrPortFrom(addr, uint16(port)).String())
+		return l, transparentListenError(err)
+	}
+	if a := lap.Addr().Unmap(); !a.IsUnspecified() && a != addr {
+		if t.proxy, err = t.tcpListens(t.proxyPort); err != nil {
+			return nil, fmt.Errorf("-transparent: the proxy on %s: %w", addr, err)
+		}
+	}
+	dns := netip.AddrPortFrom(addr, 53).String()
+	if t.dnsUDP, err = net.ListenPacket("udp4", dns); err == nil {
+		t.dnsTCP, err = t.tcpListens(53)
+	}
+	if err != nil {
+		t.close()
+		return nil, fmt.Errorf("-transparent: DNS on %s: %w", dns, transparentListenError(err))
+	}
+	return t, nil
+}
+
+// transparentListenError names the fix of a listen that failed on the transparent address.
+func transparentListenError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%w; fix: ports under 1024 need net.ipv4.ip_unprivileged_port_start=0 (docker sets it in every container) or CAP_NET_BIND_SERVICE", err)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("%w; fix: -transparent must be an address of this machine (of the agents' network)", err)
+	}
+	return err
+}
+
+func (t *transparentSetup) close() {
+	if t.proxy != nil {
+		t.proxy.Close()
+	}
+	if t.dnsTCP != nil {
+		t.dnsTCP.Close()
+	}
+	if t.dnsUDP != nil {
+		t.dnsUDP.Close()
+	}
+}
+
+// serve answers DNS and serves the transparent ports until ctx ends; a transparent listener that
+// cannot start ends the gate (cancel).
+func (t *transparentSetup) serve(ctx context.Context, g *gate.Gate, log *slog.Logger, cancel context.CancelCauseFunc) {
+	ds := dnsanswer.New(g.DNSConfig(t.addr))
+	go ds.ServeUDP(ctx, t.dnsUDP)
+	go ds.ServeTCP(ctx, t.dnsTCP)
+	go func() {
+		if err := g.ServeTransparent(ctx, gate.TransparentListen{Addr: t.addr, Skip: []int{53, t.proxyPort}, Listen: t.tcpListens}); err != nil {
+			cancel(err)
+		}
+	}()
+	log.Info("gate transparent", "addr", t.addr.String(), "dns", 53, "proxy", t.proxyPort)
 }
 
 // maxCredentialFile bounds the read of -upstream-credentials-file.

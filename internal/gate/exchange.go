@@ -60,6 +60,11 @@ type exchange struct {
 
 func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 	ex := &exchange{g: g}
+	if ci := infoFrom(r.Context()); ci != nil && ci.isTransparent() {
+		// A transparent listener's: "transparent-request", "transparent-connect" (its TLS
+		// connection, decided as a CONNECT to its server name), "transparent-tunnel-request".
+		event = "transparent-" + event
+	}
 	ex.rec.Time = g.now()
 	ex.rec.ID = g.newID()
 	ex.rec.Event = event
@@ -84,6 +89,9 @@ func (g *Gate) newExchange(r *http.Request, event string) *exchange {
 	ex.traceparent = g.traceparent(r)
 	return ex
 }
+
+// transparent reports an exchange that came to a transparent listener.
+func (ex *exchange) transparent() bool { return ex.ci != nil && ex.ci.isTransparent() }
 
 // recordHost is a host (or host:port) as the audit, the log and a ticket show it: what d (the
 // built-in shapes when nil) recognises as a credential masked, and what looks like one hidden.

@@ -121,6 +121,9 @@ type Gate struct {
 	tunnelTLS *tls.Config
 
 	conns atomic.Pointer[connlimit.Listener] // the client connections Serve holds, for the metrics
+	// policyChanged is signalled when a policy of another version is set: the transparent
+	// listeners follow its allow_ports.
+	policyChanged chan struct{}
 }
 
 // New builds a Gate. It does not listen.
@@ -134,6 +137,8 @@ func New(cfg Config) *Gate {
 		now:     cfg.Now,
 		cfg:     cfg,
 		tunnels: make(map[net.Conn]struct{}),
+
+		policyChanged: make(chan struct{}, 1),
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -181,6 +186,12 @@ func (g *Gate) SetPolicy(p *policy.Policy) {
 		g.insp.Store(g.loadChecks(p))
 	}
 	old := g.pol.Swap(p)
+	if p != nil && (old == nil || old.Version != p.Version) {
+		select {
+		case g.policyChanged <- struct{}{}:
+		default:
+		}
+	}
 	if old != nil && p != nil && old.Version != p.Version {
 		g.transport.CloseIdleConnections()
 		g.upstream.closeIdle()
@@ -199,6 +210,9 @@ type connInfo struct {
 	fc     *framing.Conn
 	source netip.Addr
 	tunnel *judge.Binding // the decrypted tunnel the connection is inside, or nil
+	// transparent is the port of the transparent listener the connection came to (transparent.go);
+	// 0: the proxy listener, or a tunnel (whose Binding says whether it is transparent).
+	transparent int
 	// h2 reports an HTTP/2 connection (inside a decrypted tunnel): fc is nil, and each stream's
 	// request has a streamInfo of its own.
 	h2 bool
@@ -211,6 +225,11 @@ type connInfo struct {
 	// that watch, for a request that waits for a human (h1Conn.watch). Nil: the server's own
 	// context says it (net/http's background read, HTTP/2's stream reset).
 	watch func(context.Context) (context.Context, func())
+}
+
+// isTransparent reports a connection to a transparent listener, or a tunnel opened on one.
+func (ci *connInfo) isTransparent() bool {
+	return ci.transparent != 0 || ci.tunnel != nil && ci.tunnel.Transparent
 }
 
 type connInfoKey struct{}

@@ -34,15 +34,21 @@ func (g *Gate) env(pol *policy.Policy) *judge.Env {
 	return e
 }
 
-// arrival is what reached the gate in r: a plain proxy request, an origin-form request, or a
-// request decrypted inside a tunnel.
+// arrival is what reached the gate in r: a plain proxy request, an origin-form request, a
+// request decrypted inside a tunnel, or a request to a transparent listener.
 func (g *Gate) arrival(r *http.Request) *judge.Arrival {
 	a := &judge.Arrival{Kind: judge.Plain, Method: r.Method, URL: r.URL, Host: r.Host, Header: r.Header, HTTP2: r.ProtoMajor == 2}
 	ci := infoFrom(r.Context())
 	if ci != nil {
 		a.Source = ci.source
-		if ci.tunnel != nil {
+		switch {
+		case ci.tunnel != nil:
 			a.Kind, a.Tunnel = judge.Tunnel, ci.tunnel
+			if u, ok := r.Context().Value(sentTargetKey{}).(*url.URL); ok {
+				a.URL = u
+			}
+		case ci.transparent != 0:
+			a.Transparent, a.Port = true, ci.transparent
 			if u, ok := r.Context().Value(sentTargetKey{}).(*url.URL); ok {
 				a.URL = u
 			}

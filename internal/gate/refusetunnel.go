@@ -38,8 +38,15 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 		g.refuseWriter(w, r, ex, d)
 		return
 	}
-	status := refusalStatus(d)
 	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
+	g.answerInTunnel(ex, res, pol, t, fail)
+}
+
+// answerInTunnel answers the first request inside a tunnel openTunnel (or a transparent
+// listener's handshake) opened with the refusal res of the whole host, as refuseInTunnel says.
+func (g *Gate) answerInTunnel(ex *exchange, res judge.Result, pol *policy.Policy, t *tunnelConn, fail *openFailure) {
+	d := res.Decision
+	status := refusalStatus(d)
 	detached := false // the tunnel outlives this call: serveTunnelConn's end closes it
 	if t != nil {
 		defer func() {
@@ -63,7 +70,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 	if !h2 {
 		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
 	}
-	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
+	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Transparent: ex.transparent()}
 	var answered atomic.Pointer[string] // the id of the (first) request refused inside
 	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// The first answer closes the connection (on HTTP/2, once the streams open are

@@ -62,6 +62,12 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		return
 	}
 	t, fail := g.openTunnel(w, r, ex.rec.ID, res.Host, cert, pol.Settings.HTTP2)
+	g.serveOpened(ex, res, pol, t, fail)
+}
+
+// serveOpened serves the requests inside a tunnel openTunnel (or a transparent listener's
+// handshake) opened, each decided on its own, or records why it could not be opened.
+func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t *tunnelConn, fail *openFailure) {
 	detached := false // the tunnel outlives this call: serveTunnelConn's end closes it
 	if t != nil {
 		defer func() {
@@ -80,7 +86,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		// Its requests are read as they are, each decided on its own as an http:// URL of
 		// the tunnel's host and port; anything that is not HTTP/1.1 is refused by the
 		// framing check.
-		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true}
+		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true, Transparent: ex.transparent()}
 		t.cc.readBufferedFirst() // the server sets its own deadlines
 		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
 		detached = true
@@ -108,7 +114,7 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 		}
 		return
 	}
-	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent}
+	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Transparent: ex.transparent()}
 	if t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
 		g.serveH2(t.tls, ex.source, tun, ex.rec.ID, http.HandlerFunc(g.serveTunnel))
 		end("http/2")
@@ -200,6 +206,13 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 	if first[0] != 0x16 {
 		return t, &openFailure{kind: openPlain, status: http.StatusOK}
 	}
+	return t, g.handshake(r.Context(), t, host, "the CONNECT host", cert, h2)
+}
+
+// handshake completes the client's TLS handshake on t with cert, aborting it unless the
+// ClientHello's SNI names host (what names it: the CONNECT host, or the name a transparent
+// listener decided). ALPN offers h2 (when h2 is set) and http/1.1.
+func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, cert *tls.Certificate, h2 bool) *openFailure {
 	var sniErr atomic.Pointer[string]
 	protos := []string{"http/1.1"}
 	if h2 {
@@ -211,9 +224,9 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		sni := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
 		if sni != host {
-			why := fmt.Sprintf("the TLS server name %q is not the CONNECT host %q", trim(hello.ServerName), host)
+			why := fmt.Sprintf("the TLS server name %q is not %s %q", trim(hello.ServerName), what, host)
 			if sni == "" {
-				why = "the client sent no TLS server name (SNI); it must name the CONNECT host " + strconv.Quote(host)
+				why = "the client sent no TLS server name (SNI); it must name " + what + " " + strconv.Quote(host)
 			}
 			sniErr.Store(&why)
 			return nil, errors.New("lockhttp: server name mismatch")
@@ -221,19 +234,19 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 		return nil, nil
 	}
 	tc := tls.Server(t.cc, conf)
-	if err := tc.HandshakeContext(r.Context()); err != nil {
+	if err := tc.HandshakeContext(ctx); err != nil {
 		switch why := sniErr.Load(); {
 		case why != nil:
-			return t, &openFailure{kind: openSNI, detail: *why}
+			return &openFailure{kind: openSNI, detail: *why}
 		case clientRejected(err):
-			return t, &openFailure{kind: openRejected, detail: err.Error()}
+			return &openFailure{kind: openRejected, detail: err.Error()}
 		}
-		return t, &openFailure{kind: openGone, detail: "tls handshake: " + err.Error()}
+		return &openFailure{kind: openGone, detail: "tls handshake: " + err.Error()}
 	}
-	client.SetReadDeadline(time.Time{})
+	t.client.SetReadDeadline(time.Time{})
 	t.cc.unbuffer()
 	t.tls = tc
-	return t, nil
+	return nil
 }
 
 // newTunnelTLS is the TLS configuration every decrypted tunnel's is cloned from. Its
@@ -315,9 +328,31 @@ type countConn struct {
 // handshake, the client waits for the gate's answer): an open tunnel keeps no 4 KiB buffer of
 // the connection it came on. Called by the reading goroutine between reads.
 func (c *countConn) unbuffer() {
-	if br, ok := c.r.(*bufio.Reader); ok && br.Buffered() == 0 {
-		c.r = c.Conn
+	switch r := c.r.(type) {
+	case *bufio.Reader:
+		if r.Buffered() == 0 {
+			c.r = c.Conn
+		}
+	case *replay:
+		if len(r.b) == 0 {
+			c.r = c.Conn
+		}
 	}
+}
+
+// replay reads b, then from r: the bytes a transparent listener read before the handshake.
+type replay struct {
+	b []byte
+	r io.Reader
+}
+
+func (p *replay) Read(b []byte) (int, error) {
+	if len(p.b) > 0 {
+		n := copy(b, p.b)
+		p.b = p.b[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
 }
 
 // readBufferedFirst reads what the server had buffered, then straight from the connection,
