@@ -96,15 +96,22 @@ func runProbeAgent(args []string, stdout, stderr io.Writer) int {
 	proxy := fs.String("proxy", "", "the gate's proxy URL")
 	ca := fs.String("ca", "", "the lockhttp CA file")
 	dns := fs.String("dns", "", "an outside name to look up")
-	var direct, host listFlag
+	var direct, host, udp listFlag
 	fs.Var(&direct, "direct", "HOST:PORT=WHAT outside, to connect to directly (repeatable)")
 	fs.Var(&host, "host", "HOST:PORT=WHAT on this machine, to connect to directly (repeatable)")
+	fs.Var(&udp, "udp", "HOST:PORT=WHAT on this machine, to send a datagram to (repeatable)")
+	nonce := fs.String("nonce", "", "what the datagrams carry, for the doctor to know them")
+	transparent := fs.Bool("transparent", false, "ask http://lockhttp.internal/ ignoring the proxy (the gate's transparent listener)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := doctor.AgentProbe{DNSName: *dns}
+	p := doctor.AgentProbe{DNSName: *dns, Nonce: *nonce, Transparent: *transparent}
+	for _, d := range udp {
+		target, what, _ := strings.Cut(d, "=")
+		p.UDP = append(p.UDP, doctor.Direct{Target: target, What: what})
+	}
 	for _, d := range direct {
 		target, what, _ := strings.Cut(d, "=")
 		p.Direct = append(p.Direct, doctor.Direct{Target: target, What: what})

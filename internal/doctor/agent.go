@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/gate"
 )
 
 // Outside addresses for the route checks: documentation prefixes (RFC 5737, RFC 3849). A UDP
@@ -18,7 +22,13 @@ import (
 const (
 	routeProbe4 = "192.0.2.1:9"
 	routeProbe6 = "[2001:db8::1]:9"
+	// tcpProbe6 is an outside IPv6 address an agent must not connect to.
+	tcpProbe6 = "[2001:db8::1]:443"
 )
+
+// udpProbe starts each datagram the probe sends to this machine, followed by the doctor's
+// nonce and the target: the doctor reads them on its socket.
+const udpProbe = "lockhttp-doctor "
 
 // AgentProbe says what to try from inside the agent network.
 type AgentProbe struct {
@@ -27,6 +37,13 @@ type AgentProbe struct {
 	Direct []Direct
 	// Host are host:port targets on this machine (the agent network's gateway).
 	Host []Direct
+	// UDP are host:port targets on this machine to send one datagram each (udpProbe, Nonce, the
+	// target); the doctor listening there tells which arrived.
+	UDP   []Direct
+	Nonce string
+	// Transparent asks http://lockhttp.internal/ ignoring the proxy, its name resolved by the
+	// container's resolver: the gate's transparent listener answers it.
+	Transparent bool
 	// DNSName is an outside name to look up ("" skips the check).
 	DNSName string
 	// ProcNet is /proc/net, or a test's copy.
@@ -71,6 +88,23 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 	for i, d := range p.Host {
 		try(a.Host, i, d)
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.TCP6 = Direct{Target: tcpProbe6, What: "an outside IPv6 address"}
+		a.TCP6.Reached, a.TCP6.Err = tcpReach(ctx, tcpProbe6, p.Timeout)
+	}()
+	for _, d := range p.UDP {
+		d.Err = sendUDP(d.Target, udpProbe+p.Nonce+" "+d.Target)
+		a.UDP = append(a.UDP, d)
+	}
+	if p.Transparent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.Transparent, a.TransparentErr = transparentSelf(ctx, p.Timeout)
+		}()
+	}
 	if p.DNSName != "" {
 		wg.Add(1)
 		go func() {
@@ -86,6 +120,31 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 	}
 	wg.Wait()
 	return a
+}
+
+// sendUDP sends one datagram to target; the error's text, or "".
+func sendUDP(target, payload string) string {
+	c, err := net.Dial("udp4", target)
+	if err != nil {
+		return errText(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(payload)); err != nil {
+		return errText(err)
+	}
+	return ""
+}
+
+// transparentSelf asks for the gate's own name as a client that ignores the proxy: the name
+// resolved by the container's resolver (the gate's DNS answers its transparent address), the
+// request sent there.
+func transparentSelf(ctx context.Context, timeout time.Duration) (*gate.SelfAnswer, string) {
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * timeout}
+	ans, err := selfGet(ctx, c, "http://"+floor.SelfName+"/")
+	if err != nil {
+		return nil, errText(err)
+	}
+	return ans, ""
 }
 
 // udpRoute reports whether the kernel has a route to addr.

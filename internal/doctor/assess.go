@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // CAWarnBefore is how long before the CA expires the doctor starts warning.
@@ -390,17 +391,83 @@ func assessAgent(r *Report, f *Facts) {
 		r.add(OK, "agent-net", "direct egress fails: %s (tried %s)", route, orNone(strings.Join(tried, ", ")))
 	}
 	switch {
+	case a.TCP6.Reached:
+		r.add(Error, "agent-net", "an IPv6 connection to %s (%s) got through (%s): %s", a.TCP6.Target, a.TCP6.What, orNone(a.TCP6.Err), bypass)
 	case a.DefaultRoute6 || a.Route6:
 		r.add(Warn, "agent-net", "the agent network has IPv6 routes: docker isolates an internal network's IPv6 only when the daemon runs with ip6tables; fix: enable_ipv6: false on the agent network, or check that the daemon has ip6tables on")
 	default:
-		r.add(OK, "agent-net", "direct IPv6 egress fails: no route out (%s)", orNone(a.Route6Err))
+		tcp := ""
+		if a.TCP6.Target != "" {
+			tcp = fmt.Sprintf("; a connection to %s: %s", a.TCP6.Target, orNone(a.TCP6.Err))
+		}
+		r.add(OK, "agent-net", "direct IPv6 egress fails: no route out (%s%s)", orNone(a.Route6Err), tcp)
 	}
-	if len(a.DNSAddrs) > 0 {
-		r.add(Error, "agent-net", "the agents' resolver answers outside names (%s → %s): DNS is a channel out; fix: keep the agent network internal: true (its resolver then answers only the project's names)",
-			a.DNSName, strings.Join(a.DNSAddrs, ", "))
-	} else if a.DNSName != "" {
-		r.add(OK, "agent-net", "outside DNS fails (%s: %s)", a.DNSName, orNone(a.DNSErr))
+	assessUDP(r, a)
+	assessDNS(r, a)
+}
+
+// assessUDP: the datagrams the probe sent to this machine's addresses, at the doctor's port.
+func assessUDP(r *Report, a *AgentFacts) {
+	if a.UDPErr != "" {
+		r.add(Warn, "agent-net", "the UDP check did not run: the doctor could not listen: %s", a.UDPErr)
+		return
 	}
+	var reached []string
+	for _, u := range a.UDP {
+		if u.Reached {
+			reached = append(reached, u.Target)
+		}
+	}
+	switch {
+	case len(reached) > 0:
+		r.add(Warn, "agent-net", "UDP from the agent network reaches this machine (%s): a service here that listens for UDP on every address (a resolver, for one) is open to agents; fix: %s",
+			strings.Join(reached, ", "), hostFirewallFix(a))
+	case len(a.UDP) > 0:
+		r.add(OK, "agent-net", "UDP from the agent network reaches nothing: %d datagrams sent to this machine's addresses, none arrived", len(a.UDP))
+	}
+}
+
+// assessDNS: an outside name looked up from the agent network. With the gate's transparent
+// address, the gate answers it with that address (nothing is resolved for agents); without, it
+// must fail.
+func assessDNS(r *Report, a *AgentFacts) {
+	if a.DNSName == "" {
+		return
+	}
+	if a.GateIP == "" {
+		if len(a.DNSAddrs) > 0 {
+			r.add(Error, "agent-net", "the agents' resolver answers outside names (%s → %s): DNS is a channel out; fix: keep the agent network internal: true (its resolver then answers only the project's names)",
+				a.DNSName, strings.Join(a.DNSAddrs, ", "))
+		} else {
+			r.add(OK, "agent-net", "outside DNS fails (%s: %s)", a.DNSName, orNone(a.DNSErr))
+		}
+		return
+	}
+	switch {
+	case len(a.DNSAddrs) == 1 && a.DNSAddrs[0] == a.GateIP:
+		r.add(OK, "agent-net", "outside names are answered by the gate with its own address (%s → %s): nothing is resolved for agents, and a client that ignores the proxy reaches the gate", a.DNSName, a.GateIP)
+	case len(a.DNSAddrs) > 0:
+		r.add(Error, "agent-net", "the agents' resolver answers outside names with other addresses than the gate's %s (%s → %s): DNS is a channel out; fix: dns: [%s] on every agent, and the agent network internal: true",
+			a.GateIP, a.DNSName, strings.Join(a.DNSAddrs, ", "), a.GateIP)
+	default:
+		r.add(Error, "agent-net", "the agents' resolver did not reach the gate's DNS at %s (%s: %s): docker's resolver (127.0.0.11) does not forward to a server on an internal network in this docker version, so clients that ignore the proxy cannot resolve a name; fix: a docker that forwards (25.0 to 26.1.2 do not: upgrade), or mount a resolv.conf holding only \"nameserver %s\" over /etc/resolv.conf in each agent's service (docs/deploy.md, \"Clients that ignore the proxy\")",
+			a.GateIP, a.DNSName, orNone(a.DNSErr), a.GateIP)
+	}
+	switch {
+	case a.Transparent != nil:
+		r.add(OK, "agent-net", "a client that ignores the proxy is decided by the gate: http://%s/ by name, through the agents' DNS, answered by the gate itself (request %s)", floor.SelfName, a.Transparent.Request)
+	case len(a.DNSAddrs) == 1 && a.DNSAddrs[0] == a.GateIP:
+		r.add(Error, "agent-net", "a client that ignores the proxy does not reach the gate's transparent listener at %s (http://%s/: %s); fix: check the gate's log (docker-compose logs gate) for its -transparent listeners",
+			a.GateIP, floor.SelfName, orNone(a.TransparentErr))
+	}
+}
+
+// gateIP is the gate's transparent address, when the probe found one.
+func gateIP(f *Facts) string {
+	if f.Agent == nil {
+		return ""
+	}
+	return f.Agent.GateIP
 }
 
 func assessContainers(r *Report, f *Facts) {
@@ -448,6 +515,10 @@ func assessContainers(r *Report, f *Facts) {
 			}
 			if !c.Proxy {
 				r.add(Warn, "compose", "agent %s has no HTTP_PROXY/HTTPS_PROXY: its clients cannot reach anything; fix: set them to http://gate:3130", c.Name)
+			}
+			if gip := gateIP(f); gip != "" && !slices.Contains(c.DNS, gip) {
+				r.add(Warn, "compose", "agent %s does not name the gate as its DNS server (dns: %s): its clients that ignore the proxy fail instead of being decided; fix: dns: [%s] in its service (compose/agent.example.yaml)",
+					c.Name, orNone(strings.Join(c.DNS, " ")), gip)
 			}
 			if len(c.CAVars) == 0 || !c.CAMounted {
 				r.add(Warn, "compose", "agent %s does not point its clients at the lockhttp CA (mounted: %t, variables: %s); fix: mount ca-public read-only and set SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE (docs/deploy.md)",

@@ -148,6 +148,15 @@ func assessHost(r *Report, f *Facts) {
 		}
 		return
 	}
+	fix := hostFirewallFix(a)
+	for _, p := range ports {
+		r.add(Warn, "agent-net", "agents reach port %s of this machine at %s: a service here that listens on every address is open to them; fix: %s", p, strings.Join(byPort[p], ", "), fix)
+	}
+}
+
+// hostFirewallFix is the fix of what agents reach on this machine: the firewall rule for the
+// agent network's subnets.
+func hostFirewallFix(a *AgentFacts) string {
 	var rules []string
 	for _, s := range a.Subnets {
 		cmd := "iptables"
@@ -156,10 +165,7 @@ func assessHost(r *Report, f *Facts) {
 		}
 		rules = append(rules, cmd+" -I INPUT -s "+s+" -j DROP")
 	}
-	fix := "drop what the agent network sends to this machine: " + orNone(strings.Join(rules, "; ")) + " (docs/deploy.md, \"Host firewall\"), or bind those services to 127.0.0.1"
-	for _, p := range ports {
-		r.add(Warn, "agent-net", "agents reach port %s of this machine at %s: a service here that listens on every address is open to them; fix: %s", p, strings.Join(byPort[p], ", "), fix)
-	}
+	return "drop what the agent network sends to this machine: " + orNone(strings.Join(rules, "; ")) + " (docs/deploy.md, \"Host firewall\"), or bind those services to 127.0.0.1"
 }
 
 func splitTarget(t string) (string, string) {

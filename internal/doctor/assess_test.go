@@ -50,6 +50,38 @@ func healthy() *Facts {
 	}
 }
 
+// transparentFacts makes f a deployment whose gate serves a transparent address: the probe's
+// resolver is the gate's DNS, and a client that ignores the proxy is answered by the gate.
+func transparentFacts(f *Facts) {
+	f.Agent.GateIP, f.Agent.DNSAddrs, f.Agent.DNSErr = "172.30.10.254", []string{"172.30.10.254"}, ""
+	f.Agent.Transparent = &gate.SelfAnswer{Gate: "lockhttp", Request: "r3"}
+	f.Containers[3].DNS = []string{"172.30.10.254"}
+}
+
+// TestTransparentHealthy: a deployment with the gate's transparent address says so, all OK.
+func TestTransparentHealthy(t *testing.T) {
+	f := healthy()
+	transparentFacts(f)
+	f.Agent.UDP = []Direct{{Target: "172.30.10.1:4242"}, {Target: "192.0.2.2:4242"}}
+	f.Agent.TCP6 = Direct{Target: "[2001:db8::1]:443", Err: "network is unreachable"}
+	r := Assess(f)
+	var b bytes.Buffer
+	r.Write(&b)
+	if r.Worst() != OK {
+		t.Fatalf("worst %s:\n%s", r.Worst(), b.String())
+	}
+	for _, want := range []string{
+		"outside names are answered by the gate with its own address (example.com → 172.30.10.254)",
+		"a client that ignores the proxy is decided by the gate: http://lockhttp.internal/ by name, through the agents' DNS, answered by the gate itself (request r3)",
+		"UDP from the agent network reaches nothing: 2 datagrams sent to this machine's addresses, none arrived",
+		"direct IPv6 egress fails: no route out (network is unreachable; a connection to [2001:db8::1]:443: network is unreachable)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line with %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestHealthyIsAllOK(t *testing.T) {
 	r := Assess(healthy())
 	var b bytes.Buffer
@@ -192,6 +224,22 @@ func TestEachBreakage(t *testing.T) {
 		{"ipv6 route", func(f *Facts) { f.Agent.Route6 = true }, Warn, "agent-net", "ip6tables"},
 		{"outside DNS", func(f *Facts) { f.Agent.DNSAddrs, f.Agent.DNSErr = []string{"93.184.215.14"}, "" }, Error, "agent-net", "DNS is a channel out"},
 		{"probe did not run", func(f *Facts) { f.Agent = &AgentFacts{Err: "no such image"} }, Error, "agent-net", "no such image"},
+		{"an IPv6 connection out", func(f *Facts) {
+			f.Agent.TCP6 = Direct{Target: "[2001:db8::1]:443", What: "an outside IPv6 address", Reached: true, Err: "connected"}
+		}, Error, "agent-net", "an IPv6 connection to [2001:db8::1]:443 (an outside IPv6 address) got through"},
+		{"UDP reaches this machine", func(f *Facts) {
+			f.Agent.UDP = []Direct{{Target: "172.30.10.1:4242", What: "this machine, at br-1", Reached: true}, {Target: "192.0.2.2:4242"}}
+		}, Warn, "agent-net", "UDP from the agent network reaches this machine (172.30.10.1:4242): a service here that listens for UDP on every address (a resolver, for one) is open to agents; fix: drop what the agent network sends to this machine: iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
+		{"the gate's DNS not reached", func(f *Facts) { transparentFacts(f); f.Agent.DNSAddrs, f.Agent.DNSErr = nil, "server misbehaving" }, Error, "agent-net",
+			`the agents' resolver did not reach the gate's DNS at 172.30.10.254 (example.com: server misbehaving): docker's resolver (127.0.0.11) does not forward to a server on an internal network in this docker version`},
+		{"outside names resolved elsewhere, with a transparent gate", func(f *Facts) { transparentFacts(f); f.Agent.DNSAddrs = []string{"93.184.215.14"} }, Error, "agent-net", "other addresses than the gate's 172.30.10.254"},
+		{"the transparent listener does not answer", func(f *Facts) {
+			transparentFacts(f)
+			f.Agent.Transparent, f.Agent.TransparentErr = nil, "connection refused"
+		}, Error, "agent-net",
+			"a client that ignores the proxy does not reach the gate's transparent listener at 172.30.10.254 (http://lockhttp.internal/: connection refused)"},
+		{"an agent without dns:", func(f *Facts) { transparentFacts(f); f.Containers[3].DNS = nil }, Warn, "compose",
+			"agent p_agent_1 does not name the gate as its DNS server (dns: none): its clients that ignore the proxy fail instead of being decided; fix: dns: [172.30.10.254] in its service"},
 		{"gate stopped", func(f *Facts) { f.Containers[2].State = "exited" }, Error, "compose", "docker-compose up -d gate"},
 		{"gate as root", func(f *Facts) { f.Containers[2].User = "" }, Error, "compose", "gate runs as root"},
 		{"agent with a second network", func(f *Facts) { f.Containers[3].Networks = []string{"bridge", "p_agent"} }, Error, "compose", "also on bridge"},

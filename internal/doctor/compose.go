@@ -3,6 +3,8 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +54,7 @@ type dockerContainer struct {
 	} `json:"State"`
 	HostConfig struct {
 		ReadonlyRootfs bool                     `json:"ReadonlyRootfs"`
+		DNS            []string                 `json:"Dns"`
 		PortBindings   map[string][]portBinding `json:"PortBindings"`
 	} `json:"HostConfig"`
 	NetworkSettings struct {
@@ -198,10 +201,19 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	}
 	// The agent network's boundary, from a container on it.
 	probe := []string{"run", "--rm", "--network", agentNet, "--label", "lockhttp.doctor=probe"}
+	gateIP := flagValue(gate.Config.Cmd, "-transparent")
+	if gateIP != "" {
+		// As an agent's service sets it (dns: [GATE_IP]): docker's resolver forwards outside
+		// names to the gate's DNS.
+		probe = append(probe, "--dns", gateIP)
+	}
 	if v := byService["signer"].mount("/vol/ca-public"); v != "" {
 		probe = append(probe, "-v", v+":/ca:ro")
 	}
 	probe = append(probe, tools, "doctor", "probe-agent", "--proxy", "http://gate:"+port, "--ca", "/ca/ca.pem", "--dns", c.DNSName)
+	if gateIP != "" {
+		probe = append(probe, "--transparent")
+	}
 	var targets []string
 	for name, n := range gate.NetworkSettings.Networks {
 		if name != agentNet && name != hubNet && n.IPAddress != "" {
@@ -231,6 +243,20 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	for _, t := range hostT {
 		probe = append(probe, "--host", t.Target+"="+t.What)
 	}
+	// A datagram to each of this machine's addresses, at a port the doctor listens on.
+	udp, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	var udpErr, nonce string
+	if err != nil {
+		udpErr = err.Error()
+	} else {
+		defer udp.Close()
+		nonce = newNonce()
+		port := udp.LocalAddr().(*net.UDPAddr).Port
+		probe = append(probe, "--nonce", nonce)
+		for _, a := range addrs {
+			probe = append(probe, "--udp", netip.AddrPortFrom(a.Addr, uint16(port)).String()+"=this machine, at "+a.If)
+		}
+	}
 	var pr probeResult
 	if out, err := c.docker(ctx, probe...); err != nil {
 		f.Agent = &AgentFacts{Err: err.Error()}
@@ -241,6 +267,10 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	}
 	internal := netInfo.Internal
 	f.Agent.Network, f.Agent.Internal, f.Agent.IPv6 = agentNet, &internal, netInfo.EnableIPv6
+	f.Agent.GateIP, f.Agent.UDPErr = gateIP, udpErr
+	if udp != nil && len(f.Agent.UDP) > 0 {
+		receivedUDP(udp, nonce, f.Agent.UDP)
+	}
 	f.Agent.HostErr = hostErr
 	for _, ipam := range netInfo.IPAM.Config {
 		f.Agent.Subnets = append(f.Agent.Subnets, ipam.Subnet)
@@ -300,6 +330,33 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	return f
 }
 
+// receivedUDP marks the datagrams of the probe that reached pc.
+func receivedUDP(pc net.PacketConn, nonce string, sent []Direct) {
+	buf := make([]byte, 512)
+	for {
+		pc.SetReadDeadline(time.Now().Add(time.Second))
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		rest, ok := strings.CutPrefix(string(buf[:n]), udpProbe+nonce+" ")
+		if !ok {
+			continue
+		}
+		for i := range sent {
+			if sent[i].Target == rest {
+				sent[i].Reached = true
+			}
+		}
+	}
+}
+
+func newNonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // probeResult is what doctor probe-agent prints.
 type probeResult struct {
 	Agent *AgentFacts `json:"agent"`
@@ -308,7 +365,7 @@ type probeResult struct {
 
 func containerFacts(d *dockerContainer, role string) ContainerFacts {
 	cf := ContainerFacts{Name: strings.TrimPrefix(d.Name, "/"), Service: d.Config.Labels["com.docker.compose.service"], Role: role,
-		State: d.State.Status, User: d.Config.User, ReadOnly: d.HostConfig.ReadonlyRootfs}
+		State: d.State.Status, User: d.Config.User, ReadOnly: d.HostConfig.ReadonlyRootfs, DNS: d.HostConfig.DNS}
 	if cf.Service == "" {
 		cf.Service = cf.Name
 	}

@@ -228,6 +228,19 @@ type AgentFacts struct {
 	// this machine's listening ports could not be listed.
 	Subnets []string `json:"subnets,omitempty"`
 	HostErr string   `json:"host_err,omitempty"`
+	// TCP6 is a TCP connection to an outside IPv6 address.
+	TCP6 Direct `json:"tcp6"`
+	// UDP are datagrams sent to this machine's addresses, at a port the doctor listened on;
+	// Reached: the doctor received it. UDPErr: why it could not listen.
+	UDP    []Direct `json:"udp,omitempty"`
+	UDPErr string   `json:"udp_err,omitempty"`
+	// GateIP is the gate's transparent address (its -transparent), "" without one. With one
+	// the probe's resolver is the gate's DNS (dns: GATE_IP), which answers GateIP for every
+	// name, and Transparent is http://lockhttp.internal/ asked ignoring the proxy (the
+	// gate's own answer, or TransparentErr).
+	GateIP         string           `json:"gate_ip,omitempty"`
+	Transparent    *gate.SelfAnswer `json:"transparent,omitempty"`
+	TransparentErr string           `json:"transparent_err,omitempty"`
 	// DNS is a lookup of an outside name through the agent's resolver.
 	DNSName  string   `json:"dns_name"`
 	DNSAddrs []string `json:"dns_addrs,omitempty"`
@@ -254,6 +267,7 @@ type ContainerFacts struct {
 	// For agents: the proxy variables and the CA variables they set, and whether the public CA
 	// volume is mounted.
 	Proxy     bool     `json:"proxy"`
+	DNS       []string `json:"dns,omitempty"` // its resolvers (compose's dns:)
 	CAVars    []string `json:"ca_vars,omitempty"`
 	CAMounted bool     `json:"ca_mounted"`
 }
