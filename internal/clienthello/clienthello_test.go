@@ -249,3 +249,14 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRead is what reading a browser-sized ClientHello costs the gate.
+func BenchmarkRead(b *testing.B) {
+	hello := goHello(b, &tls.Config{ServerName: "example.org", NextProtos: []string{"h2", "http/1.1"}})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := Read(bytes.NewReader(hello)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

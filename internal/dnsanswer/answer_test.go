@@ -5,12 +5,15 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 var gateAddr = netip.MustParseAddr("10.213.10.2")
@@ -253,4 +256,80 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("answers %v to a %q query", m.Answers, o.Type)
 		}
 	})
+}
+
+// TestFloodIsBounded: one source sending 20,000 queries within one second of the clock gets
+// DefaultRate of them answered (and recorded); the rest are dropped unanswered.
+func TestFloodIsBounded(t *testing.T) {
+	var mu sync.Mutex
+	var names []string
+	s := New(Config{Addr: gateAddr, Now: func() time.Time { return time.Unix(2000, 0) },
+		Record: func(q Query) { mu.Lock(); names = append(names, q.Name); mu.Unlock() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.ServeUDP(ctx, pc); close(done) }()
+	c, err := net.Dial("udp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := query(t, "flood.example.", dnsmessage.TypeA, dnsmessage.ClassINET, nil)
+	for i := 0; i < 20000; i++ {
+		c.Write(q)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the first second's answers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(names) >= DefaultRate
+	})
+	// A marker from another source, queued after every query of the flood the kernel kept.
+	mc, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}, pc.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	testkit.WaitFor(t, 10*time.Second, "the marker's record", func() bool {
+		// Sent again until one is answered: while the flood fills the socket's buffer, the
+		// kernel drops it.
+		mc.Write(query(t, "marker.example.", dnsmessage.TypeA, dnsmessage.ClassINET, nil))
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(names, "marker.example")
+	})
+	mu.Lock()
+	flood := 0
+	for _, n := range names {
+		if n == "flood.example" {
+			flood++
+		}
+	}
+	mu.Unlock()
+	if flood != DefaultRate {
+		t.Errorf("%d queries of the flood answered, want %d", flood, DefaultRate)
+	}
+	cancel()
+	<-done
+}
+
+// BenchmarkServeUDP is the answerer's throughput over loopback: a query and its answer per op.
+func BenchmarkServeUDP(b *testing.B) {
+	s := New(Config{Addr: gateAddr, Rate: 1 << 30})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pc, _ := net.ListenPacket("udp4", "127.0.0.1:0")
+	go s.ServeUDP(ctx, pc)
+	c, _ := net.Dial("udp4", pc.LocalAddr().String())
+	q := query(b, "bench.example.", dnsmessage.TypeA, dnsmessage.ClassINET, nil)
+	buf := make([]byte, 600)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.Write(q)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
