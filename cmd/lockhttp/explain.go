@@ -89,6 +89,7 @@ type explainArgs struct {
 	policy, state, container, secrets string
 	resolve                           resolveFlag
 	dns, noDecrypt, cleartext         bool
+	transparent                       bool
 	headers                           listFlag
 	data                              string
 	hasData                           bool // -d was given (an empty -d is an empty body)
@@ -107,6 +108,7 @@ func (a *explainArgs) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&a.dns, "dns", false, "resolve names that --resolve and [floor.hosts] do not give with this machine's DNS")
 	fs.BoolVar(&a.noDecrypt, "no-decrypt", false, "decide as a gate without a signer: every CONNECT at the domain")
 	fs.BoolVar(&a.cleartext, "cleartext", false, "with a REQUEST_FILE of a CONNECT and the request after it: that request is plain HTTP sent through the tunnel, not TLS")
+	fs.BoolVar(&a.transparent, "transparent", false, "decide as the gate's transparent listener would (a client that ignores the proxy, on the port its Host names): a plain request by its Host (origin-form is its usual form), CONNECT host:port as a TLS connection naming host, an https:// URL as a request inside one")
 	fs.StringVar(&a.secrets, "secrets", "", "the gate's secrets `FILE`, for the checks of injected credentials")
 	fs.Var(&a.headers, "H", "with METHOD URL: a header line `'NAME: VALUE'` (repeatable, in order)")
 	fs.Func("d", "with METHOD URL: the request `BODY`, sent as given", func(s string) error {
@@ -565,7 +567,7 @@ func (a *explainArgs) options(pol *policy.Policy, stderr io.Writer) explain.Opti
 	for _, p := range problems {
 		fmt.Fprintln(stderr, "lockhttp explain: note:", p)
 	}
-	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Cleartext: a.cleartext, Checks: insp}
+	o := explain.Options{Policy: pol, Container: a.container, Resolve: a.resolve, NoDecrypt: a.noDecrypt, Cleartext: a.cleartext, Transparent: a.transparent, Checks: insp}
 	if a.dns {
 		o.Resolver = net.DefaultResolver
 	}

@@ -116,6 +116,12 @@ func TestExplainDecides(t *testing.T) {
 			"CONNECT example.org:80 HTTP/1.1\n\nGET /docs HTTP/1.1\nHost: example.org\n\n", "FREE", "example-read", "tunnel", ""},
 		{"the same request after a CONNECT, read as inside TLS: its Host means 443", []string{"--policy", pol, "-"},
 			"CONNECT example.org:80 HTTP/1.1\n\nGET /docs HTTP/1.1\nHost: example.org\n\n", "DENY", "floor:tunnel-binding", "tunnel", ""},
+		{"--transparent: origin-form decided by its Host", []string{"--policy", pol, "--transparent", "-"},
+			"GET /docs HTTP/1.1\nHost: example.org\n\n", "FREE", "example-read", "transparent-plain", ""},
+		{"--transparent: a request line naming another host than Host", []string{"--policy", pol, "--transparent", "-"},
+			"GET http://other.example/docs HTTP/1.1\nHost: example.org\n\n", "DENY", "framing:host-mismatch", "", ""},
+		{"--transparent: a TLS connection by its server name", []string{"--policy", pol, "--transparent", "CONNECT", "example.org:443"}, "", "FREE", "decrypt", "transparent-connect-decrypted", ""},
+		{"--transparent: a request inside it", []string{"--policy", pol, "--transparent", "POST", "https://example.org/upload/a"}, "", "ASK", "example-upload", "transparent-tunnel", ""},
 		{"--cleartext: an https:// target in a cleartext tunnel", []string{"--policy", pol, "--cleartext", "-"},
 			"CONNECT example.org:80 HTTP/1.1\n\nGET https://example.org:80/docs HTTP/1.1\nHost: example.org:80\n\n", "DENY", "floor:tunnel-binding", "tunnel", "only http belongs in it"},
 	}

@@ -63,6 +63,11 @@ type Options struct {
 	// (no TLS), as the gate reads such a tunnel: an http:// request of the CONNECT's host and
 	// port. Without it, that request is read as sent inside TLS.
 	Cleartext bool
+	// Transparent decides the request as arriving at the gate's transparent listener (a client
+	// that ignores the proxy) on the port its Host names: a plain request by its Host, a CONNECT
+	// head alone as a TLS connection naming that server, an https:// request (or a CONNECT and
+	// the request after it) as inside such a connection. The result's kind says "transparent-".
+	Transparent bool
 	// Checks holds the secrets and Claude credentials the checks use; nil: the checks that need
 	// them refuse, as the gate's do.
 	Checks *judge.Checks
@@ -92,6 +97,18 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 			return nil, &UsageError{Msg: "--cleartext reads a CONNECT head and the plain request sent after it in the tunnel; give both, one after the other"}
 		}
 		a.Tunnel.Cleartext = true
+	}
+	if o.Transparent {
+		switch {
+		case a.Tunnel != nil:
+			a.Tunnel.Transparent = true
+		case a.Kind == judge.Domain:
+			a.Transparent = true
+			_, a.Port, _ = floor.Authority(a.Host, 0)
+		default:
+			a.Transparent = true
+			_, a.Port, _ = floor.Authority(a.Host, 80)
+		}
 	}
 	a.Container = container
 	memory := o.Memory
@@ -123,6 +140,9 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 		if !o.NoDecrypt && res.Verdict != policy.Deny && !res.Self {
 			out.Note = "on the splice list: decided at the domain, never decrypted"
 		}
+	}
+	if v.Transparent {
+		out.Kind = "transparent-" + out.Kind
 	}
 	if res.Verdict == policy.Free && !res.Intercept && !res.Self {
 		// The gate resolves and checks the address only for what goes out; so does explain. A
