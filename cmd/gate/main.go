@@ -365,6 +365,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			uids = []int{os.Geteuid()}
 		}
 		info := gate.StatusInfo{Listen: l.Addr().String(), Started: time.Now(), ConsoleError: &consoleErr, ConsoleChecked: &consoleChecked, Metrics: metricsURL}
+		if tr != nil {
+			info.Transparent = tr.addr.String()
+		}
 		if sink != nil {
 			info.AuditSink = sink
 		}

@@ -48,7 +48,7 @@ verdict = "ask"
 
 [floor]
 allow_cidrs = ["127.77.0.0/16", "%[1]s/32"]
-allow_ports = [80, 443]
+allow_ports = [80, 443, 18443]
 
 [floor.hosts]
 "origin.test" = "127.77.0.1"
@@ -448,6 +448,37 @@ func TestTransparent(t *testing.T) {
 			t.Errorf("%d %q (%d writes)", resp.StatusCode, body, sc.writes)
 		}
 	})
+
+	t.Run("the transparent ports follow the policy's allow_ports", func(t *testing.T) { transparentPortsFollow(t, r, ns.gateIP) })
+}
+
+// transparentPortsFollow: the gate's status names its transparent address and the ports it
+// serves there, 80, 443 and the policy's allow_ports; a port the policy drops stops listening.
+func transparentPortsFollow(t *testing.T, r *running, gateIP string) {
+	ports := func() []int {
+		st := gateStatus(t, r.up)
+		if st.Transparent != gateIP {
+			t.Fatalf("the status names the transparent address %q, want %s", st.Transparent, gateIP)
+		}
+		return st.TransparentPorts
+	}
+	if got := fmt.Sprint(ports()); got != "[80 443 18443]" {
+		t.Fatalf("transparent ports %s, want [80 443 18443]", got)
+	}
+	c, err := net.DialTimeout("tcp", gateIP+":18443", 5*time.Second)
+	if err != nil {
+		t.Fatalf("port 18443 of allow_ports: %v", err)
+	}
+	c.Close()
+	data, _ := os.ReadFile(r.policy)
+	writeAtomic(t, r.policy, bytes.Replace(data, []byte("allow_ports = [80, 443, 18443]"), []byte("allow_ports = [80, 443]"), 1))
+	testkit.WaitFor(t, 20*time.Second, "the transparent listener on 18443 closed", func() bool {
+		return fmt.Sprint(ports()) == "[80 443]"
+	})
+	if c, err := net.DialTimeout("tcp", gateIP+":18443", 5*time.Second); err == nil {
+		c.Close()
+		t.Error("port 18443 still listens after the policy dropped it")
+	}
 }
 
 // splitHello sends its first write (the ClientHello's record) as two records, in two writes.
@@ -527,4 +558,3 @@ func dnsQuery(t *testing.T, server, name string, typ dnsmessage.Type, tcp bool) 
 	return m.Header, m.Answers
 }
 
-var _ = bytes.NewReader

@@ -124,6 +124,8 @@ type Gate struct {
 	// policyChanged is signalled when a policy of another version is set: the transparent
 	// listeners follow its allow_ports.
 	policyChanged chan struct{}
+	// transparentPorts are the ports the transparent listeners serve now (ServeTransparent).
+	transparentPorts atomic.Pointer[[]int]
 }
 
 // New builds a Gate. It does not listen.

@@ -49,6 +49,10 @@ type Status struct {
 	Metrics string `json:"metrics,omitempty"`
 	// Traces is the trace exporter's state (nil: none, no -otlp-endpoint).
 	Traces *tracing.Status `json:"traces,omitempty"`
+	// Transparent is the gate's transparent address (-transparent), "" without one, and
+	// TransparentPorts the TCP ports it serves there now (besides DNS on 53 and the proxy).
+	Transparent      string `json:"transparent,omitempty"`
+	TransparentPorts []int  `json:"transparent_ports,omitempty"`
 }
 
 // StatusInfo is what the gate's main knows and the gate does not.
@@ -64,6 +68,8 @@ type StatusInfo struct {
 	Metrics string
 	// Traces is the trace exporter. Nil: none.
 	Traces interface{ Status() tracing.Status }
+	// Transparent is the gate's transparent address, or "".
+	Transparent string
 }
 
 // StatusHandler serves GET /status.
@@ -71,7 +77,10 @@ func (g *Gate) StatusHandler(info StatusInfo) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		st := Status{Listen: info.Listen, Started: info.Started, Requests: g.idSeq.Load(), Metrics: info.Metrics,
-			Goroutines: runtime.NumGoroutine(), Tunnels: g.tunnelCount(), HeldBytes: g.HeldBytes()}
+			Goroutines: runtime.NumGoroutine(), Tunnels: g.tunnelCount(), HeldBytes: g.HeldBytes(), Transparent: info.Transparent}
+		if ports := g.transparentPorts.Load(); ports != nil {
+			st.TransparentPorts = *ports
+		}
 		if p := g.pol.Load(); p != nil {
 			st.PolicyVersion, st.PolicyName, st.Containers = p.Version, p.Name, p.Containers()
 			st.Budgets = g.budget.Usage(p)

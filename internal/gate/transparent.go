@@ -85,6 +85,12 @@ func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error 
 			open[port] = l
 			fan.add(l)
 		}
+		ports := make([]int, 0, len(open))
+		for port := range open {
+			ports = append(ports, port)
+		}
+		slices.Sort(ports)
+		g.transparentPorts.Store(&ports)
 		return nil
 	}
 	if err := sync(true); err != nil {
