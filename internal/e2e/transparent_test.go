@@ -557,4 +557,3 @@ func dnsQuery(t *testing.T, server, name string, typ dnsmessage.Type, tcp bool) 
 	}
 	return m.Header, m.Answers
 }
-
