@@ -70,6 +70,9 @@ LOCKHTTP_OTLP_ENDPOINT=
 # The agent network's subnet; the policy's [sources] names it. Keep it outside docker's default
 # address pools (172.17-172.31.x.x, 192.168.x.x), which docker's other networks are given from.
 LOCKHTTP_AGENT_SUBNET=10.213.10.0/24
+# The gate's address on it (inside the subnet, at its top): the agents' DNS server (dns: in
+# their service), where clients that ignore the proxy variables are decided too.
+LOCKHTTP_GATE_IP=10.213.10.254
 END
 cat >"$site/services.yaml" <<'END'
 # Your services next to lockhttp (docs/deploy.md): agents (compose/agent.example.yaml is the

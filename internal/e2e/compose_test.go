@@ -45,6 +45,9 @@ func freePort(t *testing.T) int {
 // documented "lockhttp" of a real deployment on this machine.
 const composeProject = "lockhttp-e2e"
 
+// gateIP is the gate's address on the agent network, as compose/new-site.sh sets it.
+const gateIP = "10.213.10.254"
+
 // deployment is docs/deploy.md followed from the top: a clean checkout in HOME/lockhttp, the
 // deployment directory HOME/lockhttp-site, the doc's test blocks run in order by sh.
 type deployment struct {
@@ -345,15 +348,16 @@ networks:
 
 	d.step("roots")
 	d.step("agent")
-	testkit.WaitFor(t, 60*time.Second, "the agent container", func() bool {
-		return strings.HasPrefix(d.agent("dns", "example.com"), "failed:")
+	// The agent's service names the gate as its DNS server (dns:): every outside name is
+	// answered with the gate's address, and nothing is resolved for the agent.
+	testkit.WaitFor(t, 60*time.Second, "the agent container, its names answered by the gate", func() bool {
+		return d.agent("dns", "example.com") == "resolved: ["+gateIP+"]"
 	})
 	t.Run("the agent has no route out", func(t *testing.T) {
 		probes := [][]string{
 			{"tcp", "10.213.20.10:80"}, // the origin, directly
 			{"tcp", "10.213.20.10:443"},
-			{"noproxy", "http://10.213.20.10/"}, // ignoring the proxy variables
-			{"dns", "example.com"},              // an outside name
+			{"noproxy", "http://10.213.20.10/canary"}, // ignoring the proxy variables, by address
 			{"tcp", "1.1.1.1:443"},
 		}
 		outs := make(chan [2]string, len(probes))
@@ -442,7 +446,78 @@ allow_cidrs = ["10.213.20.0/24"]
 	if out := d.agent("post", "https://origin.test/api/items", "secret=1"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
 		t.Errorf("a decrypted POST refused by a rule: %s", out)
 	}
+	t.Run("clients that ignore the proxy are decided by the gate", func(t *testing.T) {
+		// By name, through the container's resolver (docker's, which forwards to the gate's
+		// DNS): the gate decides each request by its TLS server name or Host.
+		if out := d.agent("noproxy", "https://origin.test/direct-tls"); out != "status=200 code= ticket= body=origin saw GET /direct-tls (0 bytes)" {
+			t.Errorf("HTTPS ignoring the proxy: %s", out)
+		}
+		if out := d.agent("noproxy", "http://origin.test/direct-plain"); out != "status=200 code= ticket= body=origin saw GET /direct-plain (0 bytes)" {
+			t.Errorf("HTTP ignoring the proxy: %s", out)
+		}
+		if out := d.agent("noproxy", "https://origin.test/api/items", "POST", "secret=1"); !strings.HasPrefix(out, "status=403 code=E_RULE") {
+			t.Errorf("a POST a rule refuses, ignoring the proxy: %s", out)
+		}
+		if out := d.agent("noproxy", "http://10.213.20.10/canary"); !strings.HasPrefix(out, "failed:") {
+			t.Errorf("the origin by its address, ignoring the proxy: %s", out)
+		}
+		// The canary: every request the origin saw came from the gate, none from the agent.
+		gid := strings.TrimSpace(d.must("ps", "-q", "gate"))
+		egress, err := exec.Command("docker", "inspect", "-f", `{{(index .NetworkSettings.Networks "`+composeProject+`_egress").IPAddress}}`, gid).Output()
+		if err != nil || strings.TrimSpace(string(egress)) == "" {
+			t.Fatalf("the gate's egress address: %v %s", err, egress)
+		}
+		hits := 0
+		for _, line := range strings.Split(d.must("logs", "--no-color", "origin"), "\n") {
+			_, hit, ok := strings.Cut(line, " hit ")
+			if !ok {
+				continue
+			}
+			hits++
+			f := strings.Fields(hit)
+			if len(f) < 3 || f[0] != strings.TrimSpace(string(egress)) || f[2] == "/canary" {
+				t.Errorf("a direct hit on the origin: %s", line)
+			}
+		}
+		if hits == 0 {
+			t.Error("the origin logged no hit")
+		}
+		// The records: the TLS connection decided as a CONNECT to its server name, the request
+		// inside by its Host, each marked transparent; no agent name.
+		dir := t.TempDir()
+		if out, err := exec.Command("docker", "cp", gid+":/vol/audit", dir).CombinedOutput(); err != nil {
+			t.Fatalf("docker cp the audit: %v %s", err, out)
+		}
+		var recs []string
+		files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			recs = append(recs, strings.Split(string(data), "\n")...)
+		}
+		for _, want := range [][]string{
+			{`"event":"transparent-connect"`, `"url":"origin.test:443"`, `"verdict":"FREE"`},
+			{`"event":"transparent-tunnel-request"`, `"url":"https://origin.test:443/direct-tls"`, `"verdict":"FREE"`, `"rule":"trusted"`},
+			{`"event":"transparent-request"`, `"url":"http://origin.test/direct-plain"`, `"verdict":"FREE"`},
+			{`"event":"transparent-tunnel-request"`, `"url":"https://origin.test:443/api/items"`, `"verdict":"DENY"`, `"rule":"no-api-posts"`},
+			{`"event":"dns"`, `"method":"A"`, `"url":"origin.test"`, `"detail":"answered A ` + gateIP + `"`},
+		} {
+			found := false
+			for _, r := range recs {
+				all := !strings.Contains(r, `"agent":`)
+				for _, w := range want {
+					all = all && strings.Contains(r, w)
+				}
+				found = found || all
+			}
+			if !found {
+				t.Errorf("no record with %v", want)
+			}
+		}
+	})
 	d.doctorOK("after the review",
+		[3]string{"OK", "agent-net", "outside names are answered by the gate with its own address (example.com → " + gateIP + ")"},
+		[3]string{"OK", "agent-net", "a client that ignores the proxy is decided by the gate: http://lockhttp.internal/ by name"},
+		[3]string{"OK", "agent-net", "direct IPv6 egress fails"},
 		[3]string{"OK", "policy-file", "is the policy the console serves"},
 		[3]string{"OK", "secrets", `inject "anthropic": its secret "anthropic" loads from /vol/secrets/secrets.toml`},
 		[3]string{"WARN", "policy", "allow_cidrs opens 10.213.20.0/24"},
@@ -504,7 +579,8 @@ allow_cidrs = ["10.213.20.0/24"]
 	}
 	t.Cleanup(func() { exec.Command("iptables", "-D", "INPUT", "-s", "10.213.10.0/24", "-j", "DROP").Run() })
 	d.step("firewall")
-	out = d.doctorOK("after the firewall rule", [3]string{"OK", "agent-net", "agents reach none of this machine's listening ports"})
+	out = d.doctorOK("after the firewall rule", [3]string{"OK", "agent-net", "agents reach none of this machine's listening ports"},
+		[3]string{"OK", "agent-net", "UDP from the agent network reaches nothing"})
 	if strings.Contains(out, "agents reach port "+hostPort) {
 		t.Errorf("the port is still reached after the rule:\n%s", out)
 	}

@@ -8,7 +8,8 @@
 //	agent key URL               GET through the proxy with x-api-key: $ANTHROPIC_API_KEY
 //	agent tcp HOST:PORT         a direct TCP connection
 //	agent dns NAME              a DNS lookup
-//	agent noproxy URL           a GET that ignores the proxy variables
+//	agent noproxy URL [METHOD [BODY]]  a request that ignores the proxy variables (GET by
+//	                            default): its name resolved by the container's resolver
 //	agent metrics URL [PREFIX]... a Prometheus scrape, ignoring the proxy variables: the status,
 //	                            how many lockhttp families, and the lockhttp_build_info line;
 //	                            then the page's lines that start with a PREFIX ("": all)
@@ -45,7 +46,11 @@ func main() {
 	case "key":
 		request("GET", os.Args[2], "", os.Getenv("ANTHROPIC_API_KEY"), true)
 	case "noproxy":
-		request("GET", os.Args[2], "", "", false)
+		method, body := "GET", ""
+		if len(os.Args) > 3 {
+			method, body = os.Args[3], strings.Join(os.Args[4:], " ")
+		}
+		request(method, os.Args[2], body, "", false)
 	case "metrics":
 		scrape(os.Args[2], os.Args[3:])
 	case "tcp":

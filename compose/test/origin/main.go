@@ -1,6 +1,7 @@
 // Command origin plays "the internet" in the compose end-to-end test: HTTP on :80 and HTTPS on
 // :443 with the certificate it is given, answering what it saw (on /key: a hash of the x-api-key
-// header it received, never the value).
+// header it received, never the value). Every request is logged with the address it came from
+// ("hit ADDR METHOD PATH"): the test counts the hits that did not come from the gate.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 )
 
@@ -18,6 +20,8 @@ func main() {
 	flag.Parse()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		log.Printf("hit %s %s %s", host, r.Method, r.URL.Path)
 		if r.URL.Path == "/key" {
 			fmt.Fprintf(w, "origin saw x-api-key sha256:%x", sha256.Sum256([]byte(r.Header.Get("x-api-key"))))
 			return
