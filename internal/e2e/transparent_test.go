@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
@@ -234,7 +235,23 @@ func TestTransparent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the test origin: %v", err)
 		}
-		srv := &http.Server{Handler: origin}
+		mux := http.NewServeMux()
+		mux.Handle("/", origin)
+		mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for {
+				typ, msg, err := c.ReadMessage()
+				if err != nil {
+					return
+				}
+				c.WriteMessage(typ, append([]byte("echo: "), msg...))
+			}
+		})
+		srv := &http.Server{Handler: mux}
 		if port == "443" {
 			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
 			go srv.ServeTLS(l, "", "")
@@ -327,6 +344,29 @@ func TestTransparent(t *testing.T) {
 		a = ns.curl(t, "http://self.test/")
 		if a.status != 403 || a.code != "E_FLOOR" || !strings.Contains(a.out, "own listen address") {
 			t.Errorf("a name mapped to the gate's transparent address: %+v", a)
+		}
+	})
+
+	t.Run("a WebSocket on :80, as on the proxy", func(t *testing.T) {
+		d := websocket.Dialer{Proxy: nil, HandshakeTimeout: 10 * time.Second,
+			NetDial: func(string, string) (net.Conn, error) { return net.Dial("tcp", ns.gateIP+":80") }}
+		c, resp, err := d.Dial("ws://origin.test/ws", nil)
+		if err != nil {
+			t.Fatalf("the WebSocket upgrade: %v (%v)", err, resp)
+		}
+		if err := c.WriteMessage(websocket.TextMessage, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := c.ReadMessage()
+		if err != nil || string(msg) != "echo: hello" {
+			t.Fatalf("the echo: %q %v", msg, err)
+		}
+		c.Close()
+		rec := record(t, curlAnswer{id: resp.Header.Get(gate.HeaderRequest)})
+		wantRecord(t, rec, "transparent-request", "http://origin.test/ws", "FREE", "trusted")
+		if rec["status"] != float64(101) {
+			t.Errorf("the upgrade's record: %v", rec)
 		}
 	})
 
