@@ -242,7 +242,11 @@ func (g *Gate) serveTransparentTLS(c *replayConn, ci *connInfo) {
 				}
 			}
 			g.log.Warn("signer: no certificate", logID, ex.rec.ID, "host", res.Host, "err", err)
-			refuse(d, 80, "refused with a TLS alert, without a certificate: "+err.Error())
+			alert := byte(80) // internal_error: the gate cannot serve the host now
+			if res.Verdict == policy.Deny {
+				alert = 49 // access_denied: the policy's refusal, without a certificate to say it inside
+			}
+			refuse(d, alert, "refused with a TLS alert, without a certificate: "+err.Error())
 			return
 		}
 		g.trackTunnel(c, true)
