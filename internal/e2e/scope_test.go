@@ -57,12 +57,6 @@ trusted = ["docs.test"]
 hold = "1s"
 `
 
-// curlAnswer is what curl printed of the gate's answer.
-type curlAnswer struct {
-	status                int
-	code, rule, id, agent string
-}
-
 // curlFrom sends a request through the gate with curl, its connection bound to the source
 // address from, and returns the answer's status and the gate's headers.
 func curlFrom(t *testing.T, gate, from string, args ...string) curlAnswer {

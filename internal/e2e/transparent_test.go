@@ -126,6 +126,7 @@ type curlAnswer struct {
 	rule    string
 	code    string
 	id      string
+	agent   string
 	body    string
 	out     string
 }
