@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/egress"
+	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -86,8 +88,8 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: lox run [flags] [-- COMMAND [ARGS...]]\n\n"+
 			"With a command, lox runs headless and starts COMMAND once the stack is up, as --agent-uid\n"+
-			"(root only), through the gate and trusting the lockhttp CA; lox stops when it exits and\n"+
-			"exits with its status.\n\nflags:\n")
+			"(root only), in a network namespace whose one way out is the gate, trusting the lockhttp CA;\n"+
+			"lox stops when it exits and exits with its status.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	o := stack.Options{Stdout: stdout, Stderr: stderr}
@@ -116,6 +118,17 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 			return err
 		}
 		a.Pass = append(a.Pass, name)
+		return nil
+	})
+	fs.Func("enclosure-subnet", "with -- COMMAND: the IPv4 `CIDR` the agent's network enclosure takes its /30 from (the gate's address and the agent's): the first /30 no address of this machine overlaps (default "+enclosure.DefaultSubnet.String()+")", func(s string) error {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("give an IPv4 CIDR such as %s", enclosure.DefaultSubnet)
+		}
+		if err := enclosure.CheckSubnet(p); err != nil {
+			return err
+		}
+		o.Enclosure.Subnet = p
 		return nil
 	})
 	// The command is everything after the first --: its own flags are never lox's.
@@ -153,13 +166,13 @@ func parseRun(args []string, stdout, stderr io.Writer, operators []int) (stack.O
 	}
 	agentFlags := 0
 	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "agent-") {
+		if strings.HasPrefix(f.Name, "agent-") || f.Name == "enclosure-subnet" {
 			agentFlags++
 		}
 	})
 	if argv == nil {
 		if agentFlags > 0 {
-			return o, errors.New("the --agent-* flags need a command: lox run [flags] -- COMMAND [ARGS...]")
+			return o, errors.New("the --agent-* and --enclosure-subnet flags need a command: lox run [flags] -- COMMAND [ARGS...]")
 		}
 		return o, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,6 +40,10 @@ func TestParseRun(t *testing.T) {
 		{name: "not a uid", args: []string{"--agent-uid", "-5", "--", "sh"}, err: "is not a uid"},
 		{name: "nothing after --", args: []string{"--headless", "--"}, err: "nothing after --"},
 		{name: "agent flags without a command", args: []string{"--agent-uid", "12345"}, err: "need a command"},
+		{name: "an enclosure subnet without a command", args: []string{"--enclosure-subnet", "10.77.0.0/24"}, err: "need a command"},
+		{name: "an enclosure subnet narrower than a /30", args: []string{"--enclosure-subnet", "10.77.0.0/31", "--", "sh"}, err: "narrower than a /30"},
+		{name: "an IPv6 enclosure subnet", args: []string{"--enclosure-subnet", "fd00:77::/64", "--", "sh"}, err: "is not IPv4"},
+		{name: "an enclosure subnet that is no CIDR", args: []string{"--enclosure-subnet", "10.77.0.0", "--", "sh"}, err: "give an IPv4 CIDR"},
 		{name: "a command without --", args: []string{"sh", "-c", "x"}, err: `unexpected argument "sh"; to start an agent, put -- before its command`},
 		{name: "a variable lox sets", args: []string{"--agent-env", "HTTPS_PROXY", "--", "sh"}, err: "lox sets HTTPS_PROXY"},
 		{name: "a value instead of a name", args: []string{"--agent-env", "TOKEN=x", "--", "sh"}, err: "not a variable name"},
@@ -84,6 +89,19 @@ func TestParseRun(t *testing.T) {
 				t.Errorf("agent %q uid %d pass %q, want %q uid %d pass %q", o.Agent.Argv, o.Agent.UID, o.Agent.Pass, tc.argv, tc.uid, tc.pass)
 			}
 		})
+	}
+}
+
+// TestParseRunEnclosureSubnet: --enclosure-subnet reaches the stack's options; without it the
+// stack takes the default.
+func TestParseRunEnclosureSubnet(t *testing.T) {
+	o, err := parseRun([]string{"--enclosure-subnet", "10.77.0.0/24", "--", "sh"}, io.Discard, io.Discard, nil)
+	if err != nil || o.Enclosure.Subnet != netip.MustParsePrefix("10.77.0.0/24") {
+		t.Fatalf("subnet %v, %v", o.Enclosure.Subnet, err)
+	}
+	o, err = parseRun([]string{"--", "sh"}, io.Discard, io.Discard, nil)
+	if err != nil || o.Enclosure.Subnet.IsValid() {
+		t.Fatalf("subnet %v, %v; want none (the stack's default)", o.Enclosure.Subnet, err)
 	}
 }
 

@@ -130,7 +130,7 @@ func TestLoxRunCommand(t *testing.T) {
 	rec := &originRecorder{}
 	_, port := tlsOrigin(t, rec, pki.leaf(t, []string{"origin.test"}, time.Now().Add(24*time.Hour), false))
 	polPath := filepath.Join(base, "policy.toml")
-	pol := fmt.Sprintf("version = 1\ntrusted = [\"origin.test\"]\n[floor]\nallow_cidrs = [\"127.0.0.1/32\"]\nallow_ports = [%d]\n[floor.hosts]\n\"origin.test\" = \"127.0.0.1\"\n[sources]\nlocal = [\"127.0.0.0/8\"]\n", port)
+	pol := fmt.Sprintf("version = 1\ntrusted = [\"origin.test\"]\n[floor]\nallow_cidrs = [\"127.0.0.1/32\"]\nallow_ports = [%d]\n[floor.hosts]\n\"origin.test\" = \"127.0.0.1\"\n[sources]\nlocal = [\"127.0.0.0/8\", \"198.18.0.0/24\"]\n", port)
 	if err := os.WriteFile(polPath, []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +240,12 @@ exit 3`, port, strings.Join(secrets, " "), state)
 		os.Chmod(open, 0o755)
 		notMine := filepath.Join(base, "operators-dir")
 		os.Mkdir(notMine, 0o755)
+		// A policy whose [sources] lack the enclosure subnet, on a first start: the gate would
+		// refuse every request of the agent.
+		noSubnet := filepath.Join(base, "no-subnet.toml")
+		os.WriteFile(noSubnet, []byte("version = 1\n[sources]\nlocal = [\"127.0.0.0/8\"]\n"), 0o600)
+		noSubnetArgs := []string{"run", "--headless", "--state", filepath.Join(base, "state-no-subnet"), "--policy", noSubnet, "--listen", "127.0.0.1:0",
+			"--hub-listen", "127.0.0.1:0", "--", "sh", "-c", "touch " + filepath.Join(tmp, "ran")}
 		for _, tc := range []struct {
 			name string
 			args []string
@@ -250,6 +256,7 @@ exit 3`, port, strings.Join(secrets, " "), state)
 			{"a working directory that is not the agent's", loxArgs("--agent-dir", notMine, "--", "true"), 125, "chown -R 10099 " + notMine},
 			{"the working directory in the state directory", loxArgs("--agent-dir", filepath.Join(state, "work"), "--", "true"), 125, "one inside the other"},
 			{"a command not found", loxArgs("--", "no-such-command-lockhttp"), 127, "no-such-command-lockhttp"},
+			{"a policy that maps no container to the agent", noSubnetArgs, 125, `the approved policy maps no container to the agent's address 198.18.0.`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				cmd := exec.CommandContext(ctx, filepath.Join(binDir, "lox"), tc.args...)
@@ -257,6 +264,9 @@ exit 3`, port, strings.Join(secrets, " "), state)
 				out, _ := cmd.CombinedOutput()
 				if cmd.ProcessState.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
 					t.Errorf("exit %d, want %d with %q:\n%s", cmd.ProcessState.ExitCode(), tc.code, tc.want, out)
+				}
+				if _, err := os.Stat(filepath.Join(tmp, "ran")); err == nil {
+					t.Error("the command ran")
 				}
 			})
 		}

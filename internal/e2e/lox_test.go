@@ -12,7 +12,9 @@ import (
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-const minimalPolicy = "version = 1\n[sources]\nlocal = [\"127.0.0.0/8\"]\n"
+// minimalPolicy names this machine as the container "local", and the enclosure subnet too: an
+// agent lox run -- starts comes from there.
+const minimalPolicy = "version = 1\n[sources]\nlocal = [\"127.0.0.0/8\", \"198.18.0.0/24\"]\n"
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/layout"
 )
 
@@ -194,22 +194,6 @@ func agentEnv(environ, pass, set []string, proxyURL, caPEM, bundle, home string)
 	return append(env, "HOME="+home)
 }
 
-// agentProxyURL is the gate's URL for the agent, its name as the user: http://NAME@HOST:PORT,
-// with a loopback address for a gate that listens on all of them.
-func agentProxyURL(name, listen string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "http://" + name + "@" + listen
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip.To4() == nil {
-			host = "::1"
-		}
-	}
-	return "http://" + name + "@" + net.JoinHostPort(host, port)
-}
-
 // agentRun is an Agent being prepared, run and cleaned up after.
 type agentRun struct {
 	a      *Agent
@@ -226,6 +210,9 @@ type agentRun struct {
 	waitErr  error // set before done closes
 	killOnce sync.Once
 	tty      *syscall.Termios // the terminal's modes when the command started, to restore
+
+	enc   *enclosure.Enclosure // the agent's network enclosure (enclose), closed by cleanup
+	ports []uint16             // the TCP ports redirected to the gate, from the approved policy
 }
 
 // checkAgent refuses to start an agent that could reach the stack's secrets, before anything
@@ -350,8 +337,12 @@ func agentDir(dir string, uid, gid int) error {
 
 // start starts the command as the agent's uid, in a session and process group of its own (no
 // controlling terminal: it cannot push keystrokes into the operator's with TIOCSTI), with
-// lox's standard streams, and killed if lox dies.
+// lox's standard streams, killed if lox dies, inside the agent's network enclosure (never
+// without one).
 func (r *agentRun) start(proxyURL string, stdout, stderr io.Writer) error {
+	if r.enc == nil {
+		return &ExitError{Code: 125, Err: errors.New("the agent's network enclosure is not there: lox never starts the agent without it")}
+	}
 	cmd := exec.Command(r.a.Argv[0], r.a.Argv[1:]...)
 	cmd.Dir = r.dir
 	cmd.Env = agentEnv(os.Environ(), r.a.Pass, r.a.Set, proxyURL, r.caPEM, r.bundle, r.dir)
@@ -364,13 +355,17 @@ func (r *agentRun) start(proxyURL string, stdout, stderr io.Writer) error {
 	if f, ok := r.a.Stdin.(*os.File); ok {
 		r.tty = termios(f)
 	}
-	if err := cmd.Start(); err != nil {
+	wait, err := r.enc.Start(cmd)
+	if err != nil {
+		if errors.As(err, new(*enclosure.SetupError)) {
+			return &ExitError{Code: 125, Err: err}
+		}
 		return r.startError(err)
 	}
 	r.cmd = cmd
 	r.pid.Store(int64(cmd.Process.Pid))
 	go func() {
-		r.waitErr = cmd.Wait()
+		r.waitErr = <-wait
 		close(r.done)
 	}()
 	return nil
@@ -480,8 +475,14 @@ func (r *agentRun) sweep() {
 }
 
 // cleanup gives the terminal back as it was (modes, and no input the agent left queued for the
-// operator's shell) and removes the CA copies; the working directory stays.
+// operator's shell), removes the network enclosure and the CA copies; the working directory
+// stays.
 func (r *agentRun) cleanup() {
+	if r.enc != nil {
+		if err := r.enc.Close(); err != nil {
+			fmt.Fprintf(r.stderr, "lox: removing the agent's network enclosure: %v\n", err)
+		}
+	}
 	if f, ok := r.a.Stdin.(*os.File); ok && r.tty != nil {
 		ioctl(f.Fd(), syscall.TCSETS, uintptr(unsafe.Pointer(r.tty)))
 		ioctl(f.Fd(), tcflsh, syscall.TCIFLUSH)
@@ -515,9 +516,10 @@ func termios(f *os.File) *syscall.Termios {
 	return &t
 }
 
-// neededCaps are the capabilities lox needs to run the agent as another uid: CAP_CHOWN (its
-// directory), CAP_KILL (its processes), CAP_SETGID and CAP_SETUID.
-const neededCaps = 1<<0 | 1<<5 | 1<<6 | 1<<7
+// neededCaps are the capabilities lox needs to run the agent as another uid, in a network
+// enclosure: CAP_CHOWN (its directory), CAP_KILL (its processes), CAP_SETGID and CAP_SETUID,
+// CAP_NET_ADMIN (its link and rules) and CAP_SYS_ADMIN (its namespaces).
+const neededCaps = 1<<0 | 1<<5 | 1<<6 | 1<<7 | 1<<12 | 1<<21
 
 // privileged refuses, naming the fix, when lox lacks neededCaps.
 func privileged() error {
@@ -525,7 +527,7 @@ func privileged() error {
 	if capsHeld(data)&neededCaps == neededCaps {
 		return nil
 	}
-	return errors.New("starting the agent as a uid of its own needs root (CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_KILL): run lox as root (sudo lox run [--agent-uid N] -- COMMAND), or run the agent in the compose setup (docs/deploy.md); lox never starts it as your own uid, which can read the stack's tokens and keys")
+	return errors.New("starting the agent as a uid of its own, in a network namespace of its own, needs root (CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_KILL, CAP_NET_ADMIN and CAP_SYS_ADMIN): run lox as root (sudo lox run [--agent-uid N] -- COMMAND), or run the agent in the compose setup (docs/deploy.md); lox never starts it as your own uid, which can read the stack's tokens and keys")
 }
 
 // capsHeld reads the effective capabilities from the text of /proc/PID/status.

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,15 +50,18 @@ func TestAgentEnv(t *testing.T) {
 }
 
 func TestAgentProxyURL(t *testing.T) {
-	for listen, want := range map[string]string{
-		"127.0.0.1:3130": "http://a@127.0.0.1:3130",
-		"0.0.0.0:3130":   "http://a@127.0.0.1:3130",
-		"[::]:3130":      "http://a@[::1]:3130",
-		"[::1]:40000":    "http://a@[::1]:40000",
-	} {
-		if got := agentProxyURL("a", listen); got != want {
-			t.Errorf("%s: %s, want %s", listen, got, want)
-		}
+	// The colon: git asks for a password for a user without one.
+	if got, want := agentProxyURL("a", netip.MustParseAddr("198.18.0.1"), 3130), "http://a:@198.18.0.1:3130"; got != want {
+		t.Errorf("%s, want %s", got, want)
+	}
+}
+
+func TestRedirectedPorts(t *testing.T) {
+	if got := redirectedPorts([]int{443, 8443, 53, 80, 22, 8443}); !slices.Equal(got, []uint16{22, 80, 443, 8443}) {
+		t.Errorf("%v", got)
+	}
+	if got := redirectedPorts(nil); !slices.Equal(got, []uint16{80, 443}) {
+		t.Errorf("%v", got)
 	}
 }
 

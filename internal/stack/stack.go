@@ -24,6 +24,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -79,12 +80,15 @@ type Options struct {
 	// for the first time within a minute; each further exit within the minute doubles it, and
 	// the fifth stops the stack (restarts.Limit, restarts.Window). Zero: DefaultRestartDelay.
 	RestartDelay time.Duration
-	// Agent, when set, is a command started once the stack is up, as a uid of its own; the stack
-	// stops when it exits. It implies Headless, and lox's own lines go to Stderr: the command has
-	// Stdout.
-	Agent  *Agent
-	Stdout io.Writer
-	Stderr io.Writer
+	// Agent, when set, is a command started once the stack is up, as a uid of its own, in a
+	// network enclosure of its own; the stack stops when it exits. It implies Headless, and lox's
+	// own lines go to Stderr: the command has Stdout.
+	Agent *Agent
+	// Enclosure configures the Agent's network enclosure (enclosure.Create): the subnet its /30
+	// comes from (zero: enclosure.DefaultSubnet).
+	Enclosure enclosure.Config
+	Stdout    io.Writer
+	Stderr    io.Writer
 }
 
 // Up is up.json: how to reach the running stack.
@@ -113,6 +117,8 @@ type Up struct {
 	// Restarts are the processes lox restarted since the stack started ("signer", "console",
 	// "gate"): how often, and how each last exited. A process that never exited is not in it.
 	Restarts map[string]restarts.Tally `json:"restarts,omitempty"`
+	// Enclosure is the agent's network enclosure under lox run --; absent without a command.
+	Enclosure *UpEnclosure `json:"enclosure,omitempty"`
 }
 
 // UpFile is the name of up.json in the state directory.
@@ -369,6 +375,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	hubListen = cst.Hub
 	up.Hub = "http://" + cst.Hub
+	if ag != nil {
+		// The gate listens on the enclosure's address: the link comes first.
+		if err := ag.enclose(ctx, o.Enclosure, up.ConsoleSocket, up); err != nil {
+			stopAll()
+			return err
+		}
+	}
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
 	}
@@ -414,8 +427,13 @@ func Run(ctx context.Context, o Options) error {
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
 	if ag != nil {
-		proxyURL := agentProxyURL(o.Agent.Name, st.Listen)
-		fmt.Fprintf(out, "lox: starting %s as uid %d in %s, through %s\n", display.Line(strings.Join(o.Agent.Argv, " "), 120), o.Agent.UID, ag.dir, proxyURL)
+		proxyURL, err := ag.seal(st.Listen, up)
+		if err != nil {
+			stopAll()
+			return err
+		}
+		fmt.Fprintf(out, "lox: starting %s as uid %d in %s, in a network namespace whose one way out is the gate at %s (link %s, the agent at %s), through %s\n",
+			display.Line(strings.Join(o.Agent.Argv, " "), 120), o.Agent.UID, ag.dir, up.Enclosure.Gate, up.Enclosure.Link, up.Enclosure.Agent, proxyURL)
 		if err := ag.start(proxyURL, o.Stdout, o.Stderr); err != nil {
 			stopAll()
 			return err
@@ -489,6 +507,9 @@ func gateArgs(o Options, listen string, up *Up, hubGateToken, hubKey string) ([]
 	}
 	if o.OTLPEndpoint != "" {
 		args = append(args, "-otlp-endpoint", o.OTLPEndpoint)
+	}
+	if up.Enclosure != nil {
+		args = append(args, "-transparent", up.Enclosure.Gate)
 	}
 	if os.Geteuid() == 0 {
 		args = append(args, "-allow-root")
