@@ -36,6 +36,7 @@ func Assess(f *Facts) *Report {
 	assessSelf(r, f)
 	assessAudit(r, f)
 	assessAgent(r, f)
+	assessEnclosure(r, f)
 	assessHost(r, f)
 	assessPhone(r, f)
 	assessMetrics(r, f)

@@ -45,6 +45,55 @@ type Facts struct {
 	PolicyFile *PolicyFileFacts `json:"policy_file,omitempty"`
 	// Secrets is the gate's secrets file as the gate's uid reads it.
 	Secrets *SecretsFacts `json:"secrets,omitempty"`
+	// Enclosure is the agent's network enclosure under lox run --, probed from inside it
+	// (local only).
+	Enclosure *EnclosureFacts `json:"enclosure,omitempty"`
+}
+
+// EnclosureFacts: the network enclosure of the agent lox run -- started, as seen from inside
+// its network namespace.
+type EnclosureFacts struct {
+	// Agent is false when up.json names no agent lox started (a plain lox run, whose clients
+	// are set up by hand).
+	Agent bool `json:"agent"`
+	PID   int  `json:"pid,omitempty"`
+	// Err: the probe could not run (not root, the process gone).
+	Err string `json:"err,omitempty"`
+	// Link, Gate and Address are up.json's enclosure: the host's side of the link, the gate's
+	// address on it and the agent's. Proxy is the gate's proxy there (GATE:PORT).
+	Link    string `json:"link,omitempty"`
+	Gate    string `json:"gate,omitempty"`
+	Address string `json:"address,omitempty"`
+	Proxy   string `json:"proxy,omitempty"`
+	// Namespace is the agent's network namespace (net:[N]); SameNamespace that it is the
+	// doctor's own (no enclosure).
+	Namespace     string `json:"namespace,omitempty"`
+	SameNamespace bool   `json:"same_namespace,omitempty"`
+	// Resolvers are the nameservers of /etc/resolv.conf as the agent sees it; ResolvErr why
+	// it could not be read. Sockets are the host resolvers' sockets the agent can see.
+	Resolvers []string `json:"resolvers,omitempty"`
+	ResolvErr string   `json:"resolv_err,omitempty"`
+	Sockets   []string `json:"sockets,omitempty"`
+	// Probes are what was tried from inside the namespace, in order.
+	Probes []EnclosureProbe `json:"probes,omitempty"`
+}
+
+// EnclosureProbe is one attempt from inside the agent's network namespace.
+type EnclosureProbe struct {
+	// Kind is "gate" (the gate's proxy, which must answer), "tcp" (another port of a host
+	// address), "udp", "ipv6" or "dns" (a query to a resolver that is not the gate's).
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// Outcome is "connected", "answered", "refused", "not permitted", "unreachable",
+	// "timed out" or another error's text; Took how long it took.
+	Outcome string        `json:"outcome"`
+	Took    time.Duration `json:"took"`
+	// Seen: the doctor's listener outside the namespace received it (it got out). Answer is
+	// a DNS answer's addresses; AtGate that they are the gate's own (the query was redirected
+	// to the gate).
+	Seen   bool     `json:"seen,omitempty"`
+	Answer []string `json:"answer,omitempty"`
+	AtGate bool     `json:"at_gate,omitempty"`
 }
 
 // PhoneFacts: where the hub and the phone page are published, and whether they answer there.

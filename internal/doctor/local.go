@@ -58,6 +58,11 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 		s.NotProbedOK = fi.Mode().Perm()&0o077 == 0
 	}
 	Gather(ctx, s, f)
+	if pid := up.PIDs["agent"]; pid > 0 {
+		f.Enclosure = ProbeEnclosure(pid, up.Enclosure)
+	} else {
+		f.Enclosure = &EnclosureFacts{}
+	}
 	return f
 }
 

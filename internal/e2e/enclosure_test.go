@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -686,5 +687,81 @@ func TestEnclosureLoxKilled(t *testing.T) {
 	}
 	if tables := nftTables(t); strings.Contains(tables, "lockhttp-"+link) {
 		t.Errorf("the table lockhttp-%s is left after the next lox run --:\n%s", link, tables)
+	}
+}
+
+// TestDoctorEnclosure: lockhttp doctor proves an enclosed agent's enclosure from inside its
+// namespace, line by line; with the rules gone from both sides (as if nothing enclosed it), the
+// same probes get out, and it says so with ERROR lines.
+func TestDoctorEnclosure(t *testing.T) {
+	requireRoot(t)
+	host, _ := hostAddrs(t)
+	base, tmp := agentBase(t)
+	state := filepath.Join(base, "state")
+	pol := filepath.Join(base, "policy.toml")
+	os.WriteFile(pol, []byte(minimalPolicy), 0o600)
+	l := startAgentLox(t, tmp, "run", "--headless", "--state", state, "--policy", pol, "--listen", "127.0.0.1:0", "--hub-listen", "127.0.0.1:0",
+		"--", "sh", "-c", "echo ready; exec sleep 300")
+	testkit.WaitFor(t, 60*time.Second, "the command to start", func() bool { return strings.Contains(l.stdout.String(), "ready") })
+	var up stack.Up
+	testkit.WaitFor(t, 10*time.Second, "the agent's pid in up.json", func() bool {
+		data, _ := os.ReadFile(filepath.Join(state, stack.UpFile))
+		return json.Unmarshal(data, &up) == nil && up.PIDs["agent"] != 0 && up.Enclosure != nil
+	})
+	gate := up.Enclosure.Gate
+
+	out, code := runDoctor(t, "--state", state)
+	t.Logf("doctor:\n%s", out)
+	for _, want := range []string{
+		"runs in a network namespace of its own",
+		"the agent's /etc/resolv.conf names the gate (" + gate + ") alone",
+		"the agent reaches the gate's proxy at " + gate + ":",
+		"a TCP connection to " + host.String() + ":",
+		"a TCP connection to " + gate + ":",
+		"a UDP datagram to " + host.String() + ":",
+		"an IPv6 connection to ",
+		"a DNS query to " + host.String() + ":53 lands at the gate",
+	} {
+		if !hasLine(out, "OK", "enclosure", want) {
+			t.Errorf("no OK enclosure line with %q", want)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+
+	// Take the rules away on both sides: what the doctor tries now gets out, and it says so.
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DelTable(&nftables.Table{Name: up.Enclosure.Table, Family: nftables.TableFamilyINet})
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	err = enclosure.InNamespace(up.PIDs["agent"], func() error {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		c.DelTable(&nftables.Table{Name: "lockhttp", Family: nftables.TableFamilyINet})
+		return c.Flush()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, code = runDoctor(t, "--state", state)
+	t.Logf("doctor without the rules:\n%s", out)
+	for _, want := range []string{
+		"a TCP connection to " + host.String() + ":",
+		"a UDP datagram to " + host.String() + ":",
+		"a DNS query for example.com to " + host.String() + ":53 got out",
+	} {
+		if !hasLine(out, "ERROR", "enclosure", want) {
+			t.Errorf("no ERROR enclosure line with %q", want)
+		}
+	}
+	if code != 2 {
+		t.Errorf("exit %d, want 2", code)
 	}
 }

@@ -288,7 +288,7 @@ func TestEnclosureRules(t *testing.T) {
 func fakeResolvers(t *testing.T) []string {
 	t.Helper()
 	var made []string
-	for _, s := range maskedSockets[:2] {
+	for _, s := range MaskedSockets[:2] {
 		dir := s[:strings.LastIndex(s, "/")]
 		if _, err := os.Stat(dir); err == nil {
 			if _, err := os.Stat(s); err == nil {

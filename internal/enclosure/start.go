@@ -24,8 +24,9 @@ const resolvedDir = "/run/systemd/resolve"
 // resolv.conf and stub-resolv.conf that name the gate).
 var maskedDirs = []string{resolvedDir, "/run/nscd", "/var/run/nscd"}
 
-// maskedSockets must not be there for the agent once its directories are masked.
-var maskedSockets = []string{resolvedDir + "/io.systemd.Resolve", "/run/nscd/socket", "/var/run/nscd/socket"}
+// MaskedSockets are the host resolvers' sockets (systemd-resolved's, nscd's), which must not be
+// there for the agent once their directories are masked.
+var MaskedSockets = []string{resolvedDir + "/io.systemd.Resolve", "/run/nscd/socket", "/var/run/nscd/socket"}
 
 // ResolvConf is the agent's /etc/resolv.conf: the gate is its only resolver.
 func (e *Enclosure) ResolvConf() []byte {
@@ -163,7 +164,7 @@ func (e *Enclosure) enter(resolv string) error {
 	if got, err := os.ReadFile("/etc/resolv.conf"); err != nil || !bytes.Equal(got, e.ResolvConf()) {
 		return fail("checking the agent's /etc/resolv.conf", fmt.Errorf("it reads %q (%v)", got, err))
 	}
-	for _, s := range maskedSockets {
+	for _, s := range MaskedSockets {
 		if _, err := os.Lstat(s); !errors.Is(err, fs.ErrNotExist) {
 			return fail("masking the resolvers' sockets", fmt.Errorf("%s is still there for the agent (%v)", s, err))
 		}
