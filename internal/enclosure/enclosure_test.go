@@ -196,6 +196,11 @@ func TestEnclosureRules(t *testing.T) {
 	requireRoot(t)
 	host := hostAddr(t)
 	e := open(t, Config{})
+	// Flows an earlier enclosure at this address left in this machine's tracking (they expire
+	// in minutes) are not this one's.
+	stale := &netlink.ConntrackFilter{}
+	stale.AddIP(netlink.ConntrackOrigSrcIP, e.Agent.AsSlice())
+	netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, stale)
 	if !e.Prefix.Contains(e.Gate) || !e.Prefix.Contains(e.Agent) || e.Prefix.Bits() != 30 {
 		t.Fatalf("addresses %s %s in %s", e.Gate, e.Agent, e.Prefix)
 	}
@@ -253,6 +258,30 @@ func TestEnclosureRules(t *testing.T) {
 			t.Errorf("a connection to the gate came from %s, want the agent's address %s", h, e.Agent)
 		}
 	}
+
+	t.Run("the host tracks none of the agent's flows", func(t *testing.T) {
+		from := func(h *netlink.Handle) int {
+			flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, f := range flows {
+				if f.Forward.SrcIP.Equal(e.Agent.AsSlice()) {
+					n++
+				}
+			}
+			return n
+		}
+		host, _ := netlink.NewHandle()
+		defer host.Close()
+		if n := from(host); n != 0 {
+			t.Errorf("this machine's connection tracking holds %d flows of the agent", n)
+		}
+		if n := from(e.inside); n == 0 {
+			t.Error("the agent's namespace tracks none of its flows: the probe above made none?")
+		}
+	})
 
 	t.Run("the host's rules alone", func(t *testing.T) {
 		c, err := nftables.New(nftables.WithNetNSFd(int(e.ns)))

@@ -87,7 +87,9 @@ func agentRules(gate netip.Addr, ports Ports) table {
 
 // hostRules are the host's rules for the enclosure's link: what arrives from it may reach the
 // gate's ports on the gate's address and nothing else of the host (its other listeners on every
-// address: sshd, the hub, a UDP service), and nothing to or from it is forwarded.
+// address: sshd, the hub, a UDP service), and nothing to or from it is forwarded. Nothing on the
+// link is tracked by the host's connection tracking (the rules are stateless), so that the flows
+// an agent opens fill no table of the host's, only its namespace's.
 func hostRules(link string, gate netip.Addr, ports Ports) table {
 	in := []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(link)}}
 	input := chain{name: "input", kind: nftables.ChainTypeFilter, hook: nftables.ChainHookInput,
@@ -98,7 +100,15 @@ func hostRules(link string, gate netip.Addr, ports Ports) table {
 			{"nothing from the agent is forwarded", cat(in, verdict(expr.VerdictDrop))},
 			{"nothing to the agent is forwarded", cat(oifname(link), verdict(expr.VerdictDrop))},
 		}}
-	return table{name: tableName(link), chains: []chain{input, forward}}
+	untrackIn := chain{name: "untrack-in", kind: nftables.ChainTypeFilter, hook: nftables.ChainHookPrerouting,
+		priority: nftables.ChainPriorityRaw, policy: nftables.ChainPolicyAccept, rules: []rule{
+			{"the host tracks nothing from the agent", cat(in, &expr.Notrack{})},
+		}}
+	untrackOut := chain{name: "untrack-out", kind: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput,
+		priority: nftables.ChainPriorityRaw, policy: nftables.ChainPolicyAccept, rules: []rule{
+			{"the host tracks nothing to the agent", cat(oifname(link), &expr.Notrack{})},
+		}}
+	return table{name: tableName(link), chains: []chain{untrackIn, untrackOut, input, forward}}
 }
 
 // gateOnly accepts, after the match pre, TCP to the gate's ports and UDP to its DNS.
