@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/lockhttp/lockhttp/internal/enclosure"
+	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/shipped"
@@ -385,7 +386,11 @@ r curl-ask curl -sS --noproxy '*' --max-time 90 https://ask.test/held
 	case <-waitFor(func() bool { return strings.Contains(l.stdout.String(), "ASKING") }, 180*time.Second):
 		deadline := time.Now().Add(15 * time.Second)
 		for !approved && time.Now().Before(deadline) {
-			for _, tk := range askEnv.tickets(t) {
+			var pending []hub.Ticket
+			if out, err := askEnv.lox(t, "tickets", "--json"); err == nil {
+				json.Unmarshal([]byte(out), &pending)
+			}
+			for _, tk := range pending {
 				if defaultPort(tk.URL) == "https://ask.test/held" {
 					if out, err := askEnv.lox(t, "approve", tk.ID); err != nil {
 						t.Errorf("lox approve: %v\n%s", err, out)
