@@ -224,6 +224,8 @@ func agentBase(t *testing.T) (base, tmp string) {
 		for _, pid := range processesOf(uid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+		// Killed, they are gone once reaped: the next test needs the uid free.
+		testkit.WaitFor(t, 10*time.Second, "no process left as the agent's uid", func() bool { return len(processesOf(uid)) == 0 })
 	})
 	base = t.TempDir()
 	for _, d := range []string{filepath.Dir(base), base} {

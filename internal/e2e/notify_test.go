@@ -86,7 +86,7 @@ allow_ports = [%[1]d]
 "origin.test" = "127.0.0.1"
 
 [sources]
-local = ["127.0.0.0/8"]
+local = ["127.0.0.0/8", "198.18.0.0/24"]
 
 [settings]
 hold = "30s"

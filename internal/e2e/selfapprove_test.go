@@ -232,7 +232,7 @@ func TestLoxRunRefusesReadableSecrets(t *testing.T) {
 	requireRoot(t)
 	freeAgentUID(t)
 	base, tmp := agentDirs(t)
-	pol := "version = 1\n[sources]\nlocal = [\"127.0.0.0/8\"]\n"
+	pol := "version = 1\n[sources]\nlocal = [\"127.0.0.0/8\", \"198.18.0.0/24\"]\n"
 	write := func(dir, name, content string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), mode); err != nil {
