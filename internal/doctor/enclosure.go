@@ -230,14 +230,17 @@ func (l *outsideListeners) udp(a netip.Addr, port uint16) string {
 	return addr
 }
 
-// resolver is a resolver that is not the gate's for the DNS probe: a stand-in of the doctor's on
-// port 53 of the host address when it can listen there (so that a query that got out is seen),
-// else this machine's own resolver when it is outside the loopback; "" when there is none.
+// resolver is a resolver that is not the gate's for the DNS probe: port 53 of the host address,
+// where the doctor listens as a stand-in when it can (so that a query that got out is seen; when
+// another server of this machine has the port, its answer tells), else, on a machine with no
+// such address, this machine's own resolver when it is outside the loopback; "" when there is
+// none.
 func (l *outsideListeners) resolver(host4 netip.Addr) string {
 	if host4.IsValid() {
 		if a := l.udp(host4, 53); a != "" {
 			return a
 		}
+		return netip.AddrPortFrom(host4, 53).String()
 	}
 	ns, _ := nameservers("/etc/resolv.conf")
 	for _, n := range ns {
