@@ -224,7 +224,7 @@ func TestEnclosureRules(t *testing.T) {
 	probes := []probe{
 		{"the gate's proxy port", func() (string, error) { return dialTCP(proxy.addr) }, func(s string, err error) bool { return err == nil && s == "hello\n" }},
 		{"port 80 of a host address, redirected to the gate", func() (string, error) { return dialTCP(net.JoinHostPort(host.String(), "80")) }, func(s string, err error) bool { return err == nil && s == "hello\n" }},
-		{"port 80 of an outside address, redirected to the gate", func() (string, error) { return dialTCP("192.0.2.200:80") }, func(s string, err error) bool { return err == nil && s == "hello\n" }},
+		{"port 80 of an outside address, redirected to the gate", func() (string, error) { return dialTCP("203.0.113.27:80") }, func(s string, err error) bool { return err == nil && s == "hello\n" }},
 		{"DNS to a host address, redirected to the gate", func() (string, error) { return exchangeUDP(net.JoinHostPort(host.String(), "53")) }, func(s string, err error) bool { return err == nil && s == "ping" }},
 		{"another TCP port of a host address", func() (string, error) { return dialTCP(sshd.addr) }, fastFail},
 		{"another TCP port of the gate's address", func() (string, error) { return dialTCP(gateOther.addr) }, fastFail},
