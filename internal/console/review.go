@@ -231,6 +231,13 @@ func (c *Console) loadState() error {
 	c.state = st
 	if c.approved != nil {
 		c.publish(Served{Version: c.approved.Version, Name: st.Approved.Name, TOML: st.Approved.TOML, LoadedAt: c.now(), Rules: c.approved.RuleCount()})
+		// The metrics name the policy served from the start, applied when it was approved (the
+		// state keeps when), not when this console started.
+		at := st.Approved.At
+		if at.IsZero() {
+			at = c.now() // a state written before approvals were timed
+		}
+		c.cfg.Metrics.Served(c.approved.Version, at)
 	}
 	return nil
 }
