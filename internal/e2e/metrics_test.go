@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -327,4 +328,71 @@ func waitQuery(t *testing.T, api, q string, want float64) {
 		got, ok = query(t, api, q)
 		return ok && got == want
 	})
+}
+
+// consolePolicyMetrics scrapes the console's page at u and returns the version its policy_info
+// names with 1, its applied timestamp and the page; ok is false when the page did not answer or
+// lacks either family.
+func consolePolicyMetrics(u string) (version string, applied float64, page []byte, ok bool) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return "", 0, nil, false
+	}
+	defer resp.Body.Close()
+	page, _ = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	hasApplied := false
+	for _, line := range strings.Split(string(page), "\n") {
+		if rest, found := strings.CutPrefix(line, `lockhttp_console_policy_info{version="`); found {
+			if v, val, found := strings.Cut(rest, `"} `); found && val == "1" {
+				version = v
+			}
+		}
+		if rest, found := strings.CutPrefix(line, "lockhttp_console_policy_applied_timestamp_seconds "); found {
+			applied, err = strconv.ParseFloat(rest, 64)
+			hasApplied = err == nil
+		}
+	}
+	return version, applied, page, resp.StatusCode == 200 && version != "" && hasApplied
+}
+
+// TestMetricsConsolePolicyAfterRestart: a console that lox restarts (it was killed) serves
+// lockhttp_console_policy_info with the approved version, and the time that policy was applied,
+// from its first answered scrape on, not only after the next approval; promtool passes the page.
+func TestMetricsConsolePolicyAfterRestart(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	r := startStackWith(t, minimalPolicy, []string{"--restart-delay", "50ms"}, nil)
+	e := &superviseEnv{running: r}
+	version, applied, _, ok := consolePolicyMetrics(r.up.Metrics["console"])
+	if !ok || applied <= 0 {
+		t.Fatalf("the console's policy metrics before the restart: version %q, applied %v", version, applied)
+	}
+	old := e.kill(t, "console")
+	e.restarted(t, "console", old)
+	var up stack.Up
+	data, err := os.ReadFile(filepath.Join(r.state, stack.UpFile))
+	if err != nil || json.Unmarshal(data, &up) != nil {
+		t.Fatalf("up.json: %v", err)
+	}
+	// The first page the restarted console answers.
+	var page []byte
+	var got string
+	var at float64
+	testkit.WaitFor(t, 10*time.Second, "the restarted console's metrics page", func() bool {
+		resp, err := http.Get(up.Metrics["console"])
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		got, at, page, _ = consolePolicyMetrics(up.Metrics["console"])
+		return true
+	})
+	if got != version || at != applied {
+		t.Fatalf("the restarted console's first page: policy_info version %q, applied %v; want %q and %v (when it was approved)\n%s",
+			got, at, version, applied, page)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(page)
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Errorf("promtool check metrics on the restarted console's page: %v\n%s", err, out)
+	}
 }
