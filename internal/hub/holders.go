@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"time"
 )
 
 // Holdings is what the gate holds on the hub's tickets, as it reports it (POST
@@ -16,7 +17,15 @@ type Holdings struct {
 	Asking []string `json:"asking,omitempty"`
 	// Busy are the tickets with a claim or a leave on its way, left as the hub counts them.
 	Busy []string `json:"busy,omitempty"`
+	// Cut is, for each ticket, how many requests held on it a kill of the gate cut: the gate
+	// found them in its journal of held requests when it started again and wrote their records.
+	// A gate reports them until a report is taken.
+	Cut map[string]int `json:"cut,omitempty"`
 }
+
+// maxCutReport bounds one ticket's count of cut requests in a report: the gate journals at most
+// as many held requests at once.
+const maxCutReport = 1 << 16
 
 // check refuses counts no gate reports.
 func (s Holdings) check() error {
@@ -25,12 +34,18 @@ func (s Holdings) check() error {
 			return fmt.Errorf("ticket %q: a negative count (%d) of held requests", id, n)
 		}
 	}
+	for id, n := range s.Cut {
+		if n < 1 || n > maxCutReport {
+			return fmt.Errorf("ticket %q: a count of cut requests (%d) not from 1 to %d", id, n, maxCutReport)
+		}
+	}
 	return nil
 }
 
 // SetHoldings sets the count of held requests (Holders) of every pending ticket to what the gate
 // holds on it (zero for a ticket it does not name), except where a call of the gate is on its
-// way (Asking, Busy). Each ticket whose count changed is published. It returns how many changed.
+// way (Asking, Busy), and counts the requests a kill of the gate cut (Cut). Each ticket whose
+// count changed is published. It returns how many changed.
 func (h *Hub) SetHoldings(s Holdings) int {
 	asking := make(map[string]bool, len(s.Asking))
 	for _, fp := range s.Asking {
@@ -43,29 +58,95 @@ func (h *Hub) SetHoldings(s Holdings) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	changed := 0
+	for id, n := range s.Cut {
+		t, ok := h.tickets[id]
+		if !ok {
+			continue
+		}
+		t.Cut += n
+		h.changed()
+		h.log.Info("hub: held requests cut by a restart of the gate", "id", t.ID, "cut", n)
+	}
 	for _, t := range h.tickets {
 		if t.Status != Pending || busy[t.ID] || asking[t.Fingerprint] {
 			continue
 		}
 		want := max(0, s.Held[t.ID])
-		if t.Holders == want {
+		gone := t.Gone
+		if want == 0 {
+			switch {
+			case s.Cut[t.ID] > 0:
+				gone = GoneRestart
+			case t.Holders > 0:
+				gone = GoneLeft // a leave that never arrived
+			}
+		}
+		if t.Holders == want && t.Gone == gone {
 			continue
 		}
 		h.log.Info("hub: held requests recounted", "id", t.ID, "was", t.Holders, "now", want)
-		t.Holders = want
+		t.Holders, t.Gone = want, gone
+		if want > 0 {
+			t.Gone = ""
+		}
 		changed++
 		h.changed()
-		h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+		h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
 	}
 	return changed
 }
 
-// leave is Leave, then the ticket's new count published, so that every facade shows it.
-func (h *Hub) leave(id string) {
-	h.Leave(id)
+// waitingText is Ticket.Waiting for t: on a pending ticket no request is held on, that none is,
+// why, and what approving it does; on an approved ticket that released none, what the approval
+// stands for and until when. The caller holds mu.
+func (h *Hub) waitingText(t *Ticket) string {
+	switch {
+	case t.Status == Pending && t.Holders == 0:
+		return "Nothing is waiting on this ticket now (" + goneWords(t.Gone) + "). Approving it lets one identical retry of the request through within " +
+			words(h.window()) + " of the approval; no request goes out unless the agent sends it again."
+	case t.Status == Approved && t.Decision != nil && t.Decision.Released == 0:
+		return "Nothing was waiting on this ticket when it was approved (" + goneWords(t.Gone) + "): the approval lets one identical retry of the request through until " +
+			t.Decision.At.Add(h.window()).UTC().Format("15:04:05 UTC") + " (" + words(h.window()) + "), once."
+	}
+	return ""
+}
+
+// goneWords says why no request is held on a ticket, for a person.
+func goneWords(gone string) string {
+	switch gone {
+	case GoneRestart:
+		return "the gate restarted while its request was held: the request was cut, and its record in the gate's audit says so"
+	case GoneLeft:
+		return "the hold ended: the agent was told to retry (E_PENDING), or its client went away"
+	}
+	return "no request is held on it"
+}
+
+// words is a duration for a person: "10 minutes", "90 seconds".
+func words(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0 && d >= time.Hour:
+		return plural(int(d/time.Hour), "hour")
+	case d%time.Minute == 0 && d >= time.Minute:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// leave is Leave (LeaveCut when cut), then the ticket's new count published, so that every
+// facade shows it.
+func (h *Hub) leave(id string, cut bool) {
+	h.leaveAs(id, cut)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t, ok := h.tickets[id]; ok && t.Status == Pending {
-		h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+		h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
 	}
 }

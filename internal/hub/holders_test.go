@@ -1,10 +1,14 @@
 package hub
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/lockhttp/lockhttp/internal/audit"
 )
 
 func holders(t *testing.T, h *Hub, id string) int {
@@ -130,4 +134,148 @@ func post(t *testing.T, url, token, body string, want int) {
 	if resp.StatusCode != want {
 		t.Fatalf("POST %s %s: %d, want %d", url, body, resp.StatusCode, want)
 	}
+}
+
+// A ticket whose requests are all gone says so, and why: the hold ended (a leave), the gate's
+// stop cut it (a leave with cut), or a killed gate's next start reported it cut (holdings with
+// Cut). A request that joins again clears it. The facades' API carries it.
+func TestTicketSaysItsRequestsAreGone(t *testing.T) {
+	tests := []struct {
+		name     string
+		end      func(t *testing.T, h *Hub, url, id string)
+		gone     string
+		cut      int
+		sentence string
+	}{
+		{name: "the hold ended", end: func(t *testing.T, h *Hub, url, id string) {
+			post(t, url+"/v1/gate/leave", "gate-token-0123", `{"id":"`+id+`"}`, 204)
+		}, gone: GoneLeft, sentence: "the agent was told to retry (E_PENDING)"},
+		{name: "the gate's stop cut it", end: func(t *testing.T, h *Hub, url, id string) {
+			post(t, url+"/v1/gate/leave", "gate-token-0123", `{"id":"`+id+`","cut":true}`, 204)
+		}, gone: GoneRestart, cut: 1, sentence: "the gate restarted while its request was held"},
+		{name: "a killed gate's next start reported it cut", end: func(t *testing.T, h *Hub, url, id string) {
+			post(t, url+"/v1/gate/holdings", "gate-token-0123", `{"held":{},"cut":{"`+id+`":1}}`, 204)
+		}, gone: GoneRestart, cut: 1, sentence: "the request was cut, and its record in the gate's audit says so"},
+		{name: "a report that counts none held", end: func(t *testing.T, h *Hub, url, id string) {
+			post(t, url+"/v1/gate/holdings", "gate-token-0123", `{"held":{}}`, 204)
+		}, gone: GoneLeft, sentence: "the hold ended"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newHub(t, "")
+			a, _ := h.Ask(ask("fp1:a"))
+			id := a.Ticket.ID
+			if got, _ := h.Get(id); got.Waiting != "" || got.Gone != "" {
+				t.Fatalf("a ticket with a held request: waiting %q, gone %q", got.Waiting, got.Gone)
+			}
+			gate := httptest.NewServer(h.GateHandler("gate-token-0123"))
+			defer gate.Close()
+			tc.end(t, h, gate.URL, id)
+			facades := httptest.NewServer(h.FacadeHandler(map[string]string{"cli": "cli-token-0123"}))
+			defer facades.Close()
+			got := getTicket(t, facades.URL+"/v1/tickets/"+id, "cli-token-0123")
+			if got.Status != Pending || got.Holders != 0 || got.Gone != tc.gone || got.Cut != tc.cut ||
+				!strings.Contains(got.Waiting, "Nothing is waiting on this ticket now") || !strings.Contains(got.Waiting, tc.sentence) ||
+				!strings.Contains(got.Waiting, "lets one identical retry of the request through within 10 minutes of the approval") {
+				t.Fatalf("ticket: status %s, holders %d, gone %q, cut %d, waiting %q", got.Status, got.Holders, got.Gone, got.Cut, got.Waiting)
+			}
+			// A retry of the request joins the ticket: it is held again.
+			h.Ask(ask("fp1:a"))
+			if got, _ := h.Get(id); got.Holders != 1 || got.Gone != "" || got.Waiting != "" || got.Cut != tc.cut {
+				t.Fatalf("after a retry joined: holders %d, gone %q, waiting %q, cut %d", got.Holders, got.Gone, got.Waiting, got.Cut)
+			}
+		})
+	}
+}
+
+// Approving a ticket nothing waits on says what the approval then stands for: one identical
+// retry, until when; the decision's record says it too. An approval that released held requests
+// says how many.
+func TestApprovalOfATicketNothingWaitsOn(t *testing.T) {
+	h, c := newHub(t, "")
+	rec := &recordingAuditor{}
+	h.cfg.Audit = rec
+	a, _ := h.Ask(ask("fp1:a"))
+	h.LeaveCut(a.Ticket.ID)
+	got, err := h.Decide(a.Ticket.ID, "fp1:a", true, "cli:root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := c.Now().Add(DefaultAuthWindow).UTC().Format("15:04:05 UTC")
+	if got.Decision.Released != 0 || got.Uses != 1 ||
+		!strings.Contains(got.Waiting, "Nothing was waiting on this ticket when it was approved (the gate restarted while its request was held") ||
+		!strings.Contains(got.Waiting, "one identical retry of the request through until "+until+" (10 minutes), once") {
+		t.Fatalf("approved: released %d, uses %d, waiting %q", got.Decision.Released, got.Uses, got.Waiting)
+	}
+	if len(rec.records) != 1 || !strings.Contains(rec.records[0].Detail, "no request was waiting (the gate restarted") ||
+		!strings.Contains(rec.records[0].Detail, "one identical retry may pass until") {
+		t.Fatalf("the decision's record: %+v", rec.records)
+	}
+	// The retry passes once; the one after asks again.
+	if ans, _ := h.Ask(ask("fp1:a")); ans.Outcome != OutcomeApproved {
+		t.Fatalf("the retry: %s", ans.Outcome)
+	}
+	if ans, _ := h.Ask(ask("fp1:a")); ans.Outcome != OutcomePending {
+		t.Fatalf("the second retry: %s", ans.Outcome)
+	}
+
+	b, _ := h.Ask(ask("fp1:b"))
+	h.Ask(ask("fp1:b"))
+	got, err = h.Decide(b.Ticket.ID, "fp1:b", true, "cli:root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Decision.Released != 2 || got.Waiting != "" || !strings.Contains(rec.records[1].Detail, "released 2 held request(s)") {
+		t.Fatalf("approved with two held: released %d, waiting %q, record %q", got.Decision.Released, got.Waiting, rec.records[1].Detail)
+	}
+}
+
+// Counts of cut requests no gate sends are refused and change nothing.
+func TestHoldingsCutRefused(t *testing.T) {
+	h, _ := newHub(t, "")
+	a, _ := h.Ask(ask("fp1:a"))
+	srv := httptest.NewServer(h.GateHandler("gate-token-0123"))
+	defer srv.Close()
+	for _, body := range []string{
+		`{"held":{},"cut":{"` + a.Ticket.ID + `":0}}`,
+		`{"held":{},"cut":{"` + a.Ticket.ID + `":-1}}`,
+		`{"held":{},"cut":{"` + a.Ticket.ID + `":99999999}}`,
+		`{"held":{},"cut":["x"]}`,
+	} {
+		post(t, srv.URL+"/v1/gate/holdings", "gate-token-0123", body, 400)
+	}
+	if got, _ := h.Get(a.Ticket.ID); got.Cut != 0 || got.Holders != 1 {
+		t.Fatalf("a refused report changed the ticket: cut %d, holders %d", got.Cut, got.Holders)
+	}
+	// A cut report for a ticket the hub does not know changes nothing.
+	post(t, srv.URL+"/v1/gate/holdings", "gate-token-0123", `{"held":{"`+a.Ticket.ID+`":1},"cut":{"t000000000000":2}}`, 204)
+	if got, _ := h.Get(a.Ticket.ID); got.Cut != 0 || got.Holders != 1 {
+		t.Fatalf("cut: %d, holders %d", got.Cut, got.Holders)
+	}
+}
+
+func getTicket(t *testing.T, url, token string) Ticket {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tk Ticket
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&tk) != nil {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return tk
+}
+
+// recordingAuditor keeps the hub's records.
+type recordingAuditor struct {
+	records []audit.Record
+}
+
+func (a *recordingAuditor) Write(_ context.Context, r *audit.Record) error {
+	a.records = append(a.records, *r)
+	return nil
 }

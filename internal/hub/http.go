@@ -39,7 +39,7 @@ type apiError struct {
 //
 //	POST /v1/gate/ask     AskRequest → AskAnswer
 //	POST /v1/gate/claim   {"id","fingerprint"} → SignedDecision
-//	POST /v1/gate/leave   {"id"}
+//	POST /v1/gate/leave   {"id","cut"} (cut: the gate's stop cut the request)
 //	POST /v1/gate/holdings Holdings (what the gate holds: the counts of held requests)
 //	POST /v1/gate/state   GateState
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
@@ -75,12 +75,15 @@ func (h *Hub) GateHandler(token string) http.Handler {
 		httpjson.Write(w, 200, d)
 	})
 	mux.HandleFunc("POST /v1/gate/leave", func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ ID string }
+		var req struct {
+			ID  string `json:"id"`
+			Cut bool   `json:"cut"` // the gate's stop cut the request (LeaveCut)
+		}
 		if err := readJSON(r, &req); err != nil {
 			httpjson.Write(w, 400, apiError{"bad leave: " + err.Error()})
 			return
 		}
-		h.leave(req.ID)
+		h.leave(req.ID, req.Cut)
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("POST /v1/gate/holdings", func(w http.ResponseWriter, r *http.Request) {

@@ -175,8 +175,9 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 		switch {
 		case t.Status == Pending:
 			t.Holders++
+			t.Gone = ""
 			h.changed()
-			h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+			h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
 			return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
 		case t.Status == Approved && t.Uses > 0 && decidedRecently:
 			t.Uses--
@@ -209,7 +210,7 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 	h.tickets[t.ID] = t
 	h.byFP[t.Fingerprint] = t.ID
 	h.changed()
-	h.publish(Event{Type: "ticket", Ticket: copyTicket(t)})
+	h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
 	h.cfg.Metrics.Opened(t.Container)
 	h.log.Info("hub: new ticket", "id", t.ID, "container", t.Container, "method", t.Method, "url", t.URL, "rule", t.Rule)
 	return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
@@ -263,12 +264,32 @@ func (h *Hub) Claim(id, fingerprint string) (*SignedDecision, error) {
 
 // Leave tells the hub that a request held on the ticket stopped waiting (E_PENDING, or the
 // client went away).
-func (h *Hub) Leave(id string) {
+func (h *Hub) Leave(id string) { h.leaveAs(id, false) }
+
+// LeaveCut tells the hub that a request held on the ticket was cut by the gate's stop: it was
+// answered E_PENDING, and the ticket counts it as cut (Ticket.Cut, GoneRestart).
+func (h *Hub) LeaveCut(id string) { h.leaveAs(id, true) }
+
+func (h *Hub) leaveAs(id string, cut bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.tickets[id]; ok && t.Holders > 0 {
+	t, ok := h.tickets[id]
+	if !ok {
+		return
+	}
+	if cut {
+		t.Cut++
+		h.changed()
+	}
+	if t.Holders > 0 {
 		t.Holders--
 		h.changed()
+		if t.Holders == 0 && t.Status == Pending {
+			t.Gone = GoneLeft
+			if cut {
+				t.Gone = GoneRestart
+			}
+		}
 	}
 }
 
@@ -326,12 +347,15 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 		}
 	}
 	t.Decision = &Decision{Verdict: t.Status, By: by, Reason: reason, At: now}
+	if approve {
+		t.Decision.Released = t.Holders
+	}
 	h.changed()
-	h.publish(Event{Type: "decided", Ticket: copyTicket(t)})
+	h.publish(Event{Type: "decided", Ticket: h.copyTicket(t)})
 	h.closed(t, facadeName(by), now)
-	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by)
+	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by, "held", t.Holders)
 	h.record(t, "decided")
-	return *t, nil
+	return *h.copyTicket(t), nil
 }
 
 // Expire marks pending tickets past their expiry; Run calls it every second.
@@ -382,7 +406,7 @@ func (h *Hub) Expire() {
 func (h *Hub) expireLocked(t *Ticket) {
 	t.Status = Expired
 	h.changed()
-	h.publish(Event{Type: "expired", Ticket: copyTicket(t)})
+	h.publish(Event{Type: "expired", Ticket: h.copyTicket(t)})
 	h.closed(t, "", h.now())
 	h.record(t, "expired")
 }
@@ -397,6 +421,14 @@ func (h *Hub) record(t *Ticket, event string) {
 		r.Approver = t.Decision.By
 		r.Reason = t.Decision.Reason
 		r.Detail = string(t.Decision.Verdict) + " fingerprint " + t.Fingerprint
+		if t.Status == Approved {
+			if t.Decision.Released > 0 {
+				r.Detail += fmt.Sprintf("; released %d held request(s)", t.Decision.Released)
+			} else {
+				r.Detail += "; no request was waiting (" + goneWords(t.Gone) + "): one identical retry may pass until " +
+					t.Decision.At.Add(h.window()).UTC().Format(time.RFC3339)
+			}
+		}
 	}
 	// The audit write happens under the lock: decisions are rare and must be on record.
 	if err := h.cfg.Audit.Write(context.Background(), r); err != nil {
@@ -436,7 +468,9 @@ func (h *Hub) Flush() {
 	}
 	st := state{Version: 1, Grants: map[string]time.Time{}}
 	for _, t := range h.tickets {
-		st.Tickets = append(st.Tickets, copyTicket(t))
+		c := h.copyTicket(t)
+		c.Waiting = "" // said again on every copy handed out
+		st.Tickets = append(st.Tickets, c)
 	}
 	for k, v := range h.grants {
 		st.Grants[k] = v
@@ -486,7 +520,15 @@ func (h *Hub) load() error {
 	return nil
 }
 
-func copyTicket(t *Ticket) *Ticket {
+// copyTicket is t as the hub hands it out: a copy, with Waiting filled.
+func (h *Hub) copyTicket(t *Ticket) *Ticket {
+	c := cloneTicket(t)
+	c.Waiting = h.waitingText(t)
+	return c
+}
+
+// cloneTicket is a deep copy of t.
+func cloneTicket(t *Ticket) *Ticket {
 	c := *t
 	c.Headers = append([]Header(nil), t.Headers...)
 	if t.Bind != nil {
@@ -507,7 +549,7 @@ func (h *Hub) Pending() []Ticket {
 	var out []Ticket
 	for _, t := range h.tickets {
 		if t.Status == Pending {
-			out = append(out, *copyTicket(t))
+			out = append(out, *h.copyTicket(t))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -598,7 +640,7 @@ func (h *Hub) Recent(n int) []Ticket {
 	var out []Ticket
 	for _, t := range h.tickets {
 		if t.Status != Pending {
-			out = append(out, *copyTicket(t))
+			out = append(out, *h.copyTicket(t))
 		}
 	}
 	at := func(t Ticket) time.Time {
@@ -622,7 +664,7 @@ func (h *Hub) Get(id string) (Ticket, bool) {
 	if !ok {
 		return Ticket{}, false
 	}
-	return *copyTicket(t), true
+	return *h.copyTicket(t), true
 }
 
 // SetGateState records what the gate reported.

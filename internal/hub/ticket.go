@@ -66,6 +66,18 @@ type Ticket struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Holders is how many requests are held on the ticket now.
 	Holders int `json:"holders"`
+	// Gone says why no request is held on a pending ticket any more (Holders 0): GoneRestart or
+	// GoneLeft; "" while requests are held, or when the hub does not know (after its own
+	// restart). A request that joins the ticket clears it.
+	Gone string `json:"gone,omitempty"`
+	// Cut counts the requests held on the ticket that a restart of the gate cut (a stop: they
+	// were answered E_PENDING; a kill: they got no answer). Each has its record in the gate's
+	// audit, written by the gate that stopped or by its next start.
+	Cut int `json:"cut,omitempty"`
+	// Waiting says in words, for a facade, that no request waits on the ticket and what
+	// approving it then does (or, once approved, what the approval did); "" while requests are
+	// held. The hub fills it on every copy it hands out (see waitingText).
+	Waiting string `json:"waiting,omitempty"`
 	// Uses is how many requests an approval still lets through (the held ones, or one retry).
 	Uses int `json:"uses"`
 	// Reported marks an expired ticket whose expiry a retry has been told (E_TIMEOUT) once.
@@ -78,7 +90,19 @@ type Decision struct {
 	By      string    `json:"by"`      // facade and name: "terminal:alice", "cli:root", "phone:pixel-7"
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Released is how many held requests an approval let through (the ticket's Holders then);
+	// 0: none was waiting, and the approval stands for one identical retry within the hub's
+	// authorisation window.
+	Released int `json:"released"`
 }
+
+// Why no request is held on a pending ticket any more (Ticket.Gone).
+const (
+	// GoneRestart: the gate stopped or was killed while its requests were held.
+	GoneRestart = "restart"
+	// GoneLeft: the hold ended (the agent was told E_PENDING, to retry), or the client went away.
+	GoneLeft = "left"
+)
 
 // Event tells subscribers what changed.
 type Event struct {
@@ -125,6 +149,7 @@ func (t Ticket) Escaped() Ticket {
 	t.ID, t.Kind, t.Container, t.Agent, t.Method, t.URL = e(t.ID), e(t.Kind), e(t.Container), e(t.Agent), e(t.Method), e(t.URL)
 	t.Rule, t.Reason, t.Fingerprint, t.Warning, t.Host = e(t.Rule), e(t.Reason), e(t.Fingerprint), e(t.Warning), e(t.Host)
 	t.Status = Status(e(string(t.Status)))
+	t.Gone, t.Waiting = e(t.Gone), e(t.Waiting)
 	t.BodyPreview = display.Escape(t.BodyPreview, true)
 	if t.Headers != nil {
 		hs := make([]Header, len(t.Headers))

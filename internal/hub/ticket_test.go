@@ -67,7 +67,7 @@ func rawStrings(v reflect.Value, path string) []string {
 func TestEscaped(t *testing.T) {
 	tk := Ticket{Headers: []Header{{}, {}}, Decision: &Decision{At: time.Unix(1, 0)}, Created: time.Unix(2, 0)}
 	setStrings(reflect.ValueOf(&tk).Elem(), displaytest.URL.Raw)
-	orig := copyTicket(&tk)
+	orig := cloneTicket(&tk)
 	e := tk.Escaped()
 	if raw := rawStrings(reflect.ValueOf(e), "Ticket"); len(raw) > 0 {
 		t.Errorf("Escaped leaves raw: %s", strings.Join(raw, ", "))
