@@ -172,13 +172,24 @@ func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.Signed
 }
 
 // Leave tells the hub a held request stopped waiting.
-func (c *Client) Leave(id string) {
+func (c *Client) Leave(id string) { c.leave(id, false) }
+
+// LeaveCut tells the hub a held request stopped waiting because the gate stops: the ticket
+// counts it as cut by a restart.
+func (c *Client) LeaveCut(id string) { c.leave(id, true) }
+
+func (c *Client) leave(id string, cut bool) {
 	c.releaseStart(id)
-	err := c.call(context.Background(), "POST", "/v1/gate/leave", map[string]string{"id": id}, nil)
+	err := c.call(context.Background(), "POST", "/v1/gate/leave", leaveRequest{ID: id, Cut: cut}, nil)
 	c.releaseDone(id)
 	if err != nil {
-		c.log.Warn("hub: leave failed; the next report of the held requests corrects the count", "ticket", id, "err", err)
+		c.log.Warn("hub: leave failed; the next report of the held requests corrects the count", "ticket", id, "cut", cut, "err", err)
 	}
+}
+
+type leaveRequest struct {
+	ID  string `json:"id"`
+	Cut bool   `json:"cut,omitempty"`
 }
 
 // ReportState tells the hub the gate's state.

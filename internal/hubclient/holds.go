@@ -18,11 +18,33 @@ type holds struct {
 	held   map[string]int // ticket id → requests held on it
 	asking map[string]int // fingerprint → asks on their way
 	busy   map[string]int // ticket id → claims and leaves on their way
+	cut    map[string]int // ticket id → requests a kill of the gate cut, not yet reported
 	gen    uint64         // counts the changes
 }
 
 func newHolds() holds {
-	return holds{held: map[string]int{}, asking: map[string]int{}, busy: map[string]int{}}
+	return holds{held: map[string]int{}, asking: map[string]int{}, busy: map[string]int{}, cut: map[string]int{}}
+}
+
+// ReportCut queues, for the hub, the requests held on each ticket that a kill of the gate cut
+// (gate.RecordCut found them): they go with the reports of what the gate holds until one is
+// taken.
+func (c *Client) ReportCut(cut map[string]int) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	for id, n := range cut {
+		add(c.holds.cut, id, n)
+	}
+	c.holds.gen++
+}
+
+// cutReported takes the counts a report carried off the queue.
+func (c *Client) cutReported(sent map[string]int) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	for id, n := range sent {
+		add(c.holds.cut, id, -n)
+	}
 }
 
 func add(m map[string]int, k string, d int) {
@@ -89,6 +111,12 @@ func (c *Client) Holdings() (hub.Holdings, uint64) {
 	for id := range c.holds.busy {
 		s.Busy = append(s.Busy, id)
 	}
+	for id, n := range c.holds.cut {
+		if s.Cut == nil {
+			s.Cut = map[string]int{}
+		}
+		s.Cut[id] = n
+	}
 	sort.Strings(s.Asking)
 	sort.Strings(s.Busy)
 	return s, c.holds.gen
@@ -110,6 +138,7 @@ func (c *Client) ReportHoldings(ctx context.Context) error {
 		if err := c.call(ctx, "POST", "/v1/gate/holdings", s, nil); err != nil {
 			return err
 		}
+		c.cutReported(s.Cut)
 		if c.holdsGen() == gen {
 			return nil
 		}

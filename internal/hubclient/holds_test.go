@@ -131,3 +131,53 @@ func TestHoldingsReportedOnConnect(t *testing.T) {
 		return e.holders(t, a.Ticket.ID) == 1 && z == 0
 	})
 }
+
+// The requests a kill of the gate cut go to the hub with the first report after the event
+// stream connects, once: the ticket then says so. A report that fails keeps them for the next.
+func TestCutReportedOnce(t *testing.T) {
+	e := newHoldsEnv(t)
+	ctx := context.Background()
+	// The ticket a killed gate held a request on, as the hub kept it (a count of one).
+	a, _ := e.hub.Ask(askReq("fp1:a"))
+	id := a.Ticket.ID
+	down := New("http://127.0.0.1:1", gateToken, nil, nil)
+	down.ReportCut(map[string]int{id: 1})
+	if err := down.ReportHoldings(ctx); err == nil {
+		t.Fatal("a report to no hub succeeded")
+	}
+	if s, _ := down.Holdings(); s.Cut[id] != 1 {
+		t.Fatalf("a failed report dropped the cut requests: %+v", s)
+	}
+
+	e.c.ReportCut(map[string]int{id: 1})
+	if err := e.c.ReportHoldings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := e.hub.Get(id)
+	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hub.GoneRestart {
+		t.Fatalf("after the report: holders %d, cut %d, gone %q", tk.Holders, tk.Cut, tk.Gone)
+	}
+	if s, _ := e.c.Holdings(); len(s.Cut) != 0 {
+		t.Fatalf("the cut requests are reported again: %+v", s)
+	}
+	if err := e.c.ReportHoldings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tk, _ := e.hub.Get(id); tk.Cut != 1 {
+		t.Fatalf("cut counted %d times", tk.Cut)
+	}
+}
+
+// A request the gate's stop cut leaves its ticket as cut.
+func TestLeaveCut(t *testing.T) {
+	e := newHoldsEnv(t)
+	a, err := e.c.Ask(context.Background(), askReq("fp1:a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.LeaveCut(a.Ticket.ID)
+	tk, _ := e.hub.Get(a.Ticket.ID)
+	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hub.GoneRestart || e.held(a.Ticket.ID) != 0 {
+		t.Fatalf("after the cut: holders %d, cut %d, gone %q, the gate holds %d", tk.Holders, tk.Cut, tk.Gone, e.held(a.Ticket.ID))
+	}
+}
