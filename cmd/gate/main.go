@@ -281,7 +281,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		HeldBytes:   func() int64 { return g.MetricsState().HeldBytes() },
 	})
 	cfg := gate.Config{Logger: log, Audit: aw, Dialer: dialer, RootCAs: roots, SecretsFile: o.secrets,
-		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource, Metrics: gm}
+		MaxConns: o.maxConns, MaxConnsPerSource: o.maxConnsPerSource, Metrics: gm, HeldDir: filepath.Join(o.auditDir, heldDir)}
 	var traces *tracing.Exporter
 	if o.otlpEndpoint != "" {
 		tr, err := tracing.New(tracing.Options{Endpoint: o.otlpEndpoint, Version: buildinfo.Read().String(),
@@ -315,7 +315,6 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return err
 		}
 		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hub.ReadPublicKey(o.hubKey) }, log)
-		go hc.Run(ctx)
 		cfg.Hub = hc
 		q := traffic.NewQueue() // every decision, for the terminal
 		cfg.Audit = feedAuditor{Writer: aw, q: q}
@@ -324,6 +323,16 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	refreshNow, refresh := consoleclient.Refresher()
 	cfg.Refresh = refresh
 	g = gate.New(cfg)
+	// What a killed gate held for a human gets its record now, and the hub hears of it with the
+	// first report of what this gate holds.
+	cut, err := g.RecordCut(ctx)
+	if err != nil {
+		log.Error("gate: the held requests a killed gate cut could not all be recorded; the next start tries again", "err", err)
+	}
+	if hc != nil {
+		hc.ReportCut(cut)
+		go hc.Run(ctx)
+	}
 	go g.WatchFiles(ctx, 5*time.Second)
 	metricsURL := ""
 	if ml != nil {
@@ -527,6 +536,9 @@ func upstreamCredential(file string) (auth *egress.ProxyAuth, from string, err e
 	}
 	return auth, from, nil
 }
+
+// heldDir is the journal of held requests, in the audit directory (gate.Config.HeldDir).
+const heldDir = "held"
 
 // ownAddrs lists the addresses the gate listens on: the listen address, or every interface
 // address when it listens on all of them. The floor never dials them.

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -23,6 +24,8 @@ type Hub interface {
 	Wait(ctx context.Context, id string) (hub.Ticket, error)
 	Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error)
 	Leave(id string)
+	// LeaveCut is Leave for a request the gate's stop cut: its ticket counts it as cut.
+	LeaveCut(id string)
 }
 
 // bodyPreview is how much of a held body a ticket shows.
@@ -90,6 +93,26 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		d := noConsole(res.Decision)
 		return &d
 	}
+	if g.stopCtx.Err() != nil {
+		d := noConsole(res.Decision)
+		d.Reason += " (the gate is stopping: send the request again once it is back)"
+		return &d
+	}
+	// A place in the journal of held requests first: a request is held only with its record
+	// assured, whatever ends the hold (heldjournal.go).
+	slot, ok := g.holds.reserve(res.Container)
+	if !ok {
+		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeBusy, Rule: res.Rule,
+			Reason: fmt.Sprintf("%s; and %s (or the gate) already has as many requests held for a human as the gate holds at once (%d per container, %d in all), so this one is not held; send it again later",
+				res.Reason, res.Container, maxHeldPerContainer, maxHeldAll)}
+		return &d
+	}
+	held := false
+	defer func() {
+		if !held {
+			slot.end(false)
+		}
+	}()
 	req.Container, req.Agent, req.Rule, req.Reason = res.Container, ex.rec.Agent, res.Rule, res.Reason
 	req.MaxPending = pol.Settings.MaxPending
 	ans, err := g.hub.Ask(ctx, req)
@@ -114,6 +137,16 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 			Reason: fmt.Sprintf("%s; and %s already has %d requests waiting for a human (max_pending), so no new ticket is opened", res.Reason, res.Container, pol.Settings.MaxPending)}
 		return &d
 	}
+	// Held from here: the journal has the request until the hold ends.
+	if err := slot.write(&ex.rec); err != nil {
+		g.hub.Leave(id)
+		g.log.Error("gate: a request cannot be held: its journal entry could not be written", logID, ex.rec.ID, "ticket", id, "err", err)
+		d := judge.NoAudit(err)
+		return &d
+	}
+	held = true
+	cutByStop := false
+	defer func() { slot.end(cutByStop) }()
 	if ci := infoFrom(ctx); ci != nil && ci.watch != nil {
 		var stop func()
 		ctx, stop = ci.watch(ctx)
@@ -121,7 +154,22 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 	}
 	hctx, cancel := context.WithTimeout(ctx, pol.Settings.Hold)
 	defer cancel()
+	hctx, stopped := context.WithCancelCause(hctx)
+	defer stopped(nil)
+	defer context.AfterFunc(g.stopCtx, func() { stopped(errGateStopping) })()
 	t, err := g.hub.Wait(hctx, id)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errGateStopping) {
+		// The gate stops: the request is answered E_PENDING (its retry finds the ticket), its
+		// record says the restart cut it, and the ticket counts it as cut.
+		g.hub.LeaveCut(id)
+		cutByStop = true
+		slot.stopCut()
+		ex.cutSlot = slot
+		ex.rec.Detail = cutDetail(id, "answered E_PENDING: the retry finds the ticket")
+		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
+			Reason: fmt.Sprintf("%s; the gate is restarting, so the request waits no longer: send it again, it waits on ticket %s", res.Reason, id)}
+		return &d
+	}
 	if err != nil {
 		g.hub.Leave(id)
 		if ctx.Err() != nil {

@@ -56,6 +56,10 @@ type exchange struct {
 	closeAfter bool
 
 	traceparent string // the request's traceparent header, kept only when the gate exports spans
+
+	// cutSlot is the journal place of a request the gate's stop cut while it was held: its file
+	// goes once the record is written (heldjournal.go).
+	cutSlot *heldSlot
 }
 
 func (g *Gate) newExchange(r *http.Request, event string) *exchange {
@@ -161,8 +165,17 @@ func (ex *exchange) finish(status int, bytesOut int64, detail string) error {
 	if err != nil {
 		ex.failed(err)
 	}
+	ex.recordedCut(err)
 	ex.g.logRecord(&ex.rec)
 	return err
+}
+
+// recordedCut tells the journal of held requests that the record of a request the gate's stop
+// cut was written (err nil) or not.
+func (ex *exchange) recordedCut(err error) {
+	if ex.cutSlot != nil {
+		ex.cutSlot.recordedCut(err == nil)
+	}
 }
 
 // auditWait bounds how long a refusal waits for its record to reach the disk.
@@ -183,6 +196,7 @@ func (ex *exchange) finishSync(ctx context.Context, status int, detail string) e
 	if err != nil {
 		ex.failed(err)
 	}
+	ex.recordedCut(err)
 	ex.g.logRecord(&ex.rec)
 	return err
 }

@@ -87,6 +87,10 @@ type Config struct {
 	// Rand is the randomness of the mask keys of the WebSocket frames the gate sends to origins
 	// (websocket.go); safe for concurrent use. Nil: crypto/rand.Reader.
 	Rand io.Reader
+	// HeldDir is the journal of held requests (heldjournal.go): a file for each request held
+	// for a human, so that a killed gate's next start records what it held (RecordCut). Empty:
+	// no journal; the requests a killed gate held have no record.
+	HeldDir string
 }
 
 // Gate decides and forwards requests. Create it with New, give it a policy with SetPolicy and
@@ -113,6 +117,12 @@ type Gate struct {
 	exfil  *exfil.Scorer   // the exfiltration heuristics' memory of hosts, subdomains and bytes
 	budget *budget.Counter // each container's counts against the policy's [[budget]] sections
 	held   heldBytes       // the body bytes held for decisions
+	holds  *heldJournal    // the requests held for a human, and their journal
+
+	// stopCtx ends when Serve's context does: the requests held for a human are then answered
+	// and recorded as cut by the restart (askHuman1).
+	stopCtx context.Context
+	stopNow context.CancelFunc
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{} // guarded by mu: hijacked client connections, closed on shutdown
@@ -152,6 +162,8 @@ func New(cfg Config) *Gate {
 	g.tunnelTLS = newTunnelTLS()
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	g.budget = budget.New(budget.Config{Now: g.now})
+	g.holds = newHeldJournal(cfg.HeldDir, g.log)
+	g.stopCtx, g.stopNow = context.WithCancel(context.Background())
 	var b [4]byte
 	rand.Read(b[:])
 	g.idPrefix = "r" + hex.EncodeToString(b[:]) + "-"
@@ -258,7 +270,13 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	}
 	cl.Close()
 	<-errc
+	// The requests held for a human are answered (E_PENDING) and recorded as cut by the
+	// restart, before the connections, the tunnels and then the audit close.
+	g.stopNow()
 	conns.shutdown(5 * time.Second)
+	if !g.holds.waitCut(5 * time.Second) {
+		g.log.Warn("gate: stopping before the records of some held requests were written; the next start records them as cut")
+	}
 	g.closeTunnels()
 	return nil
 }
