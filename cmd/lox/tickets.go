@@ -128,14 +128,34 @@ func runTickets(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGE\tCONTAINER\tMETHOD\tURL\tRULE\tFINGERPRINT")
+	fmt.Fprintln(tw, "ID\tAGE\tCONTAINER\tMETHOD\tURL\tRULE\tHELD\tFINGERPRINT")
+	none := false
 	for _, t := range ts {
 		e := t.Escaped()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, time.Since(t.Created).Round(time.Second), e.Container, e.Method,
-			display.Line(t.URL, 60), e.Rule, fingerprint.Short(e.Fingerprint))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, time.Since(t.Created).Round(time.Second), e.Container, e.Method,
+			display.Line(t.URL, 60), e.Rule, heldColumn(t), fingerprint.Short(e.Fingerprint))
+		none = none || t.Holders == 0
 	}
 	tw.Flush()
+	if none {
+		fmt.Fprintln(stdout, "HELD 0: no request waits on the ticket now; approving it lets one identical retry through, once (lox approve says until when)")
+	}
 	return 0
+}
+
+// heldColumn is the HELD column of lox tickets: how many requests wait on the ticket, or that
+// none does and why ("0 (cut by a gate restart)"); the sentence under the table says the rest.
+func heldColumn(t hub.Ticket) string {
+	if t.Holders > 0 {
+		return fmt.Sprint(t.Holders)
+	}
+	switch t.Gone {
+	case hub.GoneRestart:
+		return "0 (cut by a gate restart)"
+	case hub.GoneLeft:
+		return "0 (told to retry)"
+	}
+	return "0"
 }
 
 func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
@@ -180,6 +200,9 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		if e.Warning != "" {
 			fmt.Fprintln(stdout, "warning:", e.Warning)
 		}
+		if e.Waiting != "" && approve {
+			fmt.Fprintln(stdout, "note:", e.Waiting)
+		}
 	}
 	t, err := f.Decide(ctx, id, want, approve, whoami(), *reason)
 	if err != nil {
@@ -193,6 +216,13 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 	}
 	e := t.Escaped()
 	fmt.Fprintf(stdout, "%s %s by %s\n", e.ID, e.Status, e.Decision.By)
+	if e.Status == hub.Approved {
+		if e.Decision.Released > 0 {
+			fmt.Fprintf(stdout, "released %d held request(s)\n", e.Decision.Released)
+		} else if e.Waiting != "" {
+			fmt.Fprintln(stdout, e.Waiting)
+		}
+	}
 	return 0
 }
 

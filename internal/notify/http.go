@@ -113,6 +113,10 @@ func (n *Notifier) Handler() http.Handler {
 		}
 		n.cfg.Metrics.Decision(name, outcome)
 		n.log.Info("notify: decided through a channel", "channel", name, "ticket", t.ID, "verdict", t.Status, "by", by)
-		httpjson.Write(w, http.StatusOK, map[string]string{"ticket": t.ID, "status": string(t.Status)})
+		answer := map[string]string{"ticket": t.ID, "status": string(t.Status)}
+		if t.Waiting != "" {
+			answer["waiting"] = t.Waiting // nothing was waiting: what the approval stands for
+		}
+		httpjson.Write(w, http.StatusOK, answer)
 	})
 }

@@ -438,3 +438,20 @@ func TestReloadedTicketNotifiedAgain(t *testing.T) {
 		t.Fatalf("a ticket that expired while the console was down was notified %d times, want 1", got)
 	}
 }
+
+// Approving through a link a ticket whose request a gate restart cut answers what the approval
+// stands for, as every facade says it.
+func TestDecisionLinkSaysNothingWaited(t *testing.T) {
+	rc := &receiver{}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	e := newEnv(t, policy.Notify{Name: "ops", URL: hook.URL, Kind: "webhook", Human: true})
+	tk := e.ask(t, "fp1:cccc")
+	e.hub.LeaveCut(tk.ID)
+	st, body := decide(t, e.n.DecisionURL("ops", tk.ID), `{"decision":"approve","fingerprint":"fp1:cccc"}`)
+	var ans map[string]string
+	if st != 200 || json.Unmarshal([]byte(body), &ans) != nil || ans["status"] != "approved" ||
+		!strings.Contains(ans["waiting"], "Nothing was waiting on this ticket when it was approved (the gate restarted") {
+		t.Fatalf("the answer: %d %s", st, body)
+	}
+}

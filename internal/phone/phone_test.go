@@ -1026,3 +1026,30 @@ func TestPendingPaged(t *testing.T) {
 		t.Fatalf("read %d tickets (next %q), want all %d", len(seen), next, hub.DefaultPage+30)
 	}
 }
+
+// A ticket whose request a gate restart cut says so on the phone's API (the page shows the
+// sentence under "Held requests"), and approving it answers what the approval stands for.
+func TestTicketWithItsRequestCut(t *testing.T) {
+	e := newEnv(t, true)
+	tok := e.pair("pixel-7")
+	tk := e.ask("https://api.example.com/cut", "{}")
+	e.hub.LeaveCut(tk.ID)
+	resp, data := e.do("GET", "/phone/v1/tickets/"+tk.ID, tok, e.origin(), nil)
+	var got ticketView
+	if resp.StatusCode != 200 || json.Unmarshal(data, &got) != nil {
+		t.Fatalf("GET the ticket: %d %s", resp.StatusCode, data)
+	}
+	if got.Holders != 0 || got.Gone != hub.GoneRestart || got.Cut != 1 ||
+		!strings.Contains(got.Waiting, "Nothing is waiting on this ticket now (the gate restarted while its request was held") {
+		t.Fatalf("the ticket: holders %d, gone %q, cut %d, waiting %q", got.Holders, got.Gone, got.Cut, got.Waiting)
+	}
+	resp, data = e.do("POST", "/phone/v1/tickets/"+tk.ID+"/approve", tok, e.origin(), map[string]string{"fingerprint": tk.Fingerprint})
+	if resp.StatusCode != 200 || json.Unmarshal(data, &got) != nil {
+		t.Fatalf("approve: %d %s", resp.StatusCode, data)
+	}
+	if got.Decision == nil || got.Decision.Released != 0 ||
+		!strings.Contains(got.Waiting, "Nothing was waiting on this ticket when it was approved") ||
+		!strings.Contains(got.Waiting, "lets one identical retry of the request through until") {
+		t.Fatalf("the approval's answer: %+v, waiting %q", got.Decision, got.Waiting)
+	}
+}

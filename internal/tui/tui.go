@@ -659,6 +659,9 @@ func (m *model) record(t hub.Ticket, approve bool, reason string) {
 	m.hub.FlushNow()
 	e := t.Escaped()
 	m.setMsg("%s %s %s %s (as %s)", got.Status, e.ID, e.Method, ansi.Truncate(e.URL, 80, "…"), display.Escape(m.by, false))
+	if w := got.Escaped().Waiting; w != "" {
+		m.msg += "\n" + w
+	}
 	if m.screen == screenDetail && m.detail.ID == t.ID {
 		m.screen = screenList
 	}

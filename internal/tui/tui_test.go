@@ -936,3 +936,29 @@ func TestRedrawKey(t *testing.T) {
 		}
 	}
 }
+
+// A ticket whose request a gate restart cut says so in the list and the detail; approving it
+// says that nothing was waiting and what the approval stands for.
+func TestTicketWithItsRequestCut(t *testing.T) {
+	s := newSetup(t)
+	tk := ask(t, s.hub, hub.AskRequest{URL: "https://api.example.com/v1/cut"})
+	s.hub.LeaveCut(tk.ID)
+	d := s.start(t)
+	s.settle()
+	if v := d.view(); !shows(v, "[cut by restart]") || !strings.Contains(v, "0 held") {
+		t.Fatalf("list: want the ticket marked cut; got\n%s", v)
+	}
+	d.key("enter")
+	if v := d.view(); !shows(v, "Nothing is waiting on this ticket now (the gate restarted while its request was held") ||
+		!shows(v, "Approving it lets one identical retry of the request through within 10 minutes of the approval") {
+		t.Fatalf("detail: want the ticket to say its request is gone; got\n%s", v)
+	}
+	d.key("y")
+	if got := status(t, s.hub, tk.ID); got.Status != hub.Approved {
+		t.Fatalf("after y: %s", got.Status)
+	}
+	if v := d.view(); !shows(v, "Nothing was waiting on this ticket when it was approved") ||
+		!shows(v, "lets one identical retry of the request through until 12:10:") {
+		t.Fatalf("after the approval: want what it stands for; got\n%s", v)
+	}
+}

@@ -484,6 +484,15 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 			target = fmt.Sprintf("%s:%d", t.Host, t.Port)
 		}
 	}
+	if t.Holders == 0 {
+		// Nothing waits on it: an approval stands for one identical retry (the detail says so).
+		switch t.Gone {
+		case hub.GoneRestart:
+			tunnel += "[cut by restart] "
+		default:
+			tunnel += "[none held] "
+		}
+	}
 	rest := max(0, w-ansi.StringWidth(left)-ansi.StringWidth(tunnel))
 	rule := ""
 	if r := t.Rule; r != "" && rest >= 30 {
@@ -604,7 +613,11 @@ func (m *model) detailLines(w int) []string {
 	} else {
 		field("expires", t.Expires.Format("15:04:05")+" (expired)")
 	}
-	field("holders", fmt.Sprintf("%d request(s) held now", t.Holders))
+	if t.Waiting != "" {
+		field("holders", ansi.Wrap(t.Waiting, max(1, w-13), "")) // the hub's sentence, wrapped at words
+	} else {
+		field("holders", fmt.Sprintf("%d request(s) held now", t.Holders))
+	}
 	field("body size", fmt.Sprintf("%d bytes", t.BodySize))
 	if t.Decision != nil {
 		d := fmt.Sprintf("%s by %s at %s", t.Decision.Verdict, t.Decision.By, t.Decision.At.Format("15:04:05"))

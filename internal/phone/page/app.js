@@ -313,6 +313,7 @@
         el("span", "meta", [t.container, t.agent, t.rule].filter(Boolean).join(" · ")),
       );
       if (t.warning) b.append(el("span", "warn", "⚠ " + t.warning));
+      if (t.waiting) b.append(el("span", "gone", t.gone === "restart" ? "No request waits: cut by a gate restart" : "No request waits now"));
       const cd = el("span", "countdown", "expires in " + left(t.expires_ms));
       cd.dataset.expires = String(t.expires_ms);
       b.append(cd);
@@ -388,7 +389,8 @@
     setText("d-reason", t.reason || "—");
     setText("d-fp", t.fingerprint_short || "");
     $("d-fp").title = t.fingerprint || "";
-    setText("d-holders", String(t.holders || 0));
+    // The hub's sentence when no request waits: why, and what approving then does.
+    setText("d-holders", t.waiting || String(t.holders || 0));
     const conn = t.kind === "connect";
     $("d-target-label").hidden = !conn;
     $("d-target").hidden = !conn;
@@ -472,7 +474,7 @@
       addRecent(r.data);
       renderList();
       renderRecent();
-      banner((approve ? "Approved: " : "Denied: ") + (t.method || "") + " " + target(t));
+      banner((approve ? "Approved: " : "Denied: ") + (t.method || "") + " " + target(t) + (r.data.waiting ? ". " + r.data.waiting : ""));
       goBack();
       return;
     }
