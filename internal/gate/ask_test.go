@@ -56,7 +56,7 @@ func askGate(t testing.TB, hold string) (*testGate, *hub.Hub, string, ed25519.Pr
 	ctx, cancel := context.WithCancel(context.Background())
 	go hc.Run(ctx)
 	t.Cleanup(cancel)
-	tg := startGateWith(t, nil, func(c *Config) { c.Hub = hc })
+	tg := startGateWith(t, nil, func(c *Config) { c.Hub = hc; c.HeldDir = filepath.Join(t.TempDir(), "held") })
 	p, err := policy.Load("p.toml", []byte(fmt.Sprintf(gatePolicy+"[settings]\nhold = %q\n", tg.port, hold)))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,9 +36,10 @@ import (
 // records not yet synced. A file cut short is still a record: its name is the request's id.
 
 // Bounds of the journal: the most requests held at once, of one container and of all. Past them
-// a request is refused E_BUSY before it is held (the hub is not asked). A file is at most about
-// 4 KiB (the record's fields clipped as the audit clips them), so the directory stays under
-// about 16 MiB.
+// a request is refused E_BUSY before it is held (the hub is not asked). A file takes about 600
+// bytes for a usual request, 12 KiB at most (the record's fields clipped as the audit clips them;
+// measured with every field at its bound and full of characters JSON escapes), so the directory
+// holds 48 MiB at most.
 const (
 	maxHeldPerContainer = 1024
 	maxHeldAll          = 4096
@@ -98,12 +100,15 @@ func (s *heldSlot) write(rec *audit.Record) error {
 	c.URL = audit.Clip(c.URL, 2048)
 	c.Reason = audit.Clip(c.Reason, 1024)
 	c.Detail, c.Findings = audit.Clip(c.Detail, 1024), audit.Clip(c.Findings, 1024)
-	data, err := json.Marshal(&c)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
 		return err
 	}
+	data := buf.Bytes()
 	path := filepath.Join(s.j.dir, rec.ID+".json")
-	err = os.WriteFile(path, data, 0o600)
+	err := os.WriteFile(path, data, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = os.MkdirAll(s.j.dir, 0o700); err == nil {
 			err = os.WriteFile(path, data, 0o600)

@@ -302,3 +302,32 @@ func TestHeldJournalBounds(t *testing.T) {
 		t.Fatal("an end counted twice")
 	}
 }
+
+// BenchmarkHeldJournal is what the journal adds to one held request: its file written when the
+// hold begins and removed when it ends (a record of a POST with a 100-byte URL). The directory
+// is LOCKHTTP_BENCH_DIR when set (to measure another file system), else a temporary one.
+func BenchmarkHeldJournal(b *testing.B) {
+	dir := os.Getenv("LOCKHTTP_BENCH_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	} else {
+		dir = filepath.Join(dir, fmt.Sprintf("held-bench-%d", os.Getpid()))
+		b.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	j := newHeldJournal(dir, slog.New(slog.DiscardHandler))
+	rec := audit.Record{Time: time.Now(), Event: "request", Container: "agent", Method: "POST",
+		URL: "https://api.example.com/" + strings.Repeat("x", 76), Verdict: "ASK", Rule: "ask-writes",
+		Reason: "a write to a host the policy asks about", Policy: "sha256:" + strings.Repeat("0", 64), Ticket: "t0123456789ab"}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec.ID = fmt.Sprintf("r0123abcd-%x", i)
+		s, ok := j.reserve("agent")
+		if !ok {
+			b.Fatal("no place")
+		}
+		if err := s.write(&rec); err != nil {
+			b.Fatal(err)
+		}
+		s.end(false)
+	}
+}
