@@ -112,6 +112,11 @@ func assessSecrets(r *Report, f *Facts) {
 			r.add(OK, "secrets", "inject %q: its secret %q loads from %s", in.Name, in.Secret, s.Path)
 			continue
 		}
+		if in.Optional {
+			r.add(OK, "secrets", "inject %q: its secret %q is not in %s, and the rule is optional: requests to %s go out with the agent's own credential (a Claude credential asks once to be bound); to inject the key instead: %s",
+				in.Name, in.Secret, s.Path, strings.Join(in.Hosts, ", "), fmt.Sprintf(add, in.Secret))
+			continue
+		}
 		r.add(Error, "secrets", "inject %q: its secret %q is not in %s: requests to %s are refused with E_INJECT; fix: %s",
 			in.Name, in.Secret, s.Path, strings.Join(in.Hosts, ", "), fmt.Sprintf(add, in.Secret))
 	}

@@ -216,6 +216,8 @@ func TestEachBreakage(t *testing.T) {
 		{"policy file unreadable here", func(f *Facts) { f.PolicyFile.Err = "permission denied" }, Warn, "policy-file", "cannot be read on this machine (permission denied)"},
 		{"inject secret missing", func(f *Facts) { f.Secrets.Names = []string{"github"} }, Error, "secrets",
 			`inject "anthropic": its secret "anthropic" is not in /vol/secrets/secrets.toml: requests to api.anthropic.com are refused with E_INJECT; fix: docker-compose run --rm -T --user 10003:10003 volumes secrets add anthropic --secrets /vol/secrets/secrets.toml < FILE`},
+		{"optional inject secret missing", func(f *Facts) { f.Secrets.Names, f.Console.Injects[0].Optional = []string{"github"}, true }, OK, "secrets",
+			`inject "anthropic": its secret "anthropic" is not in /vol/secrets/secrets.toml, and the rule is optional: requests to api.anthropic.com go out with the agent's own credential`},
 		{"inject over plain http", func(f *Facts) { f.Console.Injects[0].HTTP = true }, Warn, "secrets",
 			`inject "anthropic" adds its secret to plain http:// requests to api.anthropic.com too (http = true): it crosses the network in clear text`},
 		{"secrets file broken", func(f *Facts) {

@@ -135,13 +135,14 @@ type SecretsFacts struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// InjectRule is one [[inject]] rule of the served policy: its name, hosts, secret's name and
-// whether plain http:// requests get it.
+// InjectRule is one [[inject]] rule of the served policy: its name, hosts, secret's name,
+// whether plain http:// requests get it and whether it is optional.
 type InjectRule struct {
-	Name   string   `json:"name"`
-	Hosts  []string `json:"hosts"`
-	Secret string   `json:"secret"`
-	HTTP   bool     `json:"http,omitempty"` // plain http:// requests get the secret too
+	Name     string   `json:"name"`
+	Hosts    []string `json:"hosts"`
+	Secret   string   `json:"secret"`
+	HTTP     bool     `json:"http,omitempty"`     // plain http:// requests get the secret too
+	Optional bool     `json:"optional,omitempty"` // without the secret, requests pass with the agent's own credential
 }
 
 // SupervisionFacts: the local stack's processes as lox run's supervisor keeps them.

@@ -216,7 +216,7 @@ func gatherConsole(ctx context.Context, socket string) *ConsoleFacts {
 	}
 	c.Heuristics = p.Settings.Heuristics
 	for _, in := range p.Injections() {
-		c.Injects = append(c.Injects, InjectRule{Name: in.Name, Hosts: in.Hosts, Secret: in.Secret, HTTP: in.HTTP})
+		c.Injects = append(c.Injects, InjectRule{Name: in.Name, Hosts: in.Hosts, Secret: in.Secret, HTTP: in.HTTP, Optional: in.Optional})
 	}
 	return c
 }

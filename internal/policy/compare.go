@@ -492,6 +492,8 @@ func (c *Comparison) injections(old, new []FileInject) {
 			c.loose("inject %q: changed (secret %q as %s to %s)", i.Name, i.Secret, target, strings.Join(i.Hosts, ", "))
 		case i.HTTP && !prev.HTTP:
 			c.loose("inject %q: http = true (the secret also goes out on plain http:// requests)", i.Name)
+		case i.Optional && !prev.Optional:
+			c.loose("inject %q: optional = true (while the secret is absent, requests go out with the agent's own credential)", i.Name)
 		}
 	}
 	for _, i := range old {

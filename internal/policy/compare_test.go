@@ -147,6 +147,9 @@ func TestCompare(t *testing.T) {
 			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\nhttp = true", 1)
 		},
 			`inject "gh": http = true`, ""},
+		{"inject made optional", func(s string) string {
+			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\noptional = true", 1)
+		}, `inject "gh": optional = true`, ""},
 		{"inject removed", func(s string) string {
 			return strings.Replace(s, "[[inject]]\nname = \"gh\"\nhosts = [\"api.github.com\"]\nheader = \"Authorization\"\nsecret = \"github\"\n", "", 1)
 		}, "", `inject: - "gh"`},

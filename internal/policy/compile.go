@@ -121,6 +121,9 @@ type Injection struct {
 	Secret        string
 	Format        string // with {secret}; never empty after compile
 	HTTP          bool   // plain http:// requests get it too (else they are refused)
+	// Optional: while the gate lacks the secret, the rule adds nothing and requests pass with
+	// the agent's own credential (else they are refused).
+	Optional bool
 }
 
 // Value is the header or query value to write, given the secret.
@@ -1000,7 +1003,7 @@ func (c *compiler) injections(p *Policy, rules []FileInject) {
 		if len(fi.Hosts) == 0 {
 			c.errorf(at("hosts"), label, "hosts is missing; name the hosts that receive the credential")
 		}
-		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format, HTTP: fi.HTTP}
+		in := Injection{Name: fi.Name, Hosts: fi.Hosts, Header: fi.Header, Query: fi.Query, Secret: fi.Secret, Format: format, HTTP: fi.HTTP, Optional: fi.Optional}
 		idx := len(p.injections)
 		hosts := spellings{}
 		for _, h := range fi.Hosts {

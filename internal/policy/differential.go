@@ -259,7 +259,7 @@ func (d *diffResult) host(old, new *Policy, h, ct, shown string, first bool, met
 	if !old.Trusted(h, ct) && new.Trusted(h, ct) {
 		add(Example{Kind: ExampleTrusted, Host: h, Was: "not trusted", Now: "trusted for reads (free without a rule; the heuristics score it as trusted)"})
 	}
-	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); first && nj != nil && (oj == nil || !sameInjection(oj, nj) || nj.HTTP && !oj.HTTP) {
+	if oj, nj := old.InjectionFor(h), new.InjectionFor(h); first && nj != nil && (oj == nil || !sameInjection(oj, nj) || nj.HTTP && !oj.HTTP || nj.Optional && !oj.Optional) {
 		d.add(Example{Kind: ExampleInject, Host: h, Was: injectionWords(oj), Now: injectionWords(nj)})
 	}
 	for _, m := range methods {
@@ -313,11 +313,11 @@ func hostDiffers(old, new *Policy, h, ct string, first bool) bool {
 		return true
 	}
 	oj, nj := old.InjectionFor(h), new.InjectionFor(h)
-	return (oj == nil) != (nj == nil) || (oj != nil && (!sameInjection(oj, nj) || oj.HTTP != nj.HTTP))
+	return (oj == nil) != (nj == nil) || (oj != nil && (!sameInjection(oj, nj) || oj.HTTP != nj.HTTP || oj.Optional != nj.Optional))
 }
 
 // sameInjection: a and b put the same value in the same place (whether plain http:// requests get
-// it too is compared apart: only turning that on loosens).
+// it too, and whether it is optional, are compared apart: only turning them on loosens).
 func sameInjection(a, b *Injection) bool {
 	return a.Header == b.Header && a.Query == b.Query && a.Secret == b.Secret && a.Format == b.Format
 }
@@ -333,6 +333,9 @@ func injectionWords(in *Injection) string {
 	over := ""
 	if in.HTTP {
 		over = ", on http:// too"
+	}
+	if in.Optional {
+		over += ", or while the gate lacks it the agent's own"
 	}
 	return fmt.Sprintf("secret %q as %s%s (inject %q)", in.Secret, target, over, in.Name)
 }

@@ -114,6 +114,10 @@ func TestDifferential(t *testing.T) {
 			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\nhttp = true", 1)
 		},
 			`requests to api.github.com would carry secret "github" as header Authorization, on http:// too (inject "gh"), carried secret "github" as header Authorization (inject "gh")`, ExampleInject},
+		{"inject made optional", func(s string) string {
+			return strings.Replace(s, `secret = "github"`, "secret = \"github\"\noptional = true", 1)
+		},
+			`requests to api.github.com would carry secret "github" as header Authorization, or while the gate lacks it the agent's own (inject "gh"), carried secret "github" as header Authorization (inject "gh")`, ExampleInject},
 		{"deny rule narrowed to CONNECT", func(s string) string {
 			return strings.Replace(s, "paths = [\"/admin/**\"]\nverdict = \"deny\"", "methods = [\"CONNECT\"]\nverdict = \"deny\"", 1)
 		}, `GET https://git.example.com/admin would be ASK (rule "default"), was DENY (rule "no-admin")`, ExampleRequest},

@@ -117,6 +117,12 @@ type FileInject struct {
 	// HTTP adds the credential to plain http:// requests too, where it crosses the network in
 	// clear text. Default: https only; an http:// request to the hosts is refused.
 	HTTP bool `toml:"http"`
+	// Optional makes the rule add nothing while the gate's secrets file lacks the secret (or the
+	// gate has none): requests pass as the agent sent them, its own credential checked as any
+	// other, but a value in the rule's header or parameter that is no credential (a
+	// placeholder) is still refused. Default: while the secret is absent, every request to the
+	// hosts is refused (E_INJECT).
+	Optional bool `toml:"optional"`
 }
 
 // FileClaude is [claude].
