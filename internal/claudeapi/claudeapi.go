@@ -14,8 +14,9 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
-// hosts are the hosts Judge decides: the Claude API, claude.ai, the console and its telemetry.
-var hosts = [...]string{"api.anthropic.com", "claude.ai", "console.anthropic.com", "statsig.anthropic.com"}
+// hosts are the hosts Judge decides: the Claude API, claude.ai, the console (under both its
+// names: Claude Code signs in and refreshes its login at platform.claude.com) and its telemetry.
+var hosts = [...]string{"api.anthropic.com", "claude.ai", "console.anthropic.com", "platform.claude.com", "statsig.anthropic.com"}
 
 // domains are the domains whose other hosts ask by default (Governs).
 var domains = []string{"anthropic.com", "claude.ai", "claude.com"}
@@ -28,14 +29,14 @@ const (
 	RuleFiles      = "claude-api:files"      // /v1/files and everything under it
 	RuleRead       = "claude-api:read"       // another GET, HEAD or OPTIONS
 	RuleWrite      = "claude-api:write"      // another method
-	RuleHost       = "claude-api:host"       // a host under the Claude domains that is not one of the four hosts
+	RuleHost       = "claude-api:host"       // a host under the Claude domains that is not one of the five hosts
 	RuleCredential = "claude-api:credential" // Authorization and x-api-key
 	// RuleNewCredential asks about a credential the container is not bound to; approving binds it.
 	RuleNewCredential = "claude-api:new-credential"
 )
 
-// Request is one decrypted request to one of the four hosts: api.anthropic.com, claude.ai,
-// console.anthropic.com and statsig.anthropic.com.
+// Request is one decrypted request to one of the five hosts: api.anthropic.com, claude.ai,
+// console.anthropic.com, platform.claude.com and statsig.anthropic.com.
 type Request struct {
 	Host   string // the host name; case, a final dot and a port are ignored
 	Method string // compared case-sensitively: only GET, HEAD and OPTIONS are reads
@@ -63,9 +64,9 @@ type Judgement struct {
 	Findings []string
 }
 
-// Governs reports whether host is a Claude host: covered when it is one of the four hosts or a
+// Governs reports whether host is a Claude host: covered when it is one of the five hosts or a
 // name under anthropic.com, claude.ai or claude.com (the names themselves included); known when
-// it is one of the four hosts, which Judge decides. A covered host that is not known asks, never
+// it is one of the five hosts, which Judge decides. A covered host that is not known asks, never
 // automatically (OtherHost), unless a policy rule decides it: the caller applies the rule.
 func Governs(host string) (covered, known bool) {
 	h := normHost(host)
@@ -82,7 +83,7 @@ func Governs(host string) (covered, known bool) {
 	return false, false
 }
 
-// OtherHost is the decision for a covered host that is not one of the four hosts when no policy
+// OtherHost is the decision for a covered host that is not one of the five hosts when no policy
 // rule decides it: ASK, NeverAuto, rule RuleHost.
 func OtherHost(host string) Judgement {
 	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", shown(normHost(host), 80))})
@@ -96,7 +97,7 @@ func normHost(h string) string {
 	return strings.TrimSuffix(h, ".")
 }
 
-// Judge decides one request to one of the four hosts (for any other host it asks, rule
+// Judge decides one request to one of the five hosts (for any other host it asks, rule
 // RuleHost). It does not look at credentials: the caller runs CheckCredentials first (secret
 // egress comes before size and the Claude API checks).
 //

@@ -91,9 +91,73 @@ type NewCredential struct {
 	Header string
 	// Hash is HashCredential of it: what an approval binds to the container.
 	Hash string
+	// Kind is what it is, read from its prefix: a Claude login, an API key, …
+	Kind Kind
 	// Shown is how a human recognises it without seeing it: the hash's first 12 hex digits and,
-	// for a key long enough, its last 4 characters, as Anthropic's console lists keys.
+	// for a key long enough, its last 4 characters, as Anthropic's console lists keys. A Claude
+	// login shows no end: its owner never saw it.
 	Shown string
+}
+
+// Kind is what a Claude credential is, as its prefix says.
+type Kind uint8
+
+// The kinds of Claude credential.
+const (
+	// KindOther is a value of no known shape.
+	KindOther Kind = iota
+	// KindLogin is a Claude login: an OAuth access token ("sk-ant-oat…"), which Claude Code
+	// holds after its user logs in with a Claude account (/login, or claude setup-token).
+	KindLogin
+	// KindAPIKey is an API key ("sk-ant-api…"), which the Anthropic Console lists by its end.
+	KindAPIKey
+	// KindAdminKey is an Admin API key ("sk-ant-admin…").
+	KindAdminKey
+)
+
+// KindOf reads a credential's kind from its prefix.
+func KindOf(value string) Kind {
+	switch {
+	case strings.HasPrefix(value, "sk-ant-oat"):
+		return KindLogin
+	case strings.HasPrefix(value, "sk-ant-api"):
+		return KindAPIKey
+	case strings.HasPrefix(value, "sk-ant-admin"):
+		return KindAdminKey
+	}
+	return KindOther
+}
+
+// words is how a ticket names a credential of kind k, Shown being its shown form.
+func (k Kind) words(shown string) string {
+	switch k {
+	case KindLogin:
+		return "a Claude login (an OAuth token, " + shown + ") issued outside this gate"
+	case KindAPIKey:
+		return "an Anthropic API key (" + shown + ")"
+	case KindAdminKey:
+		return "an Anthropic Admin API key (" + shown + ")"
+	}
+	return "(" + shown + ")"
+}
+
+// check is what a human checks before approving a credential of kind k.
+func (k Kind) check() string {
+	switch k {
+	case KindLogin:
+		return "Claude Code holds one after you log it in with your Claude account (a subscription: /login, or claude setup-token)"
+	case KindAPIKey, KindAdminKey:
+		return "check its end against the keys your Anthropic Console lists"
+	}
+	return ""
+}
+
+// BindWarning is the warning a ticket that binds a credential of kind k to container shows.
+func BindWarning(k Kind, container string) string {
+	if k == KindLogin {
+		return fmt.Sprintf("Approving binds this Claude login to %s: its later requests with it pass without asking. Approve only if you logged Claude Code in with your Claude account for this container.", container)
+	}
+	return fmt.Sprintf("Approving binds this Claude credential to %s: its later requests with it pass without asking. Approve only a key you gave this container.", container)
 }
 
 // shownSuffix is how many characters of a credential's end Shown quotes, and the length a
@@ -107,7 +171,7 @@ const (
 // showCredential is NewCredential.Shown for a credential with SHA-256 hex hash.
 func showCredential(value, hash string) string {
 	s := "sha256 " + hash[:12] + "…"
-	if len(value) < shownSuffixMin {
+	if len(value) < shownSuffixMin || KindOf(value) == KindLogin {
 		return s
 	}
 	tail := value[len(value)-shownSuffix:]
@@ -120,13 +184,13 @@ func showCredential(value, hash string) string {
 	return s + ", key ending …" + tail
 }
 
-// CheckCredentials checks the Claude credential of a request from container to one of the four
+// CheckCredentials checks the Claude credential of a request from container to one of the five
 // hosts against allowed, the SHA-256 hex (HashCredential) of each credential the container may
-// use (from the credentials file, and those a human bound by approving). No credential is FREE
-// (the gate may inject one); one whose hash is in allowed is FREE; two or more (both headers, or
-// one header twice) are DENY E_SECRET_EGRESS; one that is not in allowed asks a human (New says
-// which), whose approval binds it to the container. A reason names the header and the
-// credential's Shown form, never its value.
+// use (from the credentials file, those a human bound by approving and those the gate saw
+// issued to it). No credential is FREE (the gate may inject one); one whose hash is in allowed
+// is FREE; two or more (both headers, or one header twice) are DENY E_SECRET_EGRESS; one that
+// is not in allowed asks a human (New says which), whose approval binds it to the container. A
+// reason names the header, the credential's kind and its Shown form, never its value.
 func CheckCredentials(h http.Header, container string, allowed []string) CredentialCheck {
 	creds := credentials(h)
 	switch len(creds) {
@@ -156,9 +220,16 @@ func CheckCredentials(h http.Header, container string, allowed []string) Credent
 		return CredentialCheck{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}}
 	}
 	hash := hex.EncodeToString(sum[:])
-	n := &NewCredential{Header: c.header, Hash: hash, Shown: showCredential(c.value, hash)}
-	return CredentialCheck{New: n, Decision: policy.Decision{Verdict: policy.Ask, Rule: RuleNewCredential,
-		Reason: fmt.Sprintf("container %s sends a new Claude credential (%s) in %s; approving binds it to %s, and its later requests with it pass without asking", container, n.Shown, c.header, container)}}
+	n := &NewCredential{Header: c.header, Hash: hash, Kind: KindOf(c.value), Shown: showCredential(c.value, hash)}
+	reason := fmt.Sprintf("container %s sends a new Claude credential, %s, in %s", container, n.Kind.words(n.Shown), c.header)
+	if n.Kind == KindOther {
+		reason = fmt.Sprintf("container %s sends a new Claude credential (%s) in %s", container, n.Shown, c.header)
+	}
+	if check := n.Kind.check(); check != "" {
+		reason += ": " + check
+	}
+	reason += fmt.Sprintf("; approving binds it to %s, and its later requests with it pass without asking", container)
+	return CredentialCheck{New: n, Decision: policy.Decision{Verdict: policy.Ask, Rule: RuleNewCredential, Reason: reason}}
 }
 
 // Credentials is a checked credentials file: for each container, the SHA-256 hex of each Claude

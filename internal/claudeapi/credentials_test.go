@@ -38,8 +38,13 @@ func TestCheckCredentials(t *testing.T) {
 		{"bearer allowed", http.Header{"Authorization": {"Bearer " + keyB}}, allowed, policy.Free, "Authorization header carries this container's"},
 		{"bearer scheme in any case, extra spaces", http.Header{"Authorization": {"bearer   " + keyB + " "}}, allowed, policy.Free, "this container's"},
 		{"header name not canonical", http.Header{"x-api-key": {keyA}}, allowed, policy.Free, "this container's"},
-		{"x-api-key not allowed", http.Header{"X-Api-Key": {keyB}}, []string{HashCredential(keyA)}, policy.Ask, "container agent-1 sends a new Claude credential (sha256 " + HashCredential(keyB)[:12] + "…, key ending …BBBB) in x-api-key; approving binds it to agent-1"},
-		{"bearer not allowed", http.Header{"Authorization": {"Bearer " + keyA}}, []string{HashCredential(keyB)}, policy.Ask, "new Claude credential (sha256 " + HashCredential(keyA)[:12] + "…, key ending …AAAA) in Authorization"},
+		// A Claude login is named as one, with no end: its owner never saw it.
+		{"a login not allowed", http.Header{"Authorization": {"Bearer " + keyB}}, []string{HashCredential(keyA)}, policy.Ask, "container agent-1 sends a new Claude credential, a Claude login (an OAuth token, sha256 " + HashCredential(keyB)[:12] + "…) issued outside this gate, in Authorization: Claude Code holds one after you log it in with your Claude account (a subscription: /login, or claude setup-token); approving binds it to agent-1, and its later requests with it pass without asking"},
+		{"a login in x-api-key", http.Header{"X-Api-Key": {keyB}}, []string{HashCredential(keyA)}, policy.Ask, "a Claude login (an OAuth token, sha256 " + HashCredential(keyB)[:12] + "…) issued outside this gate, in x-api-key"},
+		// An API key shows its end, as the Console lists it.
+		{"an API key not allowed", http.Header{"Authorization": {"Bearer " + keyA}}, []string{HashCredential(keyB)}, policy.Ask, "container agent-1 sends a new Claude credential, an Anthropic API key (sha256 " + HashCredential(keyA)[:12] + "…, key ending …AAAA), in Authorization: check its end against the keys your Anthropic Console lists; approving binds it to agent-1"},
+		{"an admin key", http.Header{"X-Api-Key": {"sk-ant-admin01-" + strings.Repeat("C", 40)}}, nil, policy.Ask, "an Anthropic Admin API key (sha256 "},
+		{"a value of no known shape", http.Header{"X-Api-Key": {strings.Repeat("D", 40)}}, nil, policy.Ask, "container agent-1 sends a new Claude credential (sha256 " + HashCredential(strings.Repeat("D", 40))[:12] + "…, key ending …DDDD) in x-api-key; approving binds it to agent-1"},
 		{"nothing allowed", http.Header{"X-Api-Key": {keyA}}, nil, policy.Ask, "new Claude credential"},
 		{"another scheme counts whole", http.Header{"Authorization": {"Basic " + keyA}}, allowed, policy.Ask, "new Claude credential"},
 		{"bad allowed entries are skipped", http.Header{"X-Api-Key": {keyA}}, []string{"zz", "", HashCredential(keyA)[:10]}, policy.Ask, "new Claude credential"},

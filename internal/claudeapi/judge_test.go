@@ -391,7 +391,7 @@ func TestPaths(t *testing.T) {
 		{"api.anthropic.com", "GET", "/v1/oauth/../files/x", nil, policy.Ask, RuleFiles, "the Files API"},
 		{"api.anthropic.com", "POST", "/v1/oauth/x%2F..%2F..%2Fmessages", fetch, policy.Ask, RuleMessages, "web_fetch"},
 		{"api.anthropic.com", "GET", "/v1/oauth/x%2F..%2F..%2Ffiles", nil, policy.Ask, RuleFiles, "the Files API"},
-		// Not one of the four hosts.
+		// Not one of the five hosts.
 		{"docs.anthropic.com", "GET", "/", nil, policy.Ask, RuleHost, "not one of the Claude API hosts"},
 		{"example.com", "GET", "/", nil, policy.Ask, RuleHost, "not one of the Claude API hosts"},
 	}
@@ -419,7 +419,8 @@ func TestGoverns(t *testing.T) {
 		{"mcp-proxy.anthropic.com", true, false},
 		{"a.b.claude.ai", true, false},
 		{"claude.com", true, false},
-		{"platform.claude.com", true, false},
+		{"platform.claude.com", true, true},
+		{"Platform.Claude.Com.", true, true},
 		{"notanthropic.com", false, false},
 		{"anthropic.com.evil.example", false, false},
 		{"claude.ai.example", false, false},

@@ -351,7 +351,7 @@ func normHost(h string) string {
 // Built-in host patterns of each kind.
 var (
 	hostsGitHub      = []string{"github.com", "*.github.com", "*.githubusercontent.com", "ghcr.io"}
-	hostsAnthropic   = []string{"api.anthropic.com", "console.anthropic.com", "claude.ai", "statsig.anthropic.com"}
+	hostsAnthropic   = []string{"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "claude.ai", "statsig.anthropic.com"}
 	hostsOpenAI      = []string{"api.openai.com", "*.openai.com"}
 	hostsAWS         = []string{"amazonaws.com", "*.amazonaws.com"}
 	hostsSlack       = []string{"slack.com", "*.slack.com"}
