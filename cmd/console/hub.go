@@ -49,8 +49,10 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	// An approval that binds a Claude credential to a container is kept by the console, which
 	// serves the binding to the gate with the policy.
 	bind := func(b hub.Bind, by, ticket string) error { return c.Bind(b.Container, b.Hash, by, ticket) }
+	// So is a Claude login the gate saw issued to a container, without a ticket.
+	issued := func(i hub.Issued) error { return c.BindIssued(i.Container, i.Hash, i.Host, i.Request) }
 	hm := metrics.NewHub(reg)
-	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Metrics: hm})
+	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm})
 	if err != nil {
 		return nil, err
 	}

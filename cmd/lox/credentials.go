@@ -14,7 +14,7 @@ import (
 )
 
 // runCredentials is lox credentials: the Claude credentials humans bound to containers by
-// approving the ASK about them.
+// approving the ASK about them, and the Claude logins the gate saw issued to them.
 func runCredentials(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lox credentials", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -54,8 +54,13 @@ func runCredentials(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tSHA256\tBOUND BY\tTICKET\tAT")
 	for _, c := range cs {
+		by, ticket := c.By, c.Ticket
+		if c.Issued != "" {
+			// A login the gate saw issued: no ticket, the request whose answer issued it.
+			by, ticket = c.By+" (issued by "+c.Issued+")", "request "+c.Request
+		}
 		fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", display.Escape(c.Container, false), display.Cut(display.Escape(c.Hash, false), 12),
-			display.Escape(c.By, false), display.Escape(c.Ticket, false), c.At.UTC().Format(time.RFC3339))
+			display.Escape(by, false), display.Escape(ticket, false), c.At.UTC().Format(time.RFC3339))
 	}
 	tw.Flush()
 	return 0

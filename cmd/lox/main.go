@@ -32,7 +32,7 @@ commands:
   approve   approve a ticket: lox approve [--state DIR] ID
   deny      deny a ticket: lox deny [--state DIR] --reason TEXT ID
   pair      print a phone pairing link and its QR code
-  credentials  list the Claude credentials bound to containers by approval (--json for scripts)
+  credentials  list the Claude credentials bound to containers, by approval or issued through the gate (--json)
   unbind    remove one: lox unbind [--state DIR] CONTAINER HASH (its requests ask again)
   phones    list the paired phones (--json for scripts)
   unpair    revoke a paired phone at once: lox unpair [--state DIR] ID

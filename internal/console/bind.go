@@ -13,18 +13,32 @@ import (
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 )
 
-// Binding is a Claude credential bound to a container by a human's approval of the ASK about it:
-// the gate lets the container send it without asking. The credential itself is never kept.
+// Binding is a Claude credential bound to a container by a human's approval of the ASK about it,
+// or a Claude login the gate saw issued to the container (BindIssued): the gate lets the
+// container send it without asking. The credential itself is never kept.
 type Binding struct {
 	Container string    `json:"container"`
 	Hash      string    `json:"hash"` // the SHA-256 of the credential, lower-case hex
-	By        string    `json:"by"`   // who approved, as the hub names them ("cli:root")
+	By        string    `json:"by"`   // who approved, as the hub names them ("cli:root"); "gate" for an issued login
 	Ticket    string    `json:"ticket"`
 	At        time.Time `json:"at"`
+	// Issued is the host whose OAuth token endpoint issued the login to the container, for a
+	// binding the gate made (BindIssued); "" for a human's.
+	Issued string `json:"issued,omitempty"`
+	// Request is the id of the gate's request whose answer issued the login, with Issued.
+	Request string `json:"request,omitempty"`
 }
 
 // maxBindings bounds the bindings the console keeps (all containers).
 const maxBindings = 1024
+
+// maxIssued bounds the issued logins kept bound to one container: binding one more drops the
+// container's oldest issued login (a login is refreshed every few hours, and the one it replaces
+// ends), so that a container that asks for logins in a loop fills nothing but its own share.
+const maxIssued = 8
+
+// IssuedBy is Binding.By of the logins the gate saw issued.
+const IssuedBy = "gate"
 
 // Bind binds the Claude credential whose SHA-256 hex is hash to container, for the human by who
 // approved ticket: the binding is written to the state file and audited before the console
@@ -68,6 +82,73 @@ func (c *Console) Bind(container, hash, by, ticket string) error {
 		c.publish(*s)
 	}
 	c.say("container %s may now send the Claude credential sha256 %s… (approved by %s, ticket %s)", container, hash[:12], by, ticket)
+	return nil
+}
+
+// BindIssued binds the Claude login whose SHA-256 hex is hash to container without a ticket: the
+// gate saw the OAuth token endpoint of host issue it to the container, in the answer of its
+// request. Like Bind, the binding is written to the state file and audited (rule
+// "credential-bound", approver "gate", the request's id) before the console serves it; the
+// container keeps at most maxIssued issued logins, its oldest dropped. Binding a login already
+// bound changes nothing.
+func (c *Console) BindIssued(container, hash, host, request string) error {
+	if !claudeapi.IsHash(hash) {
+		return errors.New("a binding names the credential by its SHA-256 in lower-case hex")
+	}
+	if host == "" || request == "" {
+		return errors.New("an issued login names the host that issued it and the gate's request")
+	}
+	c.mu.Lock()
+	if c.approved == nil || !c.approved.HasContainer(container) {
+		c.mu.Unlock()
+		return fmt.Errorf("the approved policy has no container %q in [sources]", container)
+	}
+	oldest, issued := -1, 0
+	for i, b := range c.state.Bound {
+		if b.Container != container {
+			continue
+		}
+		if b.Hash == hash {
+			c.mu.Unlock()
+			return nil
+		}
+		if b.Issued != "" {
+			issued++
+			if oldest < 0 {
+				oldest = i
+			}
+		}
+	}
+	prev := c.state.Bound
+	kept := prev[:len(prev):len(prev)]
+	var dropped *Binding
+	if issued >= maxIssued {
+		d := prev[oldest]
+		dropped = &d
+		kept = append(append([]Binding(nil), prev[:oldest]...), prev[oldest+1:]...)
+	}
+	if len(kept) >= maxBindings {
+		c.mu.Unlock()
+		return fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
+	}
+	c.state.Bound = append(kept, Binding{Container: container, Hash: hash, By: IssuedBy, At: c.now(), Issued: host, Request: request})
+	version := c.state.Approved.Version
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		c.mu.Lock()
+		c.state.Bound = prev
+		c.mu.Unlock()
+		return fmt.Errorf("writing the console's state file: %w", err)
+	}
+	detail := fmt.Sprintf("Claude login sha256:%s issued to container %s by %s's token endpoint (the gate's request %s) bound: its requests with it pass without asking", hash, container, host, request)
+	if dropped != nil {
+		detail += fmt.Sprintf("; the container's oldest issued login sha256:%s is unbound (it keeps %d)", dropped.Hash, maxIssued)
+	}
+	c.record(&audit.Record{Event: "policy", Rule: "credential-bound", Policy: version, Container: container, ID: request, Approver: IssuedBy, Detail: detail})
+	if s := c.cur.Load(); s != nil {
+		c.publish(*s)
+	}
+	c.say("container %s may now send the Claude login sha256 %s… it was issued by %s (request %s)", container, hash[:12], host, request)
 	return nil
 }
 

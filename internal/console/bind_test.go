@@ -1,8 +1,10 @@
 package console
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -143,5 +145,66 @@ func TestUnbind(t *testing.T) {
 	c2, err := New(Config{PolicyPath: writePolicy(t, good), StatePath: state})
 	if err != nil || len(c2.Bindings()) != 2 {
 		t.Fatalf("after a restart: %v, %d bindings", err, len(c2.Bindings()))
+	}
+}
+
+// A login the gate saw issued is bound without a ticket, on record with the gate as approver and
+// the request's id; each container keeps at most maxIssued of them, its oldest issued one going
+// first, and a human's bindings are never dropped for them.
+func TestBindIssued(t *testing.T) {
+	a := &memAudit{}
+	state := filepath.Join(t.TempDir(), "state.json")
+	c, err := New(Config{PolicyPath: writePolicy(t, good), StatePath: state, Audit: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct{ container, hash, host, request string }{
+		{"nobody", hashA, "platform.claude.com", "r1"},
+		{"local", hashA[:40], "platform.claude.com", "r1"},
+		{"local", hashA, "", "r1"},
+		{"local", hashA, "platform.claude.com", ""},
+	} {
+		if err := c.BindIssued(bad.container, bad.hash, bad.host, bad.request); err == nil {
+			t.Fatalf("BindIssued(%+v) accepted", bad)
+		}
+	}
+	if err := c.Bind("local", hashB, "cli:root", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	hash := func(i int) string { return fmt.Sprintf("%064x", i+100) }
+	for i := 0; i < maxIssued+3; i++ {
+		if err := c.BindIssued("local", hash(i), "platform.claude.com", fmt.Sprintf("r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := c.Current().Bound["local"]
+	if len(served) != maxIssued+1 || !slices.Contains(served, hashB) {
+		t.Fatalf("served %d hashes (the human's among them: %v); want %d", len(served), slices.Contains(served, hashB), maxIssued+1)
+	}
+	for i := 0; i < maxIssued+3; i++ {
+		if want := i >= 3; slices.Contains(served, hash(i)) != want {
+			t.Fatalf("issued login %d served: %v, want %v", i, !want, want)
+		}
+	}
+	if err := c.BindIssued("local", hash(maxIssued+2), "platform.claude.com", "r99"); err != nil || len(c.Bindings()) != maxIssued+1 {
+		t.Fatalf("binding an issued login again: %v, %d bindings", err, len(c.Bindings()))
+	}
+	var bound, dropped bool
+	for _, r := range a.recs {
+		if r.Rule == "credential-bound" && r.Approver == IssuedBy && r.ID == "r0" && r.Container == "local" && strings.Contains(r.Detail, hash(0)) && strings.Contains(r.Detail, "platform.claude.com") {
+			bound = true
+		}
+		dropped = dropped || r.ID == "r8" && strings.Contains(r.Detail, "oldest issued login sha256:"+hash(0)+" is unbound")
+	}
+	if !bound || !dropped {
+		t.Fatalf("audit records of the issued logins (bound %v, dropped %v): %+v", bound, dropped, a.recs)
+	}
+	c2, err := New(Config{PolicyPath: writePolicy(t, good), StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := c2.Bindings()
+	if len(bs) != maxIssued+1 || bs[len(bs)-1].Issued != "platform.claude.com" || bs[len(bs)-1].By != IssuedBy || bs[len(bs)-1].Request != fmt.Sprintf("r%d", maxIssued+2) {
+		t.Fatalf("after a restart: %+v", bs)
 	}
 }

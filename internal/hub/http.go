@@ -42,6 +42,7 @@ type apiError struct {
 //	POST /v1/gate/leave   {"id","cut"} (cut: the gate's stop cut the request)
 //	POST /v1/gate/holdings Holdings (what the gate holds: the counts of held requests)
 //	POST /v1/gate/state   GateState
+//	POST /v1/gate/issued  Issued (a Claude login the gate saw issued to a container: bound, no ticket)
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
 //	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
 func (h *Hub) GateHandler(token string) http.Handler {
@@ -106,6 +107,18 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			return
 		}
 		h.SetGateState(s)
+		w.WriteHeader(204)
+	})
+	mux.HandleFunc("POST /v1/gate/issued", func(w http.ResponseWriter, r *http.Request) {
+		var i Issued
+		if err := readJSON(r, &i); err != nil {
+			httpjson.Write(w, 400, apiError{"bad issued login: " + err.Error()})
+			return
+		}
+		if err := h.BindIssued(i); err != nil {
+			httpjson.Write(w, 400, apiError{err.Error()})
+			return
+		}
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("GET /v1/gate/tickets/{id}", func(w http.ResponseWriter, r *http.Request) {

@@ -83,3 +83,52 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Fatal("no event on the stream")
 	}
 }
+
+// TestGateBindsAnIssuedLogin: POST /v1/gate/issued, with the gate's token only, hands the
+// console (Config.Issued) a checked login: a container, a hash, a host and a request id. Nothing
+// else reaches it, and a hub without the console says so.
+func TestGateBindsAnIssuedLogin(t *testing.T) {
+	h, _ := newHub(t, "")
+	var got []Issued
+	h.cfg.Issued = func(i Issued) error { got = append(got, i); return nil }
+	srv := httptest.NewServer(h.GateHandler("tok"))
+	defer srv.Close()
+	post := func(token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/gate/issued", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	hash := strings.Repeat("ab", 32)
+	good := `{"container":"local","hash":"` + hash + `","host":"platform.claude.com","request":"r0123abcd"}`
+	if code := post("wrong", good); code != 401 || len(got) != 0 {
+		t.Fatalf("without the gate's token: %d, %d bound", code, len(got))
+	}
+	for _, bad := range []string{
+		`{"container":"local","hash":"` + strings.ToUpper(hash) + `","host":"platform.claude.com","request":"r1"}`,
+		`{"container":"local","hash":"sk-ant-oat01-notahash","host":"platform.claude.com","request":"r1"}`,
+		`{"container":"","hash":"` + hash + `","host":"platform.claude.com","request":"r1"}`,
+		`{"container":"local","hash":"` + hash + `","host":"platform.claude.com\n","request":"r1"}`,
+		`{"container":"local","hash":"` + hash + `","host":"platform.claude.com","request":"` + strings.Repeat("r", 65) + `"}`,
+		`{"container":"local","hash":"` + hash + `","host":"platform.claude.com","request":"r1","token":"x"}`,
+	} {
+		if code := post("tok", bad); code != 400 {
+			t.Fatalf("%s: %d, want 400", bad, code)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("bad logins reached the console: %+v", got)
+	}
+	if code := post("tok", good); code != 204 || len(got) != 1 || got[0] != (Issued{Container: "local", Hash: hash, Host: "platform.claude.com", Request: "r0123abcd"}) {
+		t.Fatalf("a good login: %d, %+v", code, got)
+	}
+	h.cfg.Issued = nil
+	if code := post("tok", good); code != 400 {
+		t.Fatalf("a hub without the console: %d, want 400", code)
+	}
+}

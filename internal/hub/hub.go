@@ -70,6 +70,10 @@ type Config struct {
 	// hub: console.(*Console).Bind), naming who approved and the ticket. An approval whose
 	// binding fails is not recorded. Nil: such tickets cannot be approved.
 	Bind func(b Bind, by, ticket string) error
+	// Issued keeps the binding of a Claude login the gate saw issued to a container (the
+	// console hosting the hub: console.(*Console).BindIssued). Nil: the gate's BindIssued fails,
+	// and the container's next request with the login asks.
+	Issued func(i Issued) error
 	// Metrics counts tickets opened and closed and the time to a human's decision (metrics.go).
 	// Nil: nothing counted.
 	Metrics *metrics.Hub
@@ -356,6 +360,37 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by, "held", t.Holders)
 	h.record(t, "decided")
 	return *h.copyTicket(t), nil
+}
+
+// BindIssued has the console bind a Claude login the gate saw issued to a container, without a
+// ticket (Issued). It checks what the gate sends: a container name, a SHA-256 hex hash, a host
+// name and a request id, each of bounded length.
+func (h *Hub) BindIssued(i Issued) error {
+	if !cleanToken(i.Container, 64) || !claudeapi.IsHash(i.Hash) || !cleanToken(i.Host, 253) || !cleanToken(i.Request, 64) {
+		return errors.New("hub: an issued login names a container, a sha256 hex hash, the host that issued it and the gate's request")
+	}
+	if h.cfg.Issued == nil {
+		return errors.New("hub: this hub cannot bind a Claude login (it runs without the console)")
+	}
+	if err := h.cfg.Issued(i); err != nil {
+		return fmt.Errorf("hub: binding the issued login: %w", err)
+	}
+	h.log.Info("hub: an issued Claude login bound", "container", i.Container, "host", i.Host, "request", i.Request)
+	return nil
+}
+
+// cleanToken reports whether s is 1 to n bytes of letters, digits, '.', '_', '-' and ':'.
+func cleanToken(s string, n int) bool {
+	if s == "" || len(s) > n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // Expire marks pending tickets past their expiry; Run calls it every second.

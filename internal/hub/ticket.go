@@ -214,6 +214,17 @@ type Bind struct {
 	Hash      string `json:"hash"`
 }
 
+// Issued is a Claude login the gate saw issued to a container: the answer of Anthropic's OAuth
+// token endpoint to the container's request, decrypted inside its tunnel. The console binds it
+// (console.(*Console).BindIssued) without a ticket. Only its SHA-256 hex crosses.
+type Issued struct {
+	Container string `json:"container"`
+	Hash      string `json:"hash"`
+	// Host is the host whose token endpoint issued it; Request is the gate's request id.
+	Host    string `json:"host"`
+	Request string `json:"request"`
+}
+
 // Outcomes of Ask.
 const (
 	OutcomePending  = "pending"  // hold the request and wait for the ticket's decision

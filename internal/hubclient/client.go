@@ -192,6 +192,11 @@ type leaveRequest struct {
 	Cut bool   `json:"cut,omitempty"`
 }
 
+// BindIssued has the hub bind a Claude login the gate saw issued to a container (hub.Issued).
+func (c *Client) BindIssued(ctx context.Context, i hub.Issued) error {
+	return c.call(ctx, "POST", "/v1/gate/issued", i, nil)
+}
+
 // ReportState tells the hub the gate's state.
 func (c *Client) ReportState(ctx context.Context, s hub.GateState) error {
 	return c.call(ctx, "POST", "/v1/gate/state", s, nil)

@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// Credential is a Claude credential a human bound to a container by approving: the JSON of
-// console.Binding.
+// Credential is a Claude credential a human bound to a container by approving, or a Claude login
+// the gate saw issued to it: the JSON of console.Binding.
 type Credential struct {
 	Container string    `json:"container"`
 	Hash      string    `json:"hash"`
 	By        string    `json:"by"`
 	Ticket    string    `json:"ticket"`
 	At        time.Time `json:"at"`
+	Issued    string    `json:"issued,omitempty"`  // the host whose token endpoint issued it
+	Request   string    `json:"request,omitempty"` // the gate's request whose answer issued it
 }
 
 // Credentials lists the bound Claude credentials, oldest first.
