@@ -3,6 +3,8 @@ package judge
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
@@ -61,6 +63,7 @@ func NewChecks(p *policy.Policy, injected map[string]string, secretsErr error, c
 type Bind struct {
 	Container string
 	Hash      string
+	Kind      claudeapi.Kind // what the credential is, for the ticket's words
 }
 
 // Inject is a credential the gate adds to a request that goes out.
@@ -100,6 +103,15 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 				Reason: fmt.Sprintf("a %s credential (%s, %s) would go to %s, which it does not belong to", kindWords(f.Kind), f.Where, f.Hash, host)}
 		}
 	}
+	// The host's [[inject]] rule applies while the gate holds its secret; an optional one whose
+	// secret the gate lacks adds nothing, and the request is checked as if the host had no rule.
+	inj := p.InjectionFor(host)
+	var val string
+	have := false
+	if inj != nil && in.SecretsErr == nil {
+		val, have = in.Injected[inj.Secret]
+	}
+	injecting := inj != nil && (have || !inj.Optional)
 	covered, known := claudeapi.Governs(host)
 	var newCred claudeapi.CredentialCheck
 	if known {
@@ -111,7 +123,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		// The header an [[inject]] rule of the host sets is replaced on the way out: what the
 		// agent put there (a placeholder) never leaves, so it is not the agent's credential.
 		h := r.Header
-		if inj := p.InjectionFor(host); inj != nil && inj.Header != "" && len(h.Values(inj.Header)) > 0 {
+		if injecting && inj.Header != "" && len(h.Values(inj.Header)) > 0 {
 			h = h.Clone()
 			h.Del(inj.Header)
 		}
@@ -122,31 +134,38 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 			// the operator may have listed.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
 				Reason: "the " + cd.New.Header + " header carries a Claude credential this container is not bound to, and the Claude credentials file named in the policy did not load (the gate's log says why)"}
-		case cd.New != nil && p.InjectionFor(host) != nil:
+		case cd.New != nil && injecting:
 			// The gate adds the container's credential for this host: one the agent sends in
 			// another header would go out beside it.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
-				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, p.InjectionFor(host).Name, cd.New.Header)}
+				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, inj.Name, cd.New.Header)}
 		case cd.New != nil:
 			newCred = cd
-			res.Bind = &Bind{Container: res.Container, Hash: cd.New.Hash}
+			res.Bind = &Bind{Container: res.Container, Hash: cd.New.Hash, Kind: cd.New.Kind}
 		case cd.Verdict == policy.Deny:
 			return cd.Decision
 		}
+		// A login the token endpoint issues inside a decrypted tunnel is the container's: the
+		// gate reads it from the answer and binds it.
+		res.TokenAnswer = r.Kind == Tunnel && r.Scheme == "https" && claudeapi.TokenEndpoint(host, r.Method, r.Path)
 	}
 	// 5. Credential injection.
-	if inj := p.InjectionFor(host); inj != nil {
+	switch {
+	case inj != nil && !injecting:
+		// An optional rule without its secret: the agent's own credential goes out, checked as
+		// any other. A value that is none (a placeholder) would reach the origin for nothing.
+		if v, ok := placeholder(in, inj, r); ok {
+			res.Bind, res.TokenAnswer = nil, false
+			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name,
+				Reason: fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it; the request's %s holds no credential the gate knows (a placeholder), so the gate has nothing to send in its place", inj.Name, inj.Secret, host, v)}
+		}
+	case inj != nil:
 		if r.Scheme != "https" && !inj.HTTP {
 			// The credential would cross the network in clear text.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name,
 				Reason: fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s over https only, and this request is plain http://; use https://", inj.Name, host)}
 		}
-		var val string
-		ok := false
-		if in.SecretsErr == nil {
-			val, ok = in.Injected[inj.Secret]
-		}
-		if !ok {
+		if !have {
 			why := fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it", inj.Name, inj.Secret, host)
 			if in.SecretsErr != nil && !errors.Is(in.SecretsErr, ErrNoSecretsFile) {
 				why = fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s, and the gate's secrets file does not load", inj.Name, host)
@@ -192,6 +211,38 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		d = newCred.Decision
 	}
 	return d
+}
+
+// placeholder reports whether the header or query parameter an inject rule sets carries, in r,
+// a value the secret checks do not take for a credential, and names where.
+func placeholder(in *Checks, inj *policy.Injection, r *Request) (string, bool) {
+	if inj.Header != "" {
+		vs := r.Header.Values(inj.Header)
+		for _, v := range vs {
+			if strings.TrimSpace(v) == "" {
+				continue
+			}
+			sr := &secrets.Request{Host: "", Path: "/", Header: http.Header{inj.Header: {v}}}
+			if len(in.Secrets.Scan(sr)) == 0 {
+				return "header " + inj.Header, true
+			}
+		}
+		return "", false
+	}
+	q, err := url.ParseQuery(r.Query)
+	if err != nil {
+		return "", false
+	}
+	for _, v := range q[inj.Query] {
+		if v == "" {
+			continue
+		}
+		sr := &secrets.Request{Host: "", Path: "/", Query: url.Values{inj.Query: {v}}.Encode()}
+		if len(in.Secrets.Scan(sr)) == 0 {
+			return "query parameter " + inj.Query, true
+		}
+	}
+	return "", false
 }
 
 // Rule names of the refusals of checks that cannot run.

@@ -102,6 +102,10 @@ type Result struct {
 	// Bind is set on an ASK about a Claude credential the container is not bound to: approving
 	// the request binds it (through the hub and the console).
 	Bind *Bind
+	// TokenAnswer reports a call of Anthropic's OAuth token endpoint decrypted inside a tunnel
+	// (claudeapi.TokenEndpoint): the Claude login its answer issues was issued to Container, and
+	// the gate binds it (claudeapi.IssuedToken) before the answer reaches the agent.
+	TokenAnswer bool
 	// NeverAuto, Red and Findings come from the Claude API checks and the heuristics: how a
 	// ticket shows the request.
 	NeverAuto bool
@@ -291,7 +295,7 @@ func decide(env *Env, r *Request) Result {
 	// 9. Budgets: what is about to go out or to ask is counted, unless it would pass one.
 	if over := takeBudgets(env, r, &res); over != nil {
 		res.Decision = overBudget(res, over)
-		res.Inject, res.Bind = nil, nil
+		res.Inject, res.Bind, res.TokenAnswer = nil, nil, false
 		return res
 	}
 	if r.Kind == Domain {
