@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
@@ -26,6 +27,8 @@ type Hub interface {
 	Leave(id string)
 	// LeaveCut is Leave for a request the gate's stop cut: its ticket counts it as cut.
 	LeaveCut(id string)
+	// BindIssued has the console bind a Claude login the gate saw issued to a container.
+	BindIssued(ctx context.Context, i hub.Issued) error
 }
 
 // bodyPreview is how much of a held body a ticket shows.
@@ -235,7 +238,7 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 	var warn []string
 	if b := res.Bind; b != nil {
 		req.Bind = &hub.Bind{Container: b.Container, Hash: b.Hash}
-		warn = append(warn, fmt.Sprintf("Approving binds this Claude credential to %s: its later requests with it pass without asking. Approve only a key you gave this container.", b.Container))
+		warn = append(warn, claudeapi.BindWarning(b.Kind, b.Container))
 	}
 	switch {
 	case res.Rule == judge.RuleHeuristics:

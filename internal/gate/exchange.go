@@ -54,6 +54,9 @@ type exchange struct {
 	// closeAfter ends the client connection after the answer: the request asked for an upgrade,
 	// and the framing check stopped following the connection when it saw it.
 	closeAfter bool
+	// tokenAnswer: the request calls the OAuth token endpoint, and the login its answer issues is
+	// bound to the container (bindIssued) before the answer goes on.
+	tokenAnswer bool
 
 	traceparent string // the request's traceparent header, kept only when the gate exports spans
 

@@ -83,6 +83,9 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	if resp == nil {
 		removeProxyHeaders(sent)
 		resp, err = g.roundTrip(sent, ex)
+		if err == nil && ex.tokenAnswer {
+			g.bindIssued(r.Context(), ex, resp)
+		}
 	}
 	var orig io.ReadCloser
 	if resp != nil {
@@ -230,6 +233,7 @@ func (g *Gate) onRequest(r *http.Request) (*http.Request, *exchange, *http.Respo
 	if res.Inject != nil {
 		applyInject(r, res.Inject)
 	}
+	ex.tokenAnswer = res.TokenAnswer
 	r.URL.Host = ex.target.Addr()
 	r.Trailer = nil // trailers would pass the checks unseen
 	// "Connection: close" from the client is about its own connection: the upstream connection
