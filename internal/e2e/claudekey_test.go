@@ -20,16 +20,14 @@ import (
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
-// claudeKeyInject is shipped/default.toml's rule for the Claude API.
-const claudeKeyInject = "[[inject]]\nname = \"anthropic\"\nhosts = [\"api.anthropic.com\"]\nheader = \"x-api-key\"\nsecret = \"anthropic\"\n"
-
-// startClaudeKey starts the stand-in and lox run with the inject rule and loxFlags.
+// startClaudeKey starts the stand-in and lox run with shipped/default.toml (its inject rule for
+// the Claude API) and loxFlags.
 func startClaudeKey(t *testing.T, loxFlags ...string) *anthropicEnv {
 	t.Helper()
 	pki := newTestPKI(t)
 	api := &anthropicStandIn{}
 	_, port := tlsOrigin(t, api, pki.leaf(t, []string{"api.anthropic.com"}, time.Now().Add(time.Hour), false))
-	r := startStackWith(t, fmt.Sprintf(anthropicPolicy, port, "", claudeKeyInject), append([]string{"--roots", pki.rootPEM}, loxFlags...), nil)
+	r := startStackWith(t, shippedWithFloor(t, port, "api.anthropic.com"), append([]string{"--roots", pki.rootPEM}, loxFlags...), nil)
 	data, err := os.ReadFile(r.up.CACert)
 	if err != nil {
 		t.Fatal(err)
