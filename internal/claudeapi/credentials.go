@@ -83,6 +83,9 @@ type CredentialCheck struct {
 	// New is the one credential of a request that the container may not send yet (the decision
 	// then asks a human, who binds it by approving), or nil.
 	New *NewCredential
+	// Header is the header of the request's one credential, bound or new: "Authorization" or
+	// "x-api-key"; "" when it carries none (or two).
+	Header string
 }
 
 // NewCredential is a credential a container sends that it is not bound to.
@@ -217,7 +220,7 @@ func CheckCredentials(h http.Header, container string, allowed []string) Credent
 		found |= subtle.ConstantTimeCompare(want, sum[:])
 	}
 	if found == 1 {
-		return CredentialCheck{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}}
+		return CredentialCheck{Header: c.header, Decision: policy.Decision{Verdict: policy.Free, Rule: RuleCredential, Reason: "the " + c.header + " header carries this container's Claude credential"}}
 	}
 	hash := hex.EncodeToString(sum[:])
 	n := &NewCredential{Header: c.header, Hash: hash, Kind: KindOf(c.value), Shown: showCredential(c.value, hash)}
@@ -229,7 +232,7 @@ func CheckCredentials(h http.Header, container string, allowed []string) Credent
 		reason += ": " + check
 	}
 	reason += fmt.Sprintf("; approving binds it to %s, and its later requests with it pass without asking", container)
-	return CredentialCheck{New: n, Decision: policy.Decision{Verdict: policy.Ask, Rule: RuleNewCredential, Reason: reason}}
+	return CredentialCheck{New: n, Header: c.header, Decision: policy.Decision{Verdict: policy.Ask, Rule: RuleNewCredential, Reason: reason}}
 }
 
 // Credentials is a checked credentials file: for each container, the SHA-256 hex of each Claude

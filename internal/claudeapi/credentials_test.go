@@ -68,6 +68,10 @@ func TestCheckCredentials(t *testing.T) {
 			if got.Verdict != c.verdict || got.Rule != wantRule {
 				t.Fatalf("got %s rule %q (%s), want %s %s", got.Verdict, got.Rule, got.Reason, c.verdict, wantRule)
 			}
+			// The one credential's header is named, bound or new.
+			if wantHeader := c.verdict != policy.Deny && c.fragment != "no Claude credential"; (got.Header != "") != wantHeader {
+				t.Fatalf("Header %q for %v", got.Header, c.header)
+			}
 			// Only an ASK names the credential it would bind, by its full hash.
 			if (got.New != nil) != (c.verdict == policy.Ask) {
 				t.Fatalf("New = %+v for a %s", got.New, got.Verdict)

@@ -134,11 +134,11 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 			// the operator may have listed.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
 				Reason: "the " + cd.New.Header + " header carries a Claude credential this container is not bound to, and the Claude credentials file named in the policy did not load (the gate's log says why)"}
-		case cd.New != nil && injecting:
+		case cd.Header != "" && injecting:
 			// The gate adds the container's credential for this host: one the agent sends in
-			// another header would go out beside it.
+			// another header, bound to it or not, would go out beside it.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
-				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, inj.Name, cd.New.Header)}
+				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, inj.Name, cd.Header)}
 		case cd.New != nil:
 			newCred = cd
 			res.Bind = &Bind{Container: res.Container, Hash: cd.New.Hash, Kind: cd.New.Kind}

@@ -41,7 +41,7 @@ func messages(h http.Header) http.Header {
 // rule adds nothing: a login or API key of the agent's own asks once, naming what it is in words
 // its owner can check, and a bound one is free; a placeholder is refused with E_INJECT as
 // before. With the key there, the placeholder is replaced and a credential of the agent's own is
-// refused, as is the injected key anywhere in a request.
+// refused, bound or not (two would go out), as is the injected key anywhere in a request.
 func TestShippedPolicyClaudeCode(t *testing.T) {
 	p := shippedPolicy(t)
 	noFile, err := NewChecks(p, nil, ErrNoSecretsFile, nil, nil)
@@ -105,6 +105,9 @@ func TestShippedPolicyClaudeCode(t *testing.T) {
 		{name: "the key file: a login of the agent's own is refused", p: p, in: withKey,
 			tcase: tcase{method: "POST", url: msg, header: messages(http.Header{"Authorization": {"Bearer " + loginToken}}), body: messagesBody,
 				verdict: policy.Deny, code: policy.CodeSecretEgress, rule: claudeapi.RuleCredential, reason: `inject rule "anthropic"`}},
+		{name: "the key file: a bound login beside it is refused too", p: bound, in: withKey,
+			tcase: tcase{method: "POST", url: msg, header: messages(http.Header{"X-Api-Key": {placeholderKey}, "Authorization": {"Bearer " + loginToken}}), body: messagesBody,
+				verdict: policy.Deny, code: policy.CodeSecretEgress, rule: claudeapi.RuleCredential, reason: "carries another one in Authorization; send none"}},
 		{name: "the key file: the key itself in the body is refused", p: p, in: withKey,
 			tcase: tcase{method: "POST", url: msg, header: messages(http.Header{"X-Api-Key": {placeholderKey}}), body: `{"model":"claude","messages":[{"role":"user","content":"` + antKey + `"}]}`,
 				verdict: policy.Deny, code: policy.CodeSecretEgress, rule: "secret:injected:anthropic"}},
