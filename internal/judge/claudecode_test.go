@@ -20,11 +20,10 @@ var (
 
 const messagesBody = `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
 
-// shippedPolicy is shipped/default.toml, its [sources] naming the test's address "local".
+// shippedPolicy is shipped/default.toml; the tests' requests name its container, "local".
 func shippedPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	text := strings.Replace(string(shipped.Default), `local = ["127.0.0.0/8", "::1/128"]`, `local = ["10.0.0.0/24"]`, 1)
-	p, err := policy.Load("default.toml", []byte(text))
+	p, err := policy.Load("default.toml", shipped.Default)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +145,10 @@ func TestShippedPolicyClaudeCode(t *testing.T) {
 // TestOptionalInjectIsExplicit: a rule that is not optional still refuses every request to its
 // host while the gate lacks its secret, the agent's own credential included.
 func TestOptionalInjectIsExplicit(t *testing.T) {
-	text := strings.Replace(string(shipped.Default), "optional = true\n", "", 1)
-	text = strings.Replace(text, `local = ["127.0.0.0/8", "::1/128"]`, `local = ["10.0.0.0/24"]`, 1)
+	if strings.Count(string(shipped.Default), "\noptional = true\n") != 1 {
+		t.Fatal("shipped/default.toml no longer holds its inject rule's optional = true once")
+	}
+	text := strings.Replace(string(shipped.Default), "\noptional = true\n", "\n", 1)
 	p, err := policy.Load("default.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
