@@ -47,7 +47,8 @@ func (h *issuedHub) Wait(context.Context, string) (hub.Ticket, error) {
 func (h *issuedHub) Claim(context.Context, string, string) (*hub.SignedDecision, error) {
 	return nil, errors.New("no")
 }
-func (h *issuedHub) Leave(string) {}
+func (h *issuedHub) Leave(string)    {}
+func (h *issuedHub) LeaveCut(string) {}
 func (h *issuedHub) BindIssued(_ context.Context, i hub.Issued) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
