@@ -3,7 +3,7 @@
 images:
 	compose/build.sh
 test:
-	go test -count=1 ./...
+	go test -count=1 -timeout 30m ./...
 # agree: the gate/explain agreement corpus at 200,000 requests and a seed of the clock (the
 # suite runs 10,000 with a fixed seed); prints the seed, so a disagreement can be replayed with
 # LOCKHTTP_AGREE_SEED.
