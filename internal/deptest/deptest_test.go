@@ -28,6 +28,10 @@ var pure = []string{
 	"internal/wsframe",
 	// Reads agent bytes from an io.Reader the gate hands it; it dials and listens for nothing.
 	"internal/clienthello",
+	// MCP's strict reading, call fingerprints, answer cuts and refusal bodies.
+	"internal/mcp",
+	// What a human or a model reads of a request's text; mcp escapes its findings with it.
+	"internal/display",
 	// Every binary's --version: it reads what the toolchain recorded, nothing else.
 	"internal/buildinfo",
 	// Not named pure, but the pure packages import it and it does no I/O: it is held to the same
