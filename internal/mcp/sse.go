@@ -34,7 +34,7 @@ type sseReader struct {
 	raw     []byte // the current event's bytes so far (keepRaw)
 	line    []byte // the current line so far, without its end
 	size    int    // the current event's bytes so far
-	cr      bool   // the last byte was a CR that ended a line: an LF now belongs to it
+	cr      bool   // the last piece ended with a CR: its line ends once the next byte is known
 	first   bool   // past the stream's first line (whose byte-order mark is dropped)
 	over    bool   // the current event is over max and is skipped
 	ev      Event
@@ -43,52 +43,55 @@ type sseReader struct {
 }
 
 // feed reads p and calls emit with each event it completes. Over max, an event is an error when
-// keepRaw; else it is skipped, and skip is called at its end.
+// keepRaw; else it is skipped, and skip is called at its end. A line that ends with a CR at the
+// end of p is ended once the next byte is known, so that the LF of a CRLF split between two
+// pieces stays with its event.
 func (r *sseReader) feed(p []byte, emit func(*Event) error, skip func()) error {
 	for len(p) > 0 {
 		if r.cr {
 			r.cr = false
-			if p[0] != '\n' {
-				r.oddLine("a lone CR ends a line")
-			} else {
-				if err := r.take(p[:1]); err != nil {
-					return err
-				}
+			if p[0] == '\n' {
+				r.take(p[:1])
 				p = p[1:]
-				continue
+			} else {
+				r.oddLine("a lone CR ends a line")
 			}
+			if err := r.endLine(emit, skip); err != nil {
+				return err
+			}
+			continue
 		}
 		i := bytes.IndexAny(p, "\r\n")
 		if i < 0 {
-			if err := r.take(p); err != nil {
-				return err
-			}
+			r.take(p)
 			if !r.over {
 				r.line = append(r.line, p...)
 			}
 			return r.check()
 		}
 		end := i + 1
+		pendingCR := false
 		if p[i] == '\r' {
-			if i+1 < len(p) {
-				if p[i+1] == '\n' {
-					end = i + 2
-				} else {
-					r.oddLine("a lone CR ends a line")
-				}
-			} else {
-				r.cr = true
+			switch {
+			case i+1 == len(p):
+				pendingCR = true
+			case p[i+1] == '\n':
+				end = i + 2
+			default:
+				r.oddLine("a lone CR ends a line")
 			}
 		}
-		if err := r.take(p[:end]); err != nil {
-			return err
-		}
+		r.take(p[:end])
 		if !r.over {
 			r.line = append(r.line, p[:i]...)
 		}
 		p = p[end:]
 		if err := r.check(); err != nil {
 			return err
+		}
+		if pendingCR {
+			r.cr = true
+			return nil
 		}
 		if err := r.endLine(emit, skip); err != nil {
 			return err
@@ -97,13 +100,46 @@ func (r *sseReader) feed(p []byte, emit func(*Event) error, skip func()) error {
 	return nil
 }
 
+// finish ends the stream: a line waiting on its CR is ended, and an event begun and not ended is
+// returned when it holds data (readers differ on whether to dispatch it; a Stream reads it as an
+// event). Otherwise the bytes left over are returned in Raw, with ok false.
+func (r *sseReader) finish(emit func(*Event) error, skip func()) (Event, bool, error) {
+	if r.cr {
+		r.cr = false
+		if err := r.endLine(emit, skip); err != nil {
+			return Event{}, false, err
+		}
+	}
+	if len(r.line) > 0 {
+		// A last line without its line end: read as if ended, without dispatching.
+		line := append([]byte(nil), r.line...)
+		r.line = r.line[:0]
+		if !r.over && line[0] != ':' {
+			name, value, _ := bytes.Cut(line, []byte{':'})
+			if string(name) == "data" {
+				if r.ev.HasData {
+					r.data.WriteByte('\n')
+				}
+				r.ev.HasData = true
+				r.data.Write(bytes.TrimPrefix(value, []byte{' '}))
+			}
+		}
+	}
+	if r.over || !r.ev.HasData {
+		return Event{Raw: r.raw}, false, nil
+	}
+	ev := r.ev
+	ev.Data = r.data.Bytes()
+	ev.Raw = r.raw
+	return ev, true, nil
+}
+
 // take counts bytes of the current event and keeps them when the raw event is kept.
-func (r *sseReader) take(b []byte) error {
+func (r *sseReader) take(b []byte) {
 	r.size += len(b)
 	if r.keepRaw && !r.over {
 		r.raw = append(r.raw, b...)
 	}
-	return nil
 }
 
 // check holds the current event to the limit.
@@ -183,34 +219,6 @@ func (r *sseReader) dispatch(emit func(*Event) error, skip func()) error {
 	return err
 }
 
-// pending returns the event begun and not ended, when it holds data: a stream that ends without
-// the blank line. Readers differ on whether to dispatch it; a Stream reads it as an event.
-func (r *sseReader) pending() (Event, bool) {
-	if len(r.line) > 0 {
-		// A last line without its line end: read as if ended, without dispatching.
-		line := append([]byte(nil), r.line...)
-		r.line = r.line[:0]
-		if !r.over && len(line) > 0 && line[0] != ':' {
-			name, value, _ := bytes.Cut(line, []byte{':'})
-			value = bytes.TrimPrefix(value, []byte{' '})
-			if string(name) == "data" {
-				if r.ev.HasData {
-					r.data.WriteByte('\n')
-				}
-				r.ev.HasData = true
-				r.data.Write(value)
-			}
-		}
-	}
-	if r.over || !r.ev.HasData {
-		return Event{Raw: r.raw}, false
-	}
-	ev := r.ev
-	ev.Data = r.data.Bytes()
-	ev.Raw = r.raw
-	return ev, true
-}
-
 // Stream reads a text/event-stream answer fed in pieces: every event's data is read as Filter.JSON
 // reads a JSON answer. With Lists set it cuts: each event is held until it ends and is passed
 // on as received, or rewritten when it carries a cut tools/list result; an event over the limit,
@@ -245,15 +253,8 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 	if !s.cut {
 		dst = append(dst, p...)
 	}
-	err := s.r.feed(p, func(ev *Event) error {
-		out, err := s.event(ev)
-		if s.cut {
-			dst = append(dst, out...)
-		}
-		return err
-	}, func() {
-		s.rep.finding("an event over %d bytes was passed on unread", s.r.max)
-	})
+	emit, skip := s.callbacks(&dst)
+	err := s.r.feed(p, emit, skip)
 	if err != nil {
 		s.err = err
 	}
@@ -266,7 +267,12 @@ func (s *Stream) End(dst []byte) ([]byte, error) {
 	if s.err != nil {
 		return dst, s.err
 	}
-	ev, ok := s.r.pending()
+	emit, skip := s.callbacks(&dst)
+	ev, ok, err := s.r.finish(emit, skip)
+	if err != nil {
+		s.err = err
+		return dst, err
+	}
 	if !ok {
 		if s.cut {
 			dst = append(dst, ev.Raw...)
@@ -282,6 +288,19 @@ func (s *Stream) End(dst []byte) ([]byte, error) {
 		s.err = err
 	}
 	return dst, err
+}
+
+// callbacks are the reader's emit and skip, passing on to *dst.
+func (s *Stream) callbacks(dst *[]byte) (func(*Event) error, func()) {
+	return func(ev *Event) error {
+			out, err := s.event(ev)
+			if s.cut {
+				*dst = append(*dst, out...)
+			}
+			return err
+		}, func() {
+			s.rep.finding("an event over %d bytes was passed on unread", s.r.max)
+		}
 }
 
 // Report is what was read so far.

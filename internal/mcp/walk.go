@@ -199,6 +199,17 @@ type keys struct {
 	folds map[string]string // past maxKeyScan keys: the fold of each key to the key
 }
 
+// envelopeKeys are the keys a message and its params are read by.
+var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error", "name", "arguments", "uri", "_meta", "tools"}
+
+var envelopeFolds = func() map[string]string {
+	m := make(map[string]string, len(envelopeKeys))
+	for _, k := range envelopeKeys {
+		m[foldKey(k)] = k
+	}
+	return m
+}()
+
 // maxKeyScan is how many keys of one object are compared one by one; past it they go in a map.
 const maxKeyScan = 16
 
@@ -209,6 +220,11 @@ func (w *walker) key(ks *keys, key string, t jsonlex.Token, envelope bool) {
 		w.find("the key %s in %s holds a control or invisible character; servers differ in what key they read", shown(key, 40), w.objectWhere())
 	} else if envelope && t.Escaped {
 		w.find("the key %s in %s is written with escapes (%s); a server that compares keys as written reads another key", shown(key, 40), w.objectWhere(), shown(string(w.b[t.Start:t.End]), 40))
+	}
+	if envelope {
+		if k, ok := envelopeFolds[foldKey(key)]; ok && k != key {
+			w.find("the key %s in %s differs from %q only by case; a server that matches keys without case reads it as %s", shown(key, 40), w.objectWhere(), k, k)
+		}
 	}
 	var other string
 	found := false
