@@ -333,7 +333,7 @@ func (w *walker) assemble(m *Message, p *params) {
 	for _, mb := range p.members {
 		switch mb.key {
 		case "arguments":
-			m.Arguments = append([]byte(nil), p.buf[mb.start:mb.end]...)
+			m.Arguments = p.buf[mb.start:mb.end:mb.end]
 			continue
 		case tk:
 			continue

@@ -159,6 +159,7 @@ func TestParseFindings(t *testing.T) {
 		{"a batch over the limit", many, -1, `a batch of more than 256 messages`},
 		{"nesting too deep", call(`{"name":"read","arguments":` + deep + `}`), -1, `nests deeper than 128 levels`},
 		{"a body over the limit", big, -1, `over the 8388608 bytes`},
+		{"much data in many nested objects", call(`{"name":"w","arguments":` + strings.Repeat(`{"b":0,"a":`, 20) + `"` + strings.Repeat("x", 1<<20) + `"` + strings.Repeat("}", 20) + `}`), -1, `would copy over`},
 		{"invalid UTF-8", call("{\"name\":\"re\xffad\"}"), -1, `not valid UTF-8`},
 		{"a lone surrogate", call(`{"name":"read\ud800"}`), -1, `a lone surrogate escape`},
 		{"a number out of range", call(`{"name":"read","arguments":{"n":1e999}}`), -1, `out of range`},

@@ -26,10 +26,19 @@ type walker struct {
 	inexactText string
 	// onString, when set, is called with every string value read, unescaped.
 	onString func(s []byte)
+	// copied counts the bytes of canonical JSON copied from an object's members into the object,
+	// at every level; past budget the walk stops. Nesting many objects around much data would
+	// otherwise copy it once a level.
+	copied, budget int
 }
+
+// copyBudget is how many bytes of canonical JSON a walk may copy for a text of n bytes: a call
+// whose arguments nest big values a few objects deep stays well under it.
+func copyBudget(n int) int { return 8*n + 1<<20 }
 
 func (w *walker) reset(b []byte) {
 	w.b = b
+	w.budget = copyBudget(len(b))
 	w.lx.Reset(b, jsonlex.Strict, MaxDepth)
 	w.msg = -1
 }
@@ -343,6 +352,10 @@ func (w *walker) object(dst []byte, canon bool) []byte {
 		}
 	}
 	if canon {
+		if w.copied += len(scratch); w.copied > w.budget {
+			w.stop("the objects nest so much data that comparing their canonical form would copy over %d bytes; the body is not read further", w.budget)
+			return dst
+		}
 		dst = appendObject(dst, members, scratch)
 	}
 	return dst
