@@ -116,15 +116,22 @@ const (
 // Answer is the whole answer to a request body whose messages are refused: one response for
 // each refused message that is a request, as JSON (one object, or an array for a batch) or, with
 // sse, as an event stream of one event a response. refused says whether the i-th message is
-// refused and how. A body whose requests could not be read (a finding about the body as a whole
-// and no request read) gets one error with a null id, as JSON-RPC answers a body it cannot
-// parse. nil: nothing to answer (notifications and responses alone), which Streamable HTTP
-// answers 202 Accepted with no body.
+// refused and how; a message that could not be read but has an id counts as a request. A body
+// none of whose requests could be read (a finding about the body as a whole, or a message
+// without an id that is neither a notification nor a response) gets one error with a null id,
+// as JSON-RPC answers a body it cannot parse; refused is asked about it with i = -1. nil:
+// nothing to answer (notifications and responses alone), which Streamable HTTP answers 202
+// Accepted with no body.
 func Answer(b *Body, refused func(i int) (Refusal, bool), style Style, sse bool) []byte {
 	var msgs [][]byte
-	requests := 0
+	requests, invalid := 0, false
 	for i, m := range b.Messages {
-		if m.Kind != Request {
+		if m.Kind == Invalid && m.ID == nil {
+			invalid = true
+		}
+		// A message that could not be read but has an id is answered too: its client waits on
+		// that id.
+		if m.Kind != Request && (m.Kind != Invalid || m.ID == nil) {
 			continue
 		}
 		requests++
@@ -138,7 +145,7 @@ func Answer(b *Body, refused func(i int) (Refusal, bool), style Style, sse bool)
 			msgs = append(msgs, r.Error(m.ID))
 		}
 	}
-	if requests == 0 && b.unreadable() {
+	if requests == 0 && (invalid || b.unreadable()) {
 		if r, ok := refused(-1); ok {
 			msgs = append(msgs, r.Error(nil))
 		}

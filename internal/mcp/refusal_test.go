@@ -92,7 +92,11 @@ func TestAnswer(t *testing.T) {
 		{name: "a batch with a notification", body: `[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delete"}}]`,
 			refused: all, want: "5e", batch: true},
 		{name: "notifications alone", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, refused: all, want: ""},
-		{name: "an unreadable body", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call",`, refused: all, want: "nulle"},
+		{name: "a message with an id that could not be read", body: `{"jsonrpc":"2.0","id":4,"method":5}`, refused: all, want: "4e"},
+		{name: "a message without an id that could not be read", body: `{"jsonrpc":"2.0","method":5}`, refused: all, want: "nulle"},
+		{name: "a body cut short after its id", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call",`, refused: all, want: "1e"},
+		{name: "an unreadable body", body: `{"jsonrpc":"2.0",`, refused: all, want: "nulle"},
+		{name: "not JSON", body: `tools/call delete`, refused: all, want: "nulle"},
 		{name: "an unreadable batch", body: `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}} x`, refused: all, want: "1e", batch: true},
 	}
 	for _, tt := range tests {
