@@ -119,8 +119,9 @@ type outcome struct {
 	isReset bool
 	goaway  bool
 	closed  bool
-	// lockCode is the X-LockHTTP-Code of the answer.
-	lockCode string
+	// lockCode is the X-LockHTTP-Code of the answer; retryAfter its Retry-After.
+	lockCode   string
+	retryAfter string
 }
 
 // wait reads frames until stream id ends (answered in full, reset) or the connection does; what
@@ -166,8 +167,11 @@ func (h *h2Raw) wait(id uint32) outcome {
 				fmt.Sscan(s, &o.status)
 			}
 			for _, hf := range f.RegularFields() {
-				if hf.Name == "x-lockhttp-code" {
+				switch hf.Name {
+				case "x-lockhttp-code":
 					o.lockCode = hf.Value
+				case "retry-after":
+					o.retryAfter = hf.Value
 				}
 			}
 			if f.StreamEnded() {

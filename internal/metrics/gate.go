@@ -110,7 +110,7 @@ func NewGate(r *Registry, st GateState) *Gate {
 		gauge("connections_open", "Client connections open.", func() float64 { return float64(st.Connections()) })
 	}
 	if st.HeldBytes != nil {
-		gauge("held_body_bytes", "Request body bytes the gate holds for decisions, WebSocket messages being reassembled included.", func() float64 { return float64(st.HeldBytes()) })
+		gauge("held_body_bytes", "Request bytes the gate holds for decisions: bodies, WebSocket messages being reassembled, and what open HTTP/2 streams are charged.", func() float64 { return float64(st.HeldBytes()) })
 	}
 	return g
 }

@@ -54,8 +54,8 @@ const (
 	// CodeBodyTimeout: the request body stalled, or arrived slower than body_min_rate, or not
 	// within body_timeout.
 	CodeBodyTimeout Code = "E_BODY_TIMEOUT"
-	// CodeBusy: the gate holds as many body bytes for decisions as held_limit or
-	// held_per_container allow.
+	// CodeBusy: the gate holds as many request bytes for decisions (bodies, open HTTP/2
+	// streams' headers) as held_limit or held_per_container allow.
 	CodeBusy Code = "E_BUSY"
 	// CodeAskLimit: the container has max_pending tickets waiting for a human.
 	CodeAskLimit Code = "E_ASK_LIMIT"
@@ -95,7 +95,7 @@ func (c Code) Advice() string {
 	case CodeBodyTimeout:
 		return "The request body stalled or arrived too slowly, so the gate stopped reading it. Send the whole body at once, at a steady rate, and retry."
 	case CodeBusy:
-		return "The gate holds as many request bodies for decisions as it may (for all containers, or for this one). Retry after the Retry-After seconds, with fewer large requests at once."
+		return "The gate holds as many requests and bodies for decisions as it may (for all containers, or for this one). Retry after the Retry-After seconds, with fewer requests (and fewer large ones) at once."
 	case CodeAskLimit:
 		return "This container already has as many requests waiting for a human as it may. Wait for the human to answer those (retry the same requests: they wait on their tickets) before you send new ones that need approval."
 	case CodeNoSigner:
