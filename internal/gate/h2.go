@@ -97,9 +97,9 @@ func holdOf(ctx context.Context) *bodyHold {
 // serveH2 serves the HTTP/2 streams of tc with h, each stream a request, until the connection
 // ends. id is the CONNECT's; tun the tunnel's binding.
 func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id string, h http.Handler) {
-	st := &h2Streams{g: g, source: source, tun: tun, connect: id, open: map[uint32]bool{}}
+	st := &h2Streams{g: g, source: source, tun: tun, connect: id, open: map[uint32]bool{}, pace: true}
 	hc := newH2Conn(tc, st)
-	st.close = func() { tc.Close() }
+	st.close = func() { hc.Close() }
 	var resets atomic.Int64 // streams the client cancelled before their answer
 	srv := &http2.Server{
 		MaxConcurrentStreams:         h2MaxStreams,
@@ -130,16 +130,20 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 		r = r.WithContext(context.WithValue(r.Context(), streamInfoKey{}, si))
 		// The stream's header is charged before anything else is done with it, and given back
 		// however the stream ends: the handler returns once it is answered, reset by the
-		// client or its connection is closed.
+		// client or its connection is closed. (Charged before the claim, which lets the
+		// connection's next header block reach the server.)
 		defer si.charge.release()
 		res, busy := g.chargeStream(r, source, si)
-		if ok && !st.claim(sid) {
+		if ok && !st.claim(sid, busy) {
 			// The HTTP/2 server ended the stream before this handler began, and its record
 			// is written: nothing more to do.
 			return
 		}
 		if busy {
 			g.refuseH2Busy(w, r, tun, res)
+			if ok {
+				st.busyDone()
+			}
 			return
 		}
 		if !ok {
@@ -153,7 +157,7 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 			if resets.Add(1) > h2MaxResets {
 				g.log.Info("http2: too many streams cancelled before their answer; closing the connection", logID, id, "host", tun.Host)
 				st.closing(fmt.Sprintf("the gate closed the connection: more than %d streams were cancelled before their answer", h2MaxResets))
-				tc.Close()
+				hc.Close()
 			}
 		}
 	})})

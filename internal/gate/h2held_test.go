@@ -138,3 +138,77 @@ func TestH2StreamPastHeldIsBusy(t *testing.T) {
 		})
 	}
 }
+
+// TestH2PacingWaitsForHandlers: on a paced connection, the header block of a new stream waits
+// while a stream opened before it has no handler yet, or while h2BusyAtOnce streams are being
+// refused E_BUSY; a claim, the server's own refusal, the client's reset, a refusal written, or
+// the connection's end lets it go.
+func TestH2PacingWaitsForHandlers(t *testing.T) {
+	waiting := func(st *h2Streams) bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.wake != nil
+	}
+	// atOnce reports whether awaitHandlers returns without waiting for anything.
+	atOnce := func(st *h2Streams) bool {
+		done := make(chan struct{})
+		go func() { st.awaitHandlers(); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(h2PaceWait / 2): // it returns at once, or waits up to h2PaceWait
+			return false
+		}
+	}
+	// paced runs awaitHandlers on st and checks that it waits until release lets it go.
+	paced := func(t *testing.T, st *h2Streams, release func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { st.awaitHandlers(); close(done) }()
+		testkit.WaitFor(t, 5*time.Second, "the next header block waiting", func() bool { return waiting(st) })
+		select {
+		case <-done:
+			t.Fatal("the next header block went on before the stream before it had a handler")
+		default:
+		}
+		release()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the next header block still waits")
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		release func(st *h2Streams)
+	}{
+		{"claimed", func(st *h2Streams) { st.claim(1, false) }},
+		{"refused by the server", func(st *h2Streams) { st.mu.Lock(); st.take(1); st.mu.Unlock() }},
+		{"reset by the client", func(st *h2Streams) { st.cancelled(1) }},
+		{"GOAWAY", func(st *h2Streams) { st.unpace() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &h2Streams{open: map[uint32]bool{}, pace: true}
+			st.opened(1)
+			paced(t, st, func() { c.release(st) })
+		})
+	}
+	t.Run("busy", func(t *testing.T) {
+		st := &h2Streams{open: map[uint32]bool{}, pace: true}
+		for id := uint32(1); id < 2*h2BusyAtOnce; id += 2 {
+			st.opened(id)
+			st.claim(id, true)
+			if id < 2*h2BusyAtOnce-1 && !atOnce(st) {
+				t.Fatalf("the next header block waits with %d streams being refused", id/2+1)
+			}
+		}
+		paced(t, st, st.busyDone)
+	})
+	t.Run("unpaced", func(t *testing.T) {
+		st := &h2Streams{open: map[uint32]bool{}}
+		st.opened(1)
+		if !atOnce(st) { // a connection serveH2 did not pace (the fuzz targets') never waits
+			t.Fatal("an unpaced connection waits")
+		}
+	})
+}

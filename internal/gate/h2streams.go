@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -34,6 +35,9 @@ type h2Streams struct {
 	tun     *judge.Binding
 	connect string // the CONNECT's id
 	close   func() // closes the connection
+	// pace: a header block that opens a stream is passed to the HTTP/2 server only once every
+	// stream opened before it has its handler (awaitHandlers); serveH2 sets it.
+	pace bool
 
 	answeringN atomic.Int32 // len(answers), read without mu on every DATA frame
 
@@ -50,6 +54,9 @@ type h2Streams struct {
 	goAwayErr  http2.ErrCode       // the error code of x/net's GOAWAY (0: none, or NO_ERROR)
 	closedBy   string              // why the gate closed the connection
 	last       string              // the reason of the connection's last record
+	busy       int                 // streams claimed whose refusal E_BUSY is not written yet
+	wake       chan struct{}       // closed when a stream leaves open or busy, or the pacing ends; nil: no one waits
+	unpaced    bool                // the pacing is over: the server sent GOAWAY, or the connection closed
 }
 
 // h2Reply is an answer x/net writes itself to a stream no handler saw.
@@ -64,6 +71,81 @@ const (
 	maxErrKinds  = 32
 	maxReplyText = 200
 )
+
+// h2PaceWait bounds how long awaitHandlers waits: a stream whose handler the HTTP/2 server
+// queues behind others that outlive their streams may wait long, and the connection must not
+// stop for good.
+const h2PaceWait = 5 * time.Second
+
+// h2BusyAtOnce is how many streams of one connection may wait for their E_BUSY refusal's
+// record at once before the next header block waits for one of them.
+const h2BusyAtOnce = 16
+
+// awaitHandlers waits, on a paced connection, until no stream the client opened is waiting for
+// its handler (claim) or the server's refusal (take), and fewer than h2BusyAtOnce are being
+// refused E_BUSY, before the header block of the next one reaches the server. The server
+// decodes a block (x/net joins the Cookie fields into one new string: HPACK-indexed, 40 bytes
+// on the wire are 60 KiB of it) and holds it until the stream's handler runs, and the handler
+// is where the gate charges it (chargeStream): pacing keeps what the server holds uncharged to
+// one stream's header per connection, where a burst of header blocks would otherwise wait in
+// their handlers' goroutines, 100 a connection, before any was counted. And a stream the held
+// bytes cannot take waits, with its goroutine and buffers (its header let go), for its record
+// to be on disk (up to a second when refusals are summarised): a connection has at most
+// h2BusyAtOnce such streams, not 100. What waits meanwhile is the client's bytes, in the
+// kernel's socket buffers.
+func (s *h2Streams) awaitHandlers() {
+	if !s.pace {
+		return
+	}
+	var timeout <-chan time.Time
+	for {
+		s.mu.Lock()
+		if len(s.open) == 0 && s.busy < h2BusyAtOnce || s.unpaced {
+			s.mu.Unlock()
+			return
+		}
+		if s.wake == nil {
+			s.wake = make(chan struct{})
+		}
+		wake := s.wake
+		s.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(h2PaceWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-wake:
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// busyDone notes that a stream claimed busy has its refusal written.
+func (s *h2Streams) busyDone() {
+	s.mu.Lock()
+	s.busy--
+	s.wakeUp()
+	s.mu.Unlock()
+}
+
+// wakeUp wakes awaitHandlers. (s.mu held.)
+func (s *h2Streams) wakeUp() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
+
+// unpace ends the pacing: the server sent GOAWAY (it ignores the streams opened after it) or
+// the connection is closed.
+func (s *h2Streams) unpace() {
+	s.mu.Lock()
+	s.unpaced = true
+	s.wakeUp()
+	s.mu.Unlock()
+}
 
 // opened notes a stream the client opened (its first HEADERS).
 func (s *h2Streams) opened(id uint32) {
@@ -84,6 +166,7 @@ func (s *h2Streams) cancelled(id uint32) {
 		return
 	}
 	delete(s.open, id)
+	s.wakeUp()
 	s.nCancelled++
 	if s.late == nil || len(s.late) >= h2MaxOpen {
 		s.late = map[uint32]bool{}
@@ -92,8 +175,9 @@ func (s *h2Streams) cancelled(id uint32) {
 }
 
 // claim is a handler's claim to stream id; false when x/net has ended the stream already (and
-// its record is written).
-func (s *h2Streams) claim(id uint32) bool {
+// its record is written). busy: the handler refuses the stream because the held bytes cannot
+// take it, and the pacing waits for that refusal (busyDone) as for a handler.
+func (s *h2Streams) claim(id uint32, busy bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended[id] {
@@ -101,6 +185,11 @@ func (s *h2Streams) claim(id uint32) bool {
 		return false
 	}
 	delete(s.open, id)
+	if busy {
+		s.busy++
+	} else {
+		s.wakeUp()
+	}
 	if s.late[id] {
 		delete(s.late, id)
 		s.nCancelled--
@@ -115,6 +204,7 @@ func (s *h2Streams) take(id uint32) bool {
 		return false
 	}
 	delete(s.open, id)
+	s.wakeUp()
 	if s.ended == nil || len(s.ended) >= h2MaxOpen {
 		s.ended = map[uint32]bool{}
 	}
@@ -197,6 +287,7 @@ func answerWords(status int) string {
 // goAway notes x/net's GOAWAY: one with an error code closes the connection, and its record is
 // written before the frame leaves.
 func (s *h2Streams) goAway(code http2.ErrCode) {
+	s.unpace()
 	s.mu.Lock()
 	if code == http2.ErrCodeNo || s.goAwayErr != 0 {
 		s.mu.Unlock()

@@ -28,6 +28,10 @@ import (
 //     concatenations, and a literal without indexing leaves the dynamic table alone, so the
 //     field changes nothing else of the block. A block that swallows it (one that ends inside
 //     a representation, which HTTP/2 forbids) leaves no valid mark, and is refused.
+//   - A header block that opens a stream waits, before x/net reads it, until every stream
+//     opened before it has reached its handler, where its header is charged to the held bytes
+//     (h2Streams.awaitHandlers): x/net decodes a block and holds it until the handler runs, and
+//     the gate cannot count it sooner.
 //   - On the way out, a stream that x/net resets or answers itself (a 400 or 431 of its own)
 //     before any handler claimed it was refused by x/net: its audit record is written before
 //     the frame that ends it leaves the gate (h2Streams). A GOAWAY with an error code ends the
@@ -152,6 +156,11 @@ func (c *h2Conn) frameIn() {
 	switch {
 	case typ == http2.FrameHeaders && id%2 == 1 && id > in.maxID:
 		in.maxID = id
+		if marking == 0 {
+			// (Inside another stream's header block, this frame is a connection error x/net
+			// must see at once: nothing to wait for.)
+			c.st.awaitHandlers()
+		}
 		c.st.opened(id)
 		marking = id
 	case typ == http2.FrameContinuation && id == marking && id != 0:
@@ -182,6 +191,13 @@ func (c *h2Conn) frameIn() {
 	f[3], f[4] = byte(http2.FrameContinuation), byte(http2.FlagContinuationEndHeaders)
 	binary.BigEndian.PutUint32(f[5:], id)
 	in.after = append(f, m...)
+}
+
+// Close closes the connection and ends the pacing (awaitHandlers), whose wait would otherwise
+// hold x/net's reader.
+func (c *h2Conn) Close() error {
+	c.st.unpace()
+	return c.h2Wire.Close()
 }
 
 // mark is the gate's field that ends the header block of stream id: one literal field without
