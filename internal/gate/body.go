@@ -28,8 +28,8 @@ const (
 
 // heldBytes counts the request bytes the gate holds for decisions: in all, and by container.
 // A body's bytes are taken before the buffer that holds them is allocated, and given back when
-// its request is done; an open HTTP/2 stream's header is taken when its handler starts, and
-// given back when the stream ends (streamCharge).
+// its request is done (a WebSocket message's likewise, websocket.go); an open HTTP/2 stream's
+// header is taken when its handler starts, and given back when the stream ends (streamCharge).
 type heldBytes struct {
 	mu    sync.Mutex
 	total int64            // guarded by mu
@@ -73,8 +73,8 @@ func (h *heldBytes) give(container string, n int64) {
 	}
 }
 
-// HeldBytes is how many bytes the gate holds for decisions now, in all: bodies, and what open
-// HTTP/2 streams are charged.
+// HeldBytes is how many bytes the gate holds for decisions now, in all: bodies, WebSocket
+// messages, and what open HTTP/2 streams are charged.
 func (g *Gate) HeldBytes() int64 {
 	g.held.mu.Lock()
 	defer g.held.mu.Unlock()
@@ -239,9 +239,9 @@ func bodyRefusal(err error) (policy.Decision, bool) {
 	var late *errBodyTimeout
 	switch {
 	case errors.As(err, &busy) && busy.container:
-		return judge.Busy(judge.RuleHeldPerContainer, "this container's requests hold as many bytes for decisions (bodies, and the headers of open HTTP/2 streams) as held_per_container allows"), true
+		return judge.Busy(judge.RuleHeldPerContainer, "this container's requests hold as many bytes for decisions (bodies, WebSocket messages, the headers of open HTTP/2 streams) as held_per_container allows"), true
 	case errors.As(err, &busy):
-		return judge.Busy(judge.RuleHeldLimit, "the gate holds as many bytes for decisions (bodies, and the headers of open HTTP/2 streams) as held_limit allows, for all containers together"), true
+		return judge.Busy(judge.RuleHeldLimit, "the gate holds as many bytes for decisions (bodies, WebSocket messages, the headers of open HTTP/2 streams) as held_limit allows, for all containers together"), true
 	case errors.As(err, &late):
 		return judge.BodyTimeout(late.why), true
 	}
