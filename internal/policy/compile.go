@@ -459,13 +459,19 @@ func parseHostPattern(text string) (hostPattern, error) {
 	return hostPattern{text: text, name: norm}, nil
 }
 
-// Load decodes, validates and compiles a policy file.
+// Load decodes, validates and compiles a policy file. Its error is Errors: the problems of
+// decoding and of the values together, in file order, so one load reports every problem it can
+// find (all of them but after a TOML syntax error, which stops the reading).
 func Load(name string, data []byte) (*Policy, error) {
-	doc, err := Decode(name, data)
-	if err != nil {
-		return nil, err
+	doc, errs := decode(name, data)
+	if doc == nil {
+		return nil, report(errs)
 	}
-	return doc.Compile()
+	p, cerrs := doc.compile()
+	if errs = append(errs, cerrs...); len(errs) > 0 {
+		return nil, report(errs)
+	}
+	return p, nil
 }
 
 // Validate checks every value of the document; the errors name line, key and fix.
@@ -487,13 +493,26 @@ type compiler struct {
 }
 
 // errorf records a problem at the line of path. Compile reports the first maxErrors in file
-// order, so every problem is kept until then.
+// order, so every problem is kept until then. A problem under a value that did not decode is
+// not one: the value was left zero.
 func (c *compiler) errorf(path []string, key string, format string, args ...any) {
+	if c.d.failedAt(path) {
+		return
+	}
 	c.errs = append(c.errs, &Error{File: c.d.Name, Line: c.d.loc.line(path...), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 // Compile validates the document and builds the Policy.
 func (d *Document) Compile() (*Policy, error) {
+	p, errs := d.compile()
+	if len(errs) > 0 {
+		return nil, report(errs)
+	}
+	return p, nil
+}
+
+// compile validates the document and builds the Policy, or returns every problem it found.
+func (d *Document) compile() (*Policy, Errors) {
 	c := &compiler{d: d}
 	f := &d.File
 	p := &Policy{
@@ -518,10 +537,6 @@ func (d *Document) Compile() (*Policy, error) {
 	c.notify(p, f.Notify)
 	p.ClaudeCredentials = f.Claude.Credentials
 	if len(c.errs) > 0 {
-		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
-		if len(c.errs) > maxErrors {
-			c.errs = c.errs[:maxErrors]
-		}
 		return nil, c.errs
 	}
 	return p, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,22 +56,44 @@ type Document struct {
 	Name string // how errors refer to the file (its path)
 	Text []byte
 	loc  *locator
+	// failed are the paths (as the locator names them) of the values that did not decode: their
+	// fields are left zero, so what Compile finds under them is not reported.
+	failed [][]string
 }
 
 // Decode reads a policy file strictly: TOML syntax, types, unknown keys (a key spelled in
 // another case is one) and the version. The errors come in file order, the same on every load.
-// It does not check values; see Validate.
+// It does not check values; see Validate, and Load, which reports the problems of both at once.
 func Decode(name string, data []byte) (*Document, error) {
+	doc, errs := decode(name, data)
+	if len(errs) > 0 {
+		return nil, report(errs)
+	}
+	return doc, nil
+}
+
+// decode reads a policy file as Decode does, but returns the document even when some of its
+// values did not decode (they are left zero and listed in failed), so that Load can check the
+// rest in the same pass. It returns no document when nothing more can be read: the TOML does not
+// parse, or the file is of a version this lockhttp does not read.
+func decode(name string, data []byte) (*Document, Errors) {
 	src := string(data)
 	loc := newLocator(src)
-	var f File
-	md, err := toml.Decode(src, &f)
-	if err != nil {
-		return nil, decodeErrors(name, src, loc, err)
-	}
+	doc := &Document{Name: name, Text: data, loc: loc}
 	var errs Errors
+	md, err := toml.Decode(src, &doc.File)
+	var undecoded []toml.Key
+	if err != nil {
+		var ok bool
+		if md, errs, ok = decodeValues(doc, err); !ok {
+			return nil, errs
+		}
+		undecoded = unknownKeys(md)
+	} else {
+		undecoded = md.Undecoded()
+	}
 	seen := make(map[string]int)
-	for _, k := range md.Undecoded() {
+	for _, k := range undecoded {
 		path := []string(k)
 		n := seen[k.String()]
 		seen[k.String()] = n + 1
@@ -80,32 +103,65 @@ func Decode(name string, data []byte) (*Document, error) {
 		}
 		errs = append(errs, &Error{File: name, Line: line, Key: k.String(),
 			Msg: "unknown key; " + knownKeys(path)})
-		if len(errs) >= maxErrors {
-			break
-		}
 	}
 	errs = append(errs, checkKeys(name, md, loc)...)
-	if !md.IsDefined("version") {
+	f := &doc.File
+	switch {
+	case !md.IsDefined("version"):
 		errs = append(errs, &Error{File: name, Line: 1, Key: "version",
 			Msg: "missing; start the file with version = 1"})
-	} else if f.Version != 1 {
+	case f.Version != 1 && !doc.failedAt([]string{"version"}):
+		// Another version's keys may mean other things: checking them as version 1's would
+		// only mislead.
 		errs = append(errs, &Error{File: name, Line: loc.line("version"), Key: "version",
 			Msg: fmt.Sprintf("%d is not supported; this lockhttp reads version = 1", f.Version)})
+		return nil, errs
 	}
-	if len(errs) > 0 {
-		return nil, inFileOrder(errs)
+	if err == nil && len(errs) > 0 {
+		// The decoder fills a field from either of two spellings of its key ("verdict" and
+		// "Verdict"), in the order of a map: the values are read again key by key, in file
+		// order, a field so spelled twice left zero, so that what Compile checks next is the
+		// same on every load.
+		if _, verrs, _ := decodeValues(doc, nil); len(verrs) > 0 {
+			return nil, append(errs, verrs...) // not reached: the values decoded once already
+		}
 	}
-	return &Document{File: f, Name: name, Text: data, loc: loc}, nil
+	return doc, errs
 }
 
-// inFileOrder sorts errors by line (keeping the order of those on one line) and keeps the first
-// maxErrors.
-func inFileOrder(errs Errors) Errors {
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
-	if len(errs) > maxErrors {
-		errs = errs[:maxErrors]
+// failedAt reports whether path is at or under a value that did not decode.
+func (d *Document) failedAt(path []string) bool {
+	for _, f := range d.failed {
+		if len(f) <= len(path) && slices.Equal(f, path[:len(f)]) {
+			return true
+		}
 	}
-	return errs
+	return false
+}
+
+// inFileOrder sorts errors by line (keeping the order of those on one line) and drops repeats.
+func inFileOrder(errs Errors) Errors {
+	sorted := append(Errors(nil), errs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Line < sorted[j].Line })
+	out := sorted[:0]
+	for i, e := range sorted {
+		if i > 0 && *e == *sorted[i-1] {
+			continue // one problem found twice (a value that is not a table, by two checks)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// report is the error of a load that found errs: the problems in file order, at most maxErrors
+// of them, then how many more there are.
+func report(errs Errors) Errors {
+	all := inFileOrder(errs)
+	if n := len(all) - maxErrors; n > 0 {
+		all = append(all[:maxErrors:maxErrors], &Error{File: all[0].File,
+			Msg: fmt.Sprintf("and %d more problems not shown; fix these and check again", n)})
+	}
+	return all
 }
 
 // checkKeys finds what the TOML decoder lets through though the file is not as written in
@@ -180,38 +236,77 @@ func checkKeys(name string, md toml.MetaData, loc *locator) Errors {
 // goTypes names TOML types as the decoder's errors do.
 var goTypes = map[string]string{"Integer": "int64", "Float": "float64", "String": "string", "Bool": "bool"}
 
-// decodeErrors explains why the document did not decode. The TOML decoder stops at the first
-// value it cannot store, and it takes the keys of a table in the order of a map, so which value
-// it names would change from one load to the next. A syntax error is reported as the decoder
-// gives it (the parser reads in file order); otherwise the values are decoded again one key at a
-// time, in file order, and every one that does not decode is reported.
-func decodeErrors(name, src string, loc *locator, err error) error {
+// decodeValues decodes the document again after the TOML decoder failed with err (or, with a nil
+// err, after it found keys it should not have read), to find every value that does not decode
+// rather than the one it stopped at. The decoder stops at the
+// first value it cannot store, and it takes the keys of a table in the order of a map, so which
+// value it names would change from one load to the next. A syntax error is reported as the
+// decoder gives it (the parser reads in file order): nothing more can be read, and ok is false.
+// Otherwise the values are decoded one key at a time, in file order, into doc.File: each that
+// does not decode is reported, left zero and listed in doc.failed, and the rest are filled, so
+// the file's other problems can be found in the same pass. md is the document's metadata.
+func decodeValues(doc *Document, err error) (md toml.MetaData, errs Errors, ok bool) {
 	var top map[string]toml.Primitive
-	md, perr := toml.Decode(src, &top)
+	md, perr := toml.Decode(string(doc.Text), &top)
 	if perr != nil {
-		return Errors{tomlError(name, perr)}
+		return md, Errors{tomlError(doc.Name, perr)}, false
 	}
-	v := valueDecoder{md: md, name: name, loc: loc}
-	v.table(top, reflect.TypeOf(File{}), nil, nil)
-	if len(v.errs) == 0 {
-		return Errors{tomlError(name, err)} // not found again: the decoder's own word
+	doc.File = File{}
+	v := valueDecoder{md: md, name: doc.Name, loc: doc.loc}
+	v.table(top, reflect.ValueOf(&doc.File).Elem(), nil, nil)
+	if len(v.errs) == 0 && err != nil {
+		return md, Errors{tomlError(doc.Name, err)}, false // not found again: the decoder's own word
 	}
-	return inFileOrder(v.errs)
+	doc.failed = v.failed
+	return md, v.errs, true
+}
+
+// unknownKeys are the keys of md that no field of File takes, as the decoder matches keys to
+// fields (by tag, ignoring case): what md.Undecoded gives after a decode that finished, for one
+// that did not.
+func unknownKeys(md toml.MetaData) []toml.Key {
+	var out []toml.Key
+	for _, k := range md.Keys() {
+		t := reflect.TypeOf(File{})
+		for _, p := range k {
+			for t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
+				t = t.Elem() // an array of tables
+			}
+			if t.Kind() == reflect.Map {
+				t = t.Elem() // a name of your choice
+				continue
+			}
+			if t.Kind() != reflect.Struct || isText(t) {
+				break
+			}
+			f, ok := fieldByTag(t, p)
+			if !ok {
+				f, ok = fieldByFold(t, p)
+			}
+			if !ok {
+				out = append(out, k)
+				break
+			}
+			t = f.Type
+		}
+	}
+	return out
 }
 
 // valueDecoder decodes the values of a document key by key, in file order, to find those that
-// do not decode.
+// do not decode and to fill the others.
 type valueDecoder struct {
-	md   toml.MetaData
-	name string
-	loc  *locator
-	errs Errors
+	md     toml.MetaData
+	name   string
+	loc    *locator
+	errs   Errors
+	failed [][]string // the paths of the values that did not decode
 }
 
-// table decodes the keys of one table into t, a struct or a map. path is where the table is,
+// table decodes the keys of one table into rv, a struct or a map. path is where the table is,
 // with the indexes of arrays of tables (as the locator names lines); key is its name, without
 // them (as the decoder names keys).
-func (v *valueDecoder) table(prims map[string]toml.Primitive, t reflect.Type, path, key []string) {
+func (v *valueDecoder) table(prims map[string]toml.Primitive, rv reflect.Value, path, key []string) {
 	keys := make([]string, 0, len(prims))
 	for k := range prims {
 		keys = append(keys, k)
@@ -223,63 +318,85 @@ func (v *valueDecoder) table(prims map[string]toml.Primitive, t reflect.Type, pa
 		}
 		return keys[i] < keys[j]
 	})
+	t := rv.Type()
+	if t.Kind() == reflect.Map && rv.IsNil() {
+		rv.Set(reflect.MakeMap(t))
+	}
+	// A field written under two spellings of its key is left zero (the caller reports the
+	// spellings): which one the decoder took would be up to the order of a map.
+	spelled := map[int]int{}
+	if t.Kind() == reflect.Struct {
+		for _, k := range keys {
+			if f, ok := fieldByFold(t, k); ok {
+				spelled[f.Index[0]]++
+			}
+		}
+	}
 	for _, k := range keys {
-		var ft reflect.Type
 		switch t.Kind() {
 		case reflect.Map:
-			ft = t.Elem()
+			elem := reflect.New(t.Elem()).Elem()
+			if v.value(prims[k], elem, at(path, k), at(key, k)) {
+				rv.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), elem)
+			}
 		case reflect.Struct:
 			f, ok := fieldByTag(t, k)
 			if !ok {
 				f, ok = fieldByFold(t, k) // as the decoder matches it
 			}
 			if !ok {
-				continue // an unknown key: reported once the values decode
+				continue // an unknown key: reported by the caller
 			}
-			ft = f.Type
+			if spelled[f.Index[0]] > 1 {
+				v.failed = append(v.failed, at(path, f.Tag.Get("toml")))
+				continue
+			}
+			v.value(prims[k], rv.FieldByIndex(f.Index), at(path, k), at(key, k))
 		}
-		v.value(prims[k], ft, at(path, k), at(key, k))
 	}
 }
 
-// value decodes one value into a t, descending into tables and arrays of tables.
-func (v *valueDecoder) value(p toml.Primitive, t reflect.Type, path, key []string) {
+// value decodes one value into rv, descending into tables and arrays of tables. It reports
+// whether the value decoded; one that did not is left zero.
+func (v *valueDecoder) value(p toml.Primitive, rv reflect.Value, path, key []string) bool {
+	t := rv.Type()
 	switch {
 	case t.Kind() == reflect.Map, t.Kind() == reflect.Struct && !isText(t):
 		var data any
 		if err := v.md.PrimitiveDecode(p, &data); err != nil {
-			v.fail(path, key, err)
-			return
+			return v.fail(rv, path, key, err)
 		}
 		if _, ok := data.(map[string]any); !ok {
 			// The decoder reads a value that is not a table as an empty table of names.
-			v.fail(path, key, fmt.Errorf("incompatible types: TOML value has type %T; destination has type %s", data, t))
-			return
+			return v.fail(rv, path, key, fmt.Errorf("incompatible types: TOML value has type %T; destination has type %s", data, t))
 		}
 		var sub map[string]toml.Primitive
 		if err := v.md.PrimitiveDecode(p, &sub); err != nil {
-			v.fail(path, key, err)
-			return
+			return v.fail(rv, path, key, err)
 		}
-		v.table(sub, t, path, key)
+		v.table(sub, rv, path, key)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
 		var elems []map[string]toml.Primitive
 		if err := v.md.PrimitiveDecode(p, &elems); err != nil {
-			v.fail(path, key, err)
-			return
+			return v.fail(rv, path, key, err)
 		}
+		rv.Set(reflect.MakeSlice(t, len(elems), len(elems)))
 		for i, e := range elems {
-			v.table(e, t.Elem(), append(append([]string{}, path...), itoa(i)), key)
+			v.table(e, rv.Index(i), append(append([]string{}, path...), itoa(i)), key)
 		}
 	default:
-		if err := v.md.PrimitiveDecode(p, reflect.New(t).Interface()); err != nil {
-			v.fail(path, key, err)
+		if err := v.md.PrimitiveDecode(p, rv.Addr().Interface()); err != nil {
+			return v.fail(rv, path, key, err)
 		}
 	}
+	return true
 }
 
-// fail records the error of the value at path (named key).
-func (v *valueDecoder) fail(path, plain []string, err error) {
+// fail records the error of the value at path (named key) and leaves rv, where it was to go,
+// zero. It returns false.
+func (v *valueDecoder) fail(rv reflect.Value, path, plain []string, err error) bool {
+	rv.Set(reflect.Zero(rv.Type()))
+	v.failed = append(v.failed, path)
 	key := toml.Key(plain)
 	msg := err.Error()
 	var pe toml.ParseError
@@ -291,6 +408,7 @@ func (v *valueDecoder) fail(path, plain []string, err error) {
 		msg = strings.TrimPrefix(msg, "toml: ")
 	}
 	v.errs = append(v.errs, &Error{File: v.name, Line: v.loc.line(path...), Key: key.String(), Msg: friendlyTOML(msg, plain)})
+	return false
 }
 
 var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
