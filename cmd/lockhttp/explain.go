@@ -30,8 +30,8 @@ const explainSynopsis = `usage: lockhttp explain [flags] METHOD URL [-H 'NAME: V
 `
 
 const explainUsage = explainSynopsis + `
-What the gate would decide for one request, and why: the decision as JSON on stdout, the policy
-it was decided with on stderr.
+What the gate would decide for one request, and why: the decision as JSON on stdout (one line,
+or indented with --pretty), the policy it was decided with on stderr.
 
   METHOD URL     an absolute http:// or https:// URL (https:// is decided as inside a decrypted
                  tunnel, http:// as a plain proxy request, which is how the gate decides plain
@@ -88,7 +88,7 @@ type explainArgs struct {
 	batch                             string
 	policy, state, container, secrets string
 	resolve                           resolveFlag
-	dns, noDecrypt, cleartext         bool
+	dns, noDecrypt, cleartext, pretty bool
 	transparent                       bool
 	headers                           listFlag
 	data                              string
@@ -115,6 +115,7 @@ func (a *explainArgs) flagSet(stderr io.Writer) *flag.FlagSet {
 		a.data, a.hasData = s, true
 		return nil
 	})
+	fs.BoolVar(&a.pretty, "pretty", false, "print the decision indented over several lines, for a person to read (not with --batch)")
 	fs.StringVar(&a.batch, "batch", "", "decide every request of `FILE` (- for stdin): one JSON object a line, {\"request\": base64 of the raw request}; one decision a line on stdout")
 	fs.StringVar(&a.dataFile, "data-file", "", "with METHOD URL: the request body from `FILE` (- for stdin)")
 	fs.Usage = func() {
@@ -191,6 +192,9 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if len(pos) > 0 || len(a.headers) > 0 || a.hasData || a.dataFile != "" {
 			return usageErr(errors.New("--batch reads every request from its file; give no request besides"))
 		}
+		if a.pretty {
+			return usageErr(errors.New("--batch prints one decision a line; --pretty goes with one request"))
+		}
 	case len(pos) == 2:
 		if raw, err = a.buildRequest(stdin); err != nil {
 			return usageErr(err)
@@ -230,8 +234,11 @@ func runExplain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp explain:", err)
 		return 2
 	}
-	enc := json.NewEncoder(stdout)
+	enc := json.NewEncoder(stdout) // each value ends with a newline
 	enc.SetEscapeHTML(false)
+	if a.pretty {
+		enc.SetIndent("", "  ")
+	}
 	enc.Encode(res)
 	return 0
 }

@@ -1,5 +1,5 @@
-// Command lockhttp is the operator's tool: check a setup (doctor), explain what the gate would
-// decide for a request, verify the audit.
+// Command lockhttp is the operator's tool: check a setup (doctor) or a policy file (check),
+// explain what the gate would decide for a request, verify the audit.
 package main
 
 import (
@@ -24,6 +24,7 @@ const usage = `usage: lockhttp <command> [flags]
 
 commands:
   doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
+  check       does a policy file load? every problem in it, each with its file:line and the fix
   explain     what the gate would decide for a request (METHOD URL or a raw request), and why
   verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub, --dsn)
   audit       keygen (the audit key), checkpoint (copy the signed head out), migrate (the database)
@@ -44,6 +45,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
 	case "explain":
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
