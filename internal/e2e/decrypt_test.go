@@ -459,7 +459,8 @@ func TestDecryptAttacks(t *testing.T) {
 }
 
 // TestUpstreamCertificateProblems: the gate verifies origins; each bad certificate is a 502 that
-// names the reason.
+// names the reason in fixed text (never the TLS library's words or the origin's address), and
+// for an unknown authority the fix: the operator's --roots.
 func TestUpstreamCertificateProblems(t *testing.T) {
 	pki := newTestPKI(t)
 	other := newTestPKI(t) // a root the gate does not trust
@@ -475,7 +476,8 @@ func TestUpstreamCertificateProblems(t *testing.T) {
 		port int
 		want string
 	}{
-		{"unknown authority", unknown, "unknown authority"},
+		{"unknown authority", unknown, "its TLS certificate is signed by an unknown authority (not one the gate trusts). " +
+			"If it is a server of your own with a private CA, the operator gives the gate that CA's root certificate: lox run --roots FILE (LOCKHTTP_ROOTS in a compose deployment)."},
 		{"expired", expired, "expired"},
 		{"wrong name", wrongName, "bad.test"},
 		{"weak key", weak, "weak certificate"},
@@ -489,6 +491,11 @@ func TestUpstreamCertificateProblems(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != 502 || !strings.Contains(string(body), tc.want) || strings.Contains(string(body), "should not be seen") {
 				t.Fatalf("got %d %q; want 502 naming %q", resp.StatusCode, body, tc.want)
+			}
+			for _, internal := range []string{"x509", "tls:", "127.0.0.1"} {
+				if strings.Contains(string(body), internal) {
+					t.Errorf("the 502 shows the agent %q, an internal cause:\n%s", internal, body)
+				}
 			}
 		})
 	}

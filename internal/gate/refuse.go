@@ -240,7 +240,8 @@ func unreachable(err error) string {
 	)
 	switch {
 	case errors.As(err, &unknown):
-		return "The target could not be reached: its TLS certificate is signed by an unknown authority (not one the gate trusts)."
+		return "The target could not be reached: its TLS certificate is signed by an unknown authority (not one the gate trusts). " +
+			"If it is a server of your own with a private CA, the operator gives the gate that CA's root certificate: lox run --roots FILE (LOCKHTTP_ROOTS in a compose deployment)."
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return "The target could not be reached: its TLS certificate has expired or is not yet valid."
 	case errors.As(err, &invalid):
