@@ -358,6 +358,11 @@ func Run(ctx context.Context, o Options) error {
 		s.stopAll()
 		removeOwnUp(state)
 	}
+	// Said before the console starts: once its terminal UI owns the terminal, a line written
+	// there would scroll the UI's screen under it.
+	if os.Geteuid() == 0 {
+		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
+	}
 	if signerProc.cur, err = signerProc.start(); err != nil {
 		return err
 	}
@@ -381,9 +386,6 @@ func Run(ctx context.Context, o Options) error {
 			stopAll()
 			return err
 		}
-	}
-	if os.Geteuid() == 0 {
-		fmt.Fprintln(o.Stderr, "lox: running as root: the gate runs with -allow-root; in a deployment it runs as its own user")
 	}
 	if gateProc.cur, err = gateProc.start(); err != nil {
 		stopAll()
