@@ -49,6 +49,7 @@ type options struct {
 	hubCLIToken  string
 	hubTTL       time.Duration
 	phoneURL     string
+	caCert       string
 	tui          bool
 	version      bool
 
@@ -78,6 +79,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.hubTTL, "ticket-ttl", hub.DefaultTicketTTL, "how long a ticket waits for a human before it expires")
 	fs.StringVar(&o.phoneURL, "phone-url", "", "serve the phone page at /phone on the hub's address; the URL a phone reaches the hub at (http(s)://host[:port]), or \"auto\" for http:// and the address the hub listens on; empty: no phone page")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
+	fs.StringVar(&o.caCert, "ca-cert", "", "the CA certificate `FILE` agents trust (lox run's ca.pem), named in the terminal UI's header beside the proxy's address; empty: not named")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
 	fs.BoolVar(&o.version, "version", false, "print the console's version (module version, revision, build) and exit")
 	if err := fs.Parse(args); err != nil {
@@ -207,7 +209,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		go srv.Serve(pl)
-		err := runTUI(ctx, hs, c, msgs, rlog)
+		err := runTUI(ctx, hs, c, msgs, rlog, o.caCert)
 		stop()
 		if err != nil {
 			fmt.Fprintln(stderr, "console: terminal:", err)

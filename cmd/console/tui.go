@@ -38,8 +38,9 @@ func (m *messages) last() []string {
 	return append([]string(nil), m.lines...)
 }
 
-// runTUI runs the terminal UI on this process's terminal until the user quits or ctx ends.
-func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log) error {
+// runTUI runs the terminal UI on this process's terminal until the user quits or ctx ends. Its
+// header names the proxy's address and caCert, the CA agents trust.
+func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log, caCert string) error {
 	name := "console"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
@@ -49,11 +50,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 		Traffic:  hs.traffic,
 		Restarts: rlog.Recent,
 		User:     name,
+		CACert:   caCert,
 		Status: func() []string {
-			var out []string
-			if g := hs.hub.GateState(); g.Listen != "" {
-				out = append(out, "proxy: http://"+g.Listen+"   hub: http://"+hs.addr)
-			}
+			out := []string{"hub: http://" + hs.addr} // the proxy's address is in the header
 			out = append(out, c.StatusLines()...)
 			return append(out, msgs.last()...)
 		},

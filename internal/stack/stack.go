@@ -291,7 +291,7 @@ func Run(ctx context.Context, o Options) error {
 		return append([]string{"-policy", polPath, "-state", filepath.Join(state, "console-state.json"), "-socket", up.ConsoleSocket, "-audit", up.ConsoleAudit, "-watch", "500ms",
 			"-hub-listen", hubListen, "-hub-state", filepath.Join(state, "hub.json"), "-hub-key", hubKey,
 			"-hub-gate-token", hubGateToken, "-hub-cli-token", up.HubCLIToken, "-phone-url", orAuto(o.PhoneURL),
-			"-supervisor-uid", strconv.Itoa(os.Geteuid())}, slices.Concat(margs["console"], agentConsoleArgs(o.Agent))...)
+			"-supervisor-uid", strconv.Itoa(os.Geteuid()), "-ca-cert", up.CACert}, slices.Concat(margs["console"], agentConsoleArgs(o.Agent))...)
 	}
 	consoleLog := filepath.Join(up.Logs, "console.log")
 	var cst struct {

@@ -35,6 +35,9 @@ type Config struct {
 	// counts them and the recent decisions show each, whatever the filter (an operator must
 	// see them). Nil: none (a console that lox does not supervise).
 	Restarts func() []restarts.Report
+	// CACert is the path of the CA certificate agents trust (lox run's ca.pem), shown in the
+	// header beside the proxy's address. Empty: the header names no CA.
+	CACert string
 	// User is the person at this terminal; decisions are made as "terminal:<User>", the name
 	// as hub.CleanName leaves it. Empty: decisions are made as "terminal".
 	User string
@@ -65,6 +68,9 @@ const (
 	recentShown = 50
 	// reasonLimit bounds a denial's reason (the agent is told it).
 	reasonLimit = 300
+	// urlLines is how many lines at most the selected ticket's URL, or one recent decision,
+	// wraps over in the list; past them it ends in "…" (a ticket's details show all of it).
+	urlLines = 4
 	// shortOutput is how many lines of a command's output the message area shows; longer
 	// output opens a page of its own.
 	shortOutput = 2
@@ -157,6 +163,7 @@ type model struct {
 	commands map[string]func([]string) (string, error)
 	status   func() []string
 	restarts func() []restarts.Report
+	caCert   string // escaped
 	now      func() time.Time
 	st       styles
 	keys     keyMap
@@ -215,7 +222,7 @@ type model struct {
 func newModel(c Config, r *lipgloss.Renderer) *model {
 	m := &model{
 		hub: c.Hub, traffic: c.Traffic, by: byOf(c.User), pairing: c.PairingURL, commands: c.Commands, status: c.Status, restarts: c.Restarts, now: c.Now,
-		st: newStyles(r), keys: newKeyMap(), tickEvery: time.Second,
+		caCert: display.Escape(c.CACert, false), st: newStyles(r), keys: newKeyMap(), tickEvery: time.Second,
 	}
 	if m.now == nil {
 		m.now = time.Now

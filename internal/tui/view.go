@@ -132,7 +132,12 @@ func (m *model) frame(w, h int) (top, bottom []string, rows int) {
 	keys = take(keys)
 	bottom = append(append(append(bottom, msg...), prompt...), keys...)
 	top = []string{m.headerLine(w)}
-	room := h - len(bottom) - len(top) - 3 // leave three rows to the body where possible
+	room := h - len(bottom) - len(top)
+	if where := m.whereLines(w); len(where) <= room {
+		top = append(top, where...)
+		room -= len(where)
+	}
+	room -= 3 // leave three rows to the body where possible
 	for _, s := range m.statusLines {
 		if room <= 0 {
 			break
@@ -203,6 +208,26 @@ func (m *model) headerLine(w int) string {
 		parts = append(parts, r)
 	}
 	return st.title.Render("lockhttp") + " │ " + count + " │ " + strings.Join(parts, " · ")
+}
+
+// whereLines are the header's second part: the proxy's address (as the gate reports it) and the
+// CA certificate agents trust, what a person starting an agent by hand sets it up with. They
+// wrap rather than lose their end.
+func (m *model) whereLines(w int) []string {
+	proxy := "proxy " + m.st.warn.Render("? (the gate has not reported its address yet)")
+	if l := m.gate.Escaped().Listen; l != "" {
+		proxy = "proxy " + m.st.title.Render("http://"+l)
+	}
+	if m.caCert == "" {
+		return strings.Split(ansi.Hardwrap(proxy, max(1, w), true), "\n")
+	}
+	ca := "CA " + m.st.title.Render(m.caCert)
+	if one := proxy + " · " + ca; ansi.StringWidth(one) <= w {
+		return []string{one}
+	}
+	// One a line, so that a path is broken only where it is wider than the terminal.
+	return append(strings.Split(ansi.Hardwrap(proxy, max(1, w), true), "\n"),
+		strings.Split(ansi.Hardwrap(ca, max(1, w), true), "\n")...)
 }
 
 // restartsPart is the header's word on lox's restarts: how often each process was restarted
@@ -301,8 +326,29 @@ func (m *model) listBody(w, rows int) []string {
 		return nil
 	}
 	n := len(m.pending)
-	recent := m.recentRows()
-	pendingWant, recentWant := max(1, n), max(1, len(recent))
+	sel := m.indexOf(m.selected)
+	var selLines []string // the selected ticket, its URL whole
+	if sel >= 0 {
+		selLines = m.ticketLines(m.pending[sel], w, urlLines)
+	}
+	var recent [][]string // each decision's lines
+	recentLines := 0
+	for _, r := range m.recentRows() {
+		var lines []string
+		switch {
+		case r.ticket != nil:
+			head, tail := m.recentLine(*r.ticket)
+			lines = wrapURL(head, tail, w, urlLines)
+		case r.restart != nil:
+			lines = []string{m.restartLine(*r.restart)}
+		default:
+			head, tail := m.trafficLine(*r.entry)
+			lines = wrapURL(head, tail, w, urlLines)
+		}
+		recent = append(recent, lines)
+		recentLines += len(lines)
+	}
+	pendingWant, recentWant := max(1, n)+max(0, len(selLines)-1), max(1, recentLines)
 	reserve := 0 // rows kept for the recent decisions however many tickets are pending
 	if rows >= 10 {
 		reserve = 2 + min(recentWant, 3)
@@ -314,35 +360,43 @@ func (m *model) listBody(w, rows int) []string {
 	}
 
 	var out []string
-	sel := m.indexOf(m.selected)
+	if len(selLines) > max(1, pendingRows) {
+		selLines = m.ticketLines(m.pending[sel], w, max(1, pendingRows))
+	}
+	shown := pendingRows - max(0, len(selLines)-1) // tickets shown: the selected one's URL takes rows
 	first := 0
-	if pendingRows > 0 && sel >= pendingRows {
-		first = sel - pendingRows + 1
+	if shown > 0 && sel >= shown {
+		first = sel - shown + 1
 	}
 	title := fmt.Sprintf("Pending tickets (%d)", n)
-	if n > pendingRows && pendingRows > 0 {
-		title += fmt.Sprintf(" · %d–%d shown", first+1, min(n, first+pendingRows))
+	if n > shown && shown > 0 {
+		title += fmt.Sprintf(" · %d–%d shown", first+1, min(n, first+shown))
 	}
 	out = append(out, m.st.title.Render(title))
 	if n == 0 && pendingRows > 0 {
 		out = append(out, m.st.faint.Render("  none: requests the policy asks about appear here"))
 	}
-	for i := first; i < n && i < first+pendingRows; i++ {
-		out = append(out, m.ticketLine(m.pending[i], i == sel, w))
+	for i := first; i < n && i < first+shown; i++ {
+		if i == sel {
+			out = append(out, selLines...)
+		} else {
+			out = append(out, m.ticketLine(m.pending[i], false, w))
+		}
 	}
 	if recentRows > 0 {
 		out = append(out, "", m.recentTitle())
 		if len(recent) == 0 {
 			out = append(out, m.st.faint.Render("  none yet"))
 		}
-		for i := 0; i < len(recent) && i < recentRows; i++ {
-			if r := recent[i]; r.ticket != nil {
-				out = append(out, m.recentLine(*r.ticket))
-			} else if r.restart != nil {
-				out = append(out, m.restartLine(*r.restart))
-			} else {
-				out = append(out, m.trafficLine(*r.entry))
+		// A decision's lines are shown whole or not at all (the first one's at least).
+		left := recentRows
+		for i, lines := range recent {
+			if len(lines) > left && i > 0 || left <= 0 {
+				break
 			}
+			lines = lines[:min(len(lines), left)]
+			out = append(out, lines...)
+			left -= len(lines)
 		}
 	}
 	return out
@@ -405,9 +459,9 @@ func (m *model) recentTitle() string {
 	return title
 }
 
-// trafficLine is one decision of the gate: time, verdict, container, method, URL, then the
-// status or the refusal's code, the rule, the approver and the refusal's reason.
-func (m *model) trafficLine(e traffic.Entry) string {
+// trafficLine is one decision of the gate: time, verdict, container, method, URL (the head), then
+// the status or the refusal's code, the rule, the approver and the refusal's reason (the tail).
+func (m *model) trafficLine(e traffic.Entry) (head, tail string) {
 	x := func(s string) string { return display.Escape(s, false) }
 	verdict, style := e.Verdict, m.st.msg
 	switch {
@@ -423,27 +477,27 @@ func (m *model) trafficLine(e traffic.Entry) string {
 	if who == "" {
 		who = "-"
 	}
-	line := "  " + e.Time.In(m.now().Location()).Format("15:04:05") + "  " + style.Render(padRight(x(verdict), 8)) + "  " +
+	head = "  " + e.Time.In(m.now().Location()).Format("15:04:05") + "  " + style.Render(padRight(x(verdict), 8)) + "  " +
 		padRight(ansi.Truncate(who, 20, "…"), 20) + "  " + padRight(ansi.Truncate(x(e.Method), 7, "…"), 7) + "  " + x(e.URL)
-	tail := []string{}
+	more := []string{}
 	if e.Refused() {
-		line += "  " + style.Render(x(e.Code))
+		tail = "  " + style.Render(x(e.Code))
 	} else if e.Status != 0 {
-		tail = append(tail, fmt.Sprint(e.Status))
+		more = append(more, fmt.Sprint(e.Status))
 	}
 	if e.Rule != "" {
-		tail = append(tail, x(e.Rule))
+		more = append(more, x(e.Rule))
 	}
 	if e.Approver != "" {
-		tail = append(tail, "by "+x(e.Approver))
+		more = append(more, "by "+x(e.Approver))
 	}
 	if e.Refused() && e.Reason != "" {
-		tail = append(tail, "— "+x(e.Reason))
+		more = append(more, "— "+x(e.Reason))
 	}
-	if len(tail) > 0 {
-		line += m.st.faint.Render("  " + strings.Join(tail, " "))
+	if len(more) > 0 {
+		tail += m.st.faint.Render("  " + strings.Join(more, " "))
 	}
-	return line
+	return head, tail
 }
 
 // restartLine is one of lox's restarts: time, RESTART (or STOP when lox gave up), the process,
@@ -462,9 +516,10 @@ func (m *model) restartLine(r restarts.Report) string {
 	return line
 }
 
-// ticketLine is one pending ticket: age, container, method, URL, rule.
-func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
-	t = t.Escaped()
+// ticketParts are the parts of a pending ticket's line (t escaped): mark, age, container and
+// method; the tags ("[tunnel] " for a CONNECT, "[none held] " or "[cut by restart] " when no
+// request waits on it); the URL (host:port for a CONNECT without one).
+func (m *model) ticketParts(t hub.Ticket, selected bool) (left, tunnel, target string) {
 	mark := "  "
 	if selected {
 		mark = "> "
@@ -474,10 +529,9 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 	} else {
 		mark += " "
 	}
-	left := mark + padLeft(fmtAge(m.now().Sub(t.Created)), 4) + "  " + padRight(ansi.Truncate(t.Container, 12, "…"), 12) + "  " +
+	left = mark + padLeft(fmtAge(m.now().Sub(t.Created)), 4) + "  " + padRight(ansi.Truncate(t.Container, 12, "…"), 12) + "  " +
 		padRight(ansi.Truncate(t.Method, 7, "…"), 7) + "  "
-	tunnel := ""
-	target := t.URL
+	target = t.URL
 	if t.Kind == hub.KindConnect {
 		tunnel = "[tunnel] "
 		if target == "" {
@@ -493,10 +547,18 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 			tunnel += "[none held] "
 		}
 	}
+	return left, tunnel, target
+}
+
+// ticketLine is one pending ticket: age, container, method, URL, rule.
+func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
+	t = t.Escaped()
+	left, tunnel, target := m.ticketParts(t, selected)
 	rest := max(0, w-ansi.StringWidth(left)-ansi.StringWidth(tunnel))
 	rule := ""
 	if r := t.Rule; r != "" && rest >= 30 {
-		rule = "  " + ansi.Truncate(r, min(ansi.StringWidth(r), rest/3), "…")
+		// The URL first: the rule has what it leaves, or a third when the URL does not fit.
+		rule = "  " + ansi.Truncate(r, min(ansi.StringWidth(r), max(rest/3, rest-ansi.StringWidth(target)-2)), "…")
 	}
 	urlW := max(0, rest-ansi.StringWidth(rule))
 	url := padRight(ansi.Truncate(target, urlW, "…"), urlW)
@@ -513,8 +575,69 @@ func (m *model) ticketLine(t hub.Ticket, selected bool, w int) string {
 	return left + url + m.st.faint.Render(rule)
 }
 
-// recentLine is one decided or expired ticket: time, verdict, by, method, URL.
-func (m *model) recentLine(t hub.Ticket) string {
+// ticketLines is the selected ticket: its line, and when its URL does not fit there, the rest
+// of the URL on the lines below, aligned under it, at most maxLines in all (then it ends in "…";
+// the details show all of it). What y approves is seen whole.
+func (m *model) ticketLines(t hub.Ticket, w, maxLines int) []string {
+	e := t.Escaped()
+	left, tunnel, target := m.ticketParts(e, true)
+	if ansi.StringWidth(left+tunnel+target) <= w {
+		return []string{m.ticketLine(t, true, w)} // the URL fits (the rule may not)
+	}
+	rule := ""
+	if e.Rule != "" {
+		rule = "  " + e.Rule
+	}
+	style := m.st.sel
+	if e.Red {
+		style = m.st.redSel
+	}
+	lines := wrapURL(left+tunnel+target, rule, w, maxLines)
+	for i, l := range lines {
+		lines[i] = style.Render(padRight(l, w))
+	}
+	return lines
+}
+
+// wrapIndent begins the lines a URL wraps onto: deeper than any line of the list begins.
+const wrapIndent = "      "
+
+// minTail is how many columns of what follows a URL are worth showing beside it.
+const minTail = 8
+
+// wrapURL lays out a request's line on a terminal w wide: head (what comes before the URL and
+// the URL) then tail (what follows the URL, cut at the screen's edge). A head wider than w is
+// broken over at most maxLines lines, each after the first indented, the last ending in "…" when
+// even they do not hold it all; the tail follows on the last. A tail with no room beside a head
+// that fits goes on a line of its own, so that an "…" at the edge is never read as the URL's.
+func wrapURL(head, tail string, w, maxLines int) []string {
+	width := ansi.StringWidth(head)
+	cw := w - len(wrapIndent)
+	if cw < 8 || maxLines < 2 {
+		return []string{head + tail}
+	}
+	if width <= w {
+		if tail == "" || width+ansi.StringWidth(tail) <= w || w-width >= minTail {
+			return []string{head + tail}
+		}
+		return []string{head, wrapIndent + strings.TrimLeft(tail, " ")}
+	}
+	lines := []string{ansi.Truncate(head, w, "")}
+	rest := ansi.Cut(head, w, width)
+	for _, l := range strings.Split(ansi.Hardwrap(rest, cw, true), "\n") {
+		lines = append(lines, wrapIndent+l)
+	}
+	if len(lines) > maxLines {
+		lines = lines[:maxLines]
+		lines[maxLines-1] = ansi.Truncate(lines[maxLines-1], w-1, "") + "…"
+	}
+	lines[len(lines)-1] += tail
+	return lines
+}
+
+// recentLine is one decided or expired ticket: time, verdict, by, method, URL (the head), and a
+// denial's reason (the tail).
+func (m *model) recentLine(t hub.Ticket) (head, tail string) {
 	t = t.Escaped()
 	at, by, style := t.Expires, "-", m.st.expired
 	if t.Decision != nil {
@@ -526,12 +649,12 @@ func (m *model) recentLine(t hub.Ticket) string {
 	case hub.Denied:
 		style = m.st.denied
 	}
-	line := "  " + at.Format("15:04:05") + "  " + style.Render(padRight(string(t.Status), 8)) + "  " +
+	head = "  " + at.Format("15:04:05") + "  " + style.Render(padRight(string(t.Status), 8)) + "  " +
 		padRight(ansi.Truncate(by, 20, "…"), 20) + "  " + padRight(ansi.Truncate(t.Method, 7, "…"), 7) + "  " + t.URL
 	if t.Status == hub.Denied && t.Decision != nil && t.Decision.Reason != "" {
-		line += m.st.faint.Render("  — " + t.Decision.Reason)
+		tail = m.st.faint.Render("  — " + t.Decision.Reason)
 	}
-	return line
+	return head, tail
 }
 
 // detailHead is the part of the detail view that does not scroll: the title, the state, the
