@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
@@ -259,5 +261,21 @@ func runPair(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, qr.ToSmallString(false))
 	}
 	fmt.Fprintf(stdout, "%s\nOpen it on the phone within 10 minutes; it works once.\n", u)
+	if phone.LoopbackOnly(u) {
+		// The link is printed all the same: a browser on this machine, or a phone with a tunnel
+		// of its own to this machine's loopback (adb reverse), opens it.
+		fmt.Fprintf(stderr, "lox pair: the link names %s, this machine's loopback, which no phone reaches: only a browser on this machine opens it; fix: %s\n",
+			display.Escape(origin(u), false), phone.ReachFix)
+	}
 	return 0
+}
+
+// origin is a link's scheme and host, without the path and the fragment (a pairing link's
+// token).
+func origin(link string) string {
+	u, err := url.Parse(link)
+	if err != nil {
+		return "the hub"
+	}
+	return u.Scheme + "://" + u.Host
 }

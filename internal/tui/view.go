@@ -13,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
@@ -812,10 +813,14 @@ func (m *model) qrBody(w, rows int) []string {
 		qw = max(qw, ansi.StringWidth(l))
 	}
 	out := []string{m.st.title.Render("Pair a phone: scan this code")}
-	if qw > w || 1+len(qr)+1+len(url) > rows {
+	if phone.LoopbackOnly(m.qrURL) {
+		out = append(out, wrapStyled(m.st.warning, "This link names this machine's loopback, which no phone reaches: "+
+			"only a browser on this machine opens it. Fix: "+phone.ReachFix+".", w)...)
+	}
+	if qw > w || len(out)+len(qr)+1+len(url) > rows {
 		out = append(out, wrapStyled(m.st.warn, fmt.Sprintf(
 			"the terminal is too small for the QR code (it needs %d×%d); enlarge it, or open this URL on the phone:",
-			qw, m.viewHeight()-rows+2+len(qr)+len(url)), w)...)
+			qw, m.viewHeight()-rows+len(out)+1+len(qr)+len(url)), w)...)
 		return append(out, url...)
 	}
 	out = append(out, qr...)

@@ -165,3 +165,36 @@ func TestRecentURLWraps(t *testing.T) {
 		t.Errorf("200 columns: want the URL on one line; got\n%s", v)
 	}
 }
+
+// The pairing page says when its link names this machine's loopback, which no phone reaches,
+// and names the fix; a link a phone can open gets no such word.
+func TestPairingOnLoopbackSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		warn bool
+	}{
+		{"http://127.0.0.1:3131/phone/#pair=3b1f0c9a", true},
+		{"http://[::1]:3131/phone/#pair=3b1f0c9a", true},
+		{"http://192.168.1.20:3131/phone/#pair=3b1f0c9a", false},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			s := newSetup(t)
+			s.size = [2]int{120, 60}
+			s.cfg.PairingURL = func() (string, error) { return tc.url, nil }
+			d := s.start(t)
+			d.key("p")
+			d.waitFor("the QR page", func() bool { return d.m.overlay == overlayQR && d.m.qrURL != "" })
+			v := d.view()
+			said := shows(v, "This link names this machine's loopback, which no phone reaches: only a browser on this machine opens it. Fix: make the hub reachable from the phone")
+			if said != tc.warn {
+				t.Errorf("warning shown: %v, want %v; got\n%s", said, tc.warn, v)
+			}
+			if tc.warn && !shows(v, `docs/phone.md, "Reaching the hub from the phone"`) {
+				t.Errorf("want the fix's section named; got\n%s", v)
+			}
+			if !strings.Contains(v, "█") || !strings.Contains(v, tc.url) {
+				t.Errorf("want the QR code and the link all the same; got\n%s", v)
+			}
+		})
+	}
+}
