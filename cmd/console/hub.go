@@ -21,6 +21,7 @@ import (
 type hubServer struct {
 	hub     *hub.Hub
 	phone   *phone.Server // nil without -phone-url
+	public  string        // the URL pairing links name; "" without -phone-url
 	addr    string
 	log     *slog.Logger
 	audit   *audit.Writer // the console's: decisions, expiries, unpaired phones
@@ -92,7 +93,7 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 		if err != nil {
 			return nil, fmt.Errorf("-phone-url: %w", err)
 		}
-		hs.phone = ph
+		hs.phone, hs.public = ph, public
 		mux.Handle("/phone", ph.Handler())
 		mux.Handle("/phone/", ph.Handler())
 		// lox pair: a pairing link for a CLI facade (a headless stack, a compose console).

@@ -180,6 +180,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		c.SetHub(hs.addr)
+		c.SetPhone(hs.public)
 	}
 	// The policy socket is mode 0666 (the handler answers 403 to all but the gate's uids, and on
 	// restarts.Path to all but the supervisor's).

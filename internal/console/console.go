@@ -75,6 +75,9 @@ type Status struct {
 	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
 	// Hub is the address the hub listens on, when the console hosts one.
 	Hub string `json:"hub,omitempty"`
+	// Phone is the URL pairing links name (the phone page's public URL), when the console
+	// serves the phone page.
+	Phone string `json:"phone,omitempty"`
 	// Metrics is the URL of the console's Prometheus metrics, "" when it serves none.
 	Metrics string `json:"metrics,omitempty"`
 	// Notify is each [[notify]] channel of the approved policy and its deliveries.
@@ -104,6 +107,7 @@ type Console struct {
 	lastSeen string // guarded by mu: the version (hash) of the file as last read
 	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded
 	hubAddr  string // guarded by mu: where the hosted hub listens
+	phoneURL string // guarded by mu: the URL pairing links name
 	metrics  string // guarded by mu: the URL of the metrics listener
 
 	notifyStatus func() []notify.ChannelStatus // guarded by mu: the channels' deliveries, or nil
@@ -116,6 +120,13 @@ type Console struct {
 func (c *Console) SetHub(addr string) {
 	c.mu.Lock()
 	c.hubAddr = addr
+	c.mu.Unlock()
+}
+
+// SetPhone records the URL pairing links name, for GET /status.
+func (c *Console) SetPhone(url string) {
+	c.mu.Lock()
+	c.phoneURL = url
 	c.mu.Unlock()
 }
 
@@ -379,7 +390,7 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 		st.Version, st.Name, st.LoadedAt = s.Version, s.Name, s.LoadedAt
 	}
 	c.mu.Lock()
-	st.FileError, st.Hub, st.File, st.Metrics = c.fileErr, c.hubAddr, c.lastSeen, c.metrics
+	st.FileError, st.Hub, st.File, st.Metrics, st.Phone = c.fileErr, c.hubAddr, c.lastSeen, c.metrics, c.phoneURL
 	if a := c.state.Approved; a != nil {
 		st.ApprovedBy, st.ApprovedAt = a.By, a.At
 		st.Differs = c.lastSeen != "" && c.lastSeen != a.Version

@@ -39,6 +39,7 @@ func Assess(f *Facts) *Report {
 	assessEnclosure(r, f)
 	assessHost(r, f)
 	assessPhone(r, f)
+	assessPhonesReach(r, f)
 	assessMetrics(r, f)
 	assessTraces(r, f)
 	return r

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -434,11 +434,7 @@ func (c *Compose) gatherPhone(ctx context.Context, d *dockerContainer) *PhoneFac
 		p.PageErr = phonePage(ctx, p.PageURL)
 	}
 	if p.URL != "" && p.URL != "auto" {
-		if u, err := url.Parse(p.URL); err == nil {
-			h := u.Hostname()
-			a, err := netip.ParseAddr(h)
-			p.URLLoopback = h == "localhost" || err == nil && a.IsLoopback()
-		}
+		p.URLLoopback = phone.LoopbackOnly(p.URL)
 		p.URLErr = phonePage(ctx, strings.TrimSuffix(p.URL, "/")+"/phone/")
 	}
 	return p

@@ -209,6 +209,10 @@ type HubFacts struct {
 	URL     string    `json:"url"`
 	Err     string    `json:"err,omitempty"`
 	Pending []Pending `json:"pending,omitempty"`
+	// Phones is how many phones are paired; PhoneURL the URL pairing links name (the console's
+	// -phone-url as it serves it), "" when the console serves no phone page.
+	Phones   int    `json:"phones,omitempty"`
+	PhoneURL string `json:"phone_url,omitempty"`
 }
 
 // Pending is one ticket waiting for a human.

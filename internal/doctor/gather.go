@@ -85,6 +85,9 @@ func Gather(ctx context.Context, s Setup, f *Facts) {
 	}
 	if s.Hub != "" {
 		f.Hub = gatherHub(ctx, s.Hub, s.HubToken)
+		if f.Console != nil && f.Console.Status != nil {
+			f.Hub.PhoneURL = f.Console.Status.Phone
+		}
 	}
 	if len(s.Metrics) > 0 {
 		f.Metrics = gatherMetrics(ctx, s.Metrics)
@@ -290,13 +293,17 @@ func gatherHub(ctx context.Context, url, tokenFile string) *HubFacts {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ts, err := hubclient.NewFacade(url, tok).Pending(cctx)
+	fc := hubclient.NewFacade(url, tok)
+	ts, err := fc.Pending(cctx)
 	if err != nil {
 		h.Err = err.Error()
 		return h
 	}
 	for _, t := range ts {
 		h.Pending = append(h.Pending, Pending{ID: t.ID, Kind: t.Kind, Created: t.Created})
+	}
+	if ps, err := fc.Phones(cctx); err == nil { // an error: no phone page, so no phone
+		h.Phones = len(ps)
 	}
 	return h
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -47,4 +49,48 @@ func TestPairSaysWhenNoPhoneReachesTheHub(t *testing.T) {
 			t.Errorf("lox pair said on stderr:\n%s\nwant nothing", errs)
 		}
 	})
+}
+
+// TestDoctorWarnsOfPhonesOnALoopbackHub: lockhttp doctor on lox run's default hub (on
+// 127.0.0.1) says nothing of phones while none is paired; once one is (as the page pairs, with
+// the link's token and the page's Origin), it WARNs that pairing links name the loopback, with
+// the fix.
+func TestDoctorWarnsOfPhonesOnALoopbackHub(t *testing.T) {
+	r := startStack(t, doctorPolicy)
+	out, code := runDoctor(t, "--state", r.state)
+	if code != 0 || strings.Contains(out, "phone(s) paired") {
+		t.Fatalf("no phone paired: want no word of phones; exit %d\n%s", code, out)
+	}
+
+	cmd := execLox(t, "pair", "--state", r.state)
+	link, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("lox pair: %v", err)
+	}
+	var token, origin string
+	for _, f := range strings.Fields(string(link)) {
+		if u, err := url.Parse(f); err == nil && strings.HasPrefix(u.Fragment, "pair=") {
+			token, origin = strings.TrimPrefix(u.Fragment, "pair="), u.Scheme+"://"+u.Host
+		}
+	}
+	if token == "" {
+		t.Fatalf("no pairing link in:\n%s", link)
+	}
+	req, _ := http.NewRequest("POST", origin+"/phone/v1/pair", strings.NewReader(fmt.Sprintf(`{"token":%q,"device":"pixel"}`, token)))
+	req.Header.Set("Origin", origin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("pairing: %s", resp.Status)
+	}
+
+	out, code = runDoctor(t, "--state", r.state)
+	want := fmt.Sprintf("1 phone(s) paired, but pairing links name %s, this machine's loopback, which no phone reaches but through a tunnel of its own (adb reverse, ssh -R); fix: make the hub reachable from the phone", origin)
+	if code != 0 || !hasLine(out, "WARN", "phone", want) || !strings.Contains(out, `docs/phone.md, "Reaching the hub from the phone"`) {
+		t.Fatalf("one phone paired: want a WARN phone line %q with the fix; exit %d\n%s", want, code, out)
+	}
 }
