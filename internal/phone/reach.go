@@ -9,8 +9,9 @@ import (
 // ReachFix is what to do when pairing links name this machine's loopback: the fix a warning
 // about it gives, wherever it is given (lox pair, the terminal's pairing code, the doctor).
 const ReachFix = "make the hub reachable from the phone and name that address: " +
-	"lox run --hub-listen ADDRESS:3131 with this machine's LAN or VPN address, or --phone-url URL " +
-	"for a TLS reverse proxy or a tunnel in front of 127.0.0.1:3131 (LOCKHTTP_PHONE_URL under compose); " +
+	"lox run --hub-listen ADDRESS:3131 with this machine's LAN or VPN address (a hub on every address, 0.0.0.0, " +
+	"needs --phone-url http://ADDRESS:3131 too), or --phone-url URL for a TLS reverse proxy or a tunnel in front of " +
+	"127.0.0.1:3131 (LOCKHTTP_PHONE_URL under compose); " +
 	`see docs/phone.md, "Reaching the hub from the phone"`
 
 // LoopbackOnly reports whether a link (a pairing link, the page's public URL) names this
