@@ -332,9 +332,12 @@ func (m *model) listBody(w, rows int) []string {
 	if sel >= 0 {
 		selLines = m.ticketLines(m.pending[sel], w, urlLines)
 	}
-	var recent [][]string // each decision's lines
+	var recent [][]string // each decision's lines, as many as the body could show
 	recentLines := 0
 	for _, r := range m.recentRows() {
+		if recentLines >= rows {
+			break
+		}
 		var lines []string
 		switch {
 		case r.ticket != nil:
@@ -622,6 +625,9 @@ func wrapURL(head, tail string, w, maxLines int) []string {
 			return []string{head + tail}
 		}
 		return []string{head, wrapIndent + strings.TrimLeft(tail, " ")}
+	}
+	if width > maxLines*w {
+		head, width = ansi.Truncate(head, maxLines*w+1, ""), maxLines*w+1 // more than the lines hold
 	}
 	lines := []string{ansi.Truncate(head, w, "")}
 	rest := ansi.Cut(head, w, width)

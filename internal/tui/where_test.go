@@ -1,12 +1,15 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/traffic"
@@ -196,5 +199,33 @@ func TestPairingOnLoopbackSaysSo(t *testing.T) {
 				t.Errorf("want the QR code and the link all the same; got\n%s", v)
 			}
 		})
+	}
+}
+
+// BenchmarkViewLongURLs draws an 80x24 screen whose recent decisions are 50 of the longest URLs
+// the traffic log keeps (2 KiB) and whose selected ticket has a 8 KiB URL: what wrapping costs
+// a redraw (at most ten a second under traffic).
+func BenchmarkViewLongURLs(b *testing.B) {
+	t := &testing.T{}
+	s := newSetup(t)
+	s.size = [2]int{80, 24}
+	tl := traffic.NewLog(0)
+	s.cfg.Traffic = tl
+	ask(t, s.hub, hub.AskRequest{URL: "https://api.example.com/" + strings.Repeat("t", 8<<10)})
+	var es []traffic.Entry
+	for i := range 50 {
+		es = append(es, traffic.Entry{Time: s.clk.Now().Add(time.Duration(i) * time.Second), ID: fmt.Sprint("r-", i), Container: "agent",
+			Method: "GET", URL: "https://registry.example.com/" + strings.Repeat("u", 2<<10), Verdict: "FREE", Status: 200})
+	}
+	tl.Add(traffic.Batch{Entries: es})
+	r := lipgloss.NewRenderer(nil)
+	r.SetColorProfile(termenv.ANSI)
+	m := newModel(s.cfg, r)
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.refresh()
+	m.refreshTraffic()
+	b.ResetTimer()
+	for range b.N {
+		_ = m.View()
 	}
 }
