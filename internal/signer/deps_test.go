@@ -22,6 +22,8 @@ func TestDeps(t *testing.T) {
 		"github.com/lockhttp/lockhttp/internal/floor":      true,
 		"github.com/lockhttp/lockhttp/internal/unixsock":   true,
 		"github.com/lockhttp/lockhttp/internal/atomicfile": true,
+		// What crosses its socket: the signing request and answer, health.
+		"github.com/lockhttp/lockhttp/internal/signerapi": true,
 		// Leaves shared by every server of the project, with nothing of the gate's in them: how a
 		// reason cuts a host, and how an answer is written.
 		"github.com/lockhttp/lockhttp/internal/display":  true,

@@ -30,7 +30,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/metrics"
-	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/signerapi"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -284,7 +284,7 @@ func (c *Client) fetch(ctx context.Context, host string) (*tls.Certificate, erro
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusBadRequest:
-		var er signer.ErrorResponse
+		var er signerapi.ErrorResponse
 		if err := json.Unmarshal(data, &er); err != nil || er.Error == "" {
 			return nil, &RefusedError{Reason: fmt.Sprintf("400 with an unreadable body (%d bytes)", len(data))}
 		}
@@ -303,7 +303,7 @@ func (c *Client) fetch(ctx context.Context, host string) (*tls.Certificate, erro
 // check reads a sign response and accepts it only if the leaf certifies exactly host, for the
 // gate's key, chains to the CA sent with it, and is valid now.
 func (c *Client) check(host string, data []byte) (*tls.Certificate, error) {
-	var sr signer.SignResponse
+	var sr signerapi.SignResponse
 	if err := json.Unmarshal(data, &sr); err != nil {
 		return nil, fmt.Errorf("unreadable response: %w", err)
 	}
@@ -380,7 +380,7 @@ func (c *Client) unreachable(err error) error {
 // badStatus wraps an answer that is neither a certificate nor a refusal.
 func (c *Client) badStatus(resp *http.Response, data []byte) error {
 	msg := string(data)
-	var er signer.ErrorResponse
+	var er signerapi.ErrorResponse
 	if json.Unmarshal(data, &er) == nil && er.Error != "" {
 		msg = er.Error
 	}
@@ -411,7 +411,7 @@ func (c *Client) Health(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return c.badStatus(resp, data)
 	}
-	var h signer.Health
+	var h signerapi.Health
 	if err := json.Unmarshal(data, &h); err != nil || h.CANotAfter == "" {
 		return fmt.Errorf("%w: signer at %s: /health answered %s, which is not a signer's health", ErrUnavailable, c.socket, strconv.Quote(display.Truncate(string(data), maxShownAnswer)))
 	}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/signerapi"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -490,54 +491,54 @@ func TestRejectsBadCertificates(t *testing.T) {
 	// Each case changes what a well-behaved signer would send for the request.
 	cases := []struct {
 		name   string
-		modify func(tmpl *x509.Certificate, pub *any, issuer **testCA, resp *signer.SignResponse)
-		after  func(resp *signer.SignResponse) // after the certificate is filled in
+		modify func(tmpl *x509.Certificate, pub *any, issuer **testCA, resp *signerapi.SignResponse)
+		after  func(resp *signerapi.SignResponse) // after the certificate is filled in
 		want   string
 	}{
 		{"good (control)", nil, nil, ""},
-		{"another name", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"another name", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.DNSNames = []string{"evil.example.net"}
 		}, nil, `names ["evil.example.net"]`},
-		{"a second name", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"a second name", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.DNSNames = append(tm.DNSNames, "evil.example.net")
 		}, nil, "not exactly"},
-		{"an IP address too", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"an IP address too", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.IPAddresses = []net.IP{net.IPv4(10, 0, 0, 1)}
 		}, nil, "IP addresses"},
-		{"another key", func(_ *x509.Certificate, pub *any, _ **testCA, _ *signer.SignResponse) {
+		{"another key", func(_ *x509.Certificate, pub *any, _ **testCA, _ *signerapi.SignResponse) {
 			*pub = otherKey.Public()
 		}, nil, "another public key"},
-		{"a CA certificate", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"a CA certificate", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.IsCA = true
 			tm.KeyUsage |= x509.KeyUsageCertSign
 		}, nil, "is a CA certificate"},
-		{"expired", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"expired", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.NotBefore, tm.NotAfter = t0.Add(-48*time.Hour), t0.Add(-time.Second)
 		}, nil, "expired"},
-		{"not yet valid", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"not yet valid", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.NotBefore = t0.Add(time.Hour)
 		}, nil, "not yet valid"},
-		{"client auth only", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signer.SignResponse) {
+		{"client auth only", func(tm *x509.Certificate, _ *any, _ **testCA, _ *signerapi.SignResponse) {
 			tm.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 		}, nil, "incompatible key usage"},
-		{"signed by another CA", func(_ *x509.Certificate, _ *any, is **testCA, _ *signer.SignResponse) {
+		{"signed by another CA", func(_ *x509.Certificate, _ *any, is **testCA, _ *signerapi.SignResponse) {
 			*is = otherCA
 		}, nil, "unknown authority"},
-		{"issuer not a CA", func(_ *x509.Certificate, _ *any, is **testCA, _ *signer.SignResponse) {
+		{"issuer not a CA", func(_ *x509.Certificate, _ *any, is **testCA, _ *signerapi.SignResponse) {
 			*is = notCA
 		}, nil, "not a CA certificate"},
-		{"two certificates", nil, func(r *signer.SignResponse) { r.Certificate += r.Certificate }, "not exactly one PEM"},
-		{"garbage certificate", nil, func(r *signer.SignResponse) { r.Certificate = "hello" }, "not exactly one PEM"},
-		{"garbage CA", nil, func(r *signer.SignResponse) { r.CA = "" }, "ca is not exactly one PEM"},
-		{"serial differs", nil, func(r *signer.SignResponse) { r.Serial = "1" }, "serial"},
-		{"not_after differs", nil, func(r *signer.SignResponse) { r.NotAfter = t0.Format(time.RFC3339) }, "not_after"},
+		{"two certificates", nil, func(r *signerapi.SignResponse) { r.Certificate += r.Certificate }, "not exactly one PEM"},
+		{"garbage certificate", nil, func(r *signerapi.SignResponse) { r.Certificate = "hello" }, "not exactly one PEM"},
+		{"garbage CA", nil, func(r *signerapi.SignResponse) { r.CA = "" }, "ca is not exactly one PEM"},
+		{"serial differs", nil, func(r *signerapi.SignResponse) { r.Serial = "1" }, "serial"},
+		{"not_after differs", nil, func(r *signerapi.SignResponse) { r.NotAfter = t0.Format(time.RFC3339) }, "not_after"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int64
 			fake := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				calls.Add(1)
-				var req signer.SignRequest
+				var req signerapi.SignRequest
 				json.NewDecoder(r.Body).Decode(&req)
 				der, _ := base64.StdEncoding.DecodeString(req.PublicKey)
 				pub, err := x509.ParsePKIXPublicKey(der)
@@ -546,7 +547,7 @@ func TestRejectsBadCertificates(t *testing.T) {
 					return
 				}
 				tmpl, issuer := leafTmpl(req.Host), ca
-				resp := signer.SignResponse{}
+				resp := signerapi.SignResponse{}
 				if tc.modify != nil {
 					tc.modify(tmpl, &pub, &issuer, &resp)
 				}

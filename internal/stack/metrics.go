@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/lockhttp/lockhttp/internal/signer"
+	"github.com/lockhttp/lockhttp/internal/signerapi"
 )
 
 // The processes' metrics listeners, from Options.MetricsListen HOST:PORT: the gate listens on
@@ -51,7 +51,7 @@ func keptMetricsArgs(listen, rawURL string) []string {
 
 // signerMetrics is the URL the signer serves its metrics at, from its /health.
 func signerMetrics(socket string) string {
-	var h signer.Health
+	var h signerapi.Health
 	if getJSON(socket, "/health", &h) != nil {
 		return ""
 	}
