@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -53,47 +54,11 @@ type Config struct {
 	AgentUIDs []int
 }
 
-// Served is the policy as the console serves it: GET /policy answers it as JSON.
-type Served struct {
-	Version  string    `json:"version"`
-	Name     string    `json:"name"`
-	TOML     string    `json:"toml"`
-	LoadedAt time.Time `json:"loaded_at"`
-	Rules    int       `json:"rules"`
-	// Bound maps a container to the SHA-256 hex of each Claude credential a human bound to it
-	// (Console.Bind); the gate lets the container send them without asking.
-	Bound map[string][]string `json:"bound,omitempty"`
-	// Tag names what is served, policy and bindings: the ETag of GET /policy.
-	Tag string `json:"tag"`
-}
-
-// Status is GET /status.
-type Status struct {
-	Version   string    `json:"version"`
-	Name      string    `json:"name"`
-	LoadedAt  time.Time `json:"loaded_at"`
-	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
-	// Hub is the address the hub listens on, when the console hosts one.
-	Hub string `json:"hub,omitempty"`
-	// Phone is the URL pairing links name (the phone page's public URL), when the console
-	// serves the phone page.
-	Phone string `json:"phone,omitempty"`
-	// Metrics is the URL of the console's Prometheus metrics, "" when it serves none.
-	Metrics string `json:"metrics,omitempty"`
-	// Notify is each [[notify]] channel of the approved policy and its deliveries.
-	Notify []notify.ChannelStatus `json:"notify,omitempty"`
-	// ApprovedBy and ApprovedAt say who approved the served policy, and when.
-	ApprovedBy string    `json:"approved_by,omitempty"`
-	ApprovedAt time.Time `json:"approved_at"`
-	// Review is the file's version waiting for a human (a loosening), or "".
-	Review string `json:"review,omitempty"`
-	// Differs reports that the file and the approved policy differ (a review waits, or was
-	// rejected).
-	Differs bool `json:"differs"`
-	// File is the version (hash) of the policy file as the console last read it, whether or not
-	// it loaded; "": not read yet. The doctor compares it with the file on disk.
-	File string `json:"file,omitempty"`
-}
+// The contract of the console's socket (consoleapi), named here for the console's own code.
+type (
+	Served = consoleapi.Served
+	Status = consoleapi.Status
+)
 
 // Console serves the approved policy.
 type Console struct {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
-	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -35,7 +35,7 @@ func New(path string) *Client {
 var ErrNotModified = errors.New("policy not modified")
 
 // Fetch gets the served policy; have is the Tag the caller already has ("" for none).
-func (c *Client) Fetch(ctx context.Context, have string) (*console.Served, error) {
+func (c *Client) Fetch(ctx context.Context, have string) (*consoleapi.Served, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console/policy", nil)
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (c *Client) Fetch(ctx context.Context, have string) (*console.Served, error
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("console at %s answered %s: %s", c.socket, resp.Status, msg)
 	}
-	var s console.Served
+	var s consoleapi.Served
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(&s); err != nil {
 		return nil, fmt.Errorf("console at %s: bad policy response: %w", c.socket, err)
 	}
@@ -134,7 +134,7 @@ func Refresher() (chan chan struct{}, func(ctx context.Context)) {
 	}
 }
 
-func compile(s *console.Served) (*policy.Policy, error) {
+func compile(s *consoleapi.Served) (*policy.Policy, error) {
 	data := []byte(s.TOML)
 	if v := policy.Hash(data); v != s.Version {
 		return nil, fmt.Errorf("served policy's hash %s does not match its version %s", v, s.Version)

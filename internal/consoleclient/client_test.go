@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/console"
+	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -23,7 +24,7 @@ const text = "version = 1\n[sources]\nlocal = [\"127.0.0.1\"]\n"
 // fakeConsole serves a settable answer on a unix socket.
 type fakeConsole struct {
 	mu     sync.Mutex
-	served console.Served
+	served consoleapi.Served
 	down   bool
 }
 
@@ -47,7 +48,7 @@ func TestPollAppliesKeepsAndRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := &fakeConsole{served: console.Served{Version: policy.Hash([]byte(text)), Name: "p.toml", TOML: text}}
+	fc := &fakeConsole{served: consoleapi.Served{Version: policy.Hash([]byte(text)), Name: "p.toml", TOML: text}}
 	srv := &http.Server{Handler: fc}
 	go srv.Serve(l)
 	defer srv.Close()
@@ -73,7 +74,7 @@ func TestPollAppliesKeepsAndRefuses(t *testing.T) {
 	// A served policy whose text does not hash to its version is refused.
 	fc.mu.Lock()
 	fc.down = false
-	fc.served = console.Served{Version: policy.Hash([]byte(text)) + "x", Name: "p.toml", TOML: text + "deny = [\"a.example\"]\n"}
+	fc.served = consoleapi.Served{Version: policy.Hash([]byte(text)) + "x", Name: "p.toml", TOML: text + "deny = [\"a.example\"]\n"}
 	fc.mu.Unlock()
 	testkit.WaitFor(t, 5*time.Second, "hash mismatch reported", func() bool {
 		e := lastErr.Load()
@@ -143,7 +144,7 @@ func TestPollRefusesABadBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := &fakeConsole{served: console.Served{Version: policy.Hash([]byte(text)), Name: "p.toml", TOML: text, Bound: map[string][]string{"local": {"sk-ant-api03-xyz"}}}}
+	fc := &fakeConsole{served: consoleapi.Served{Version: policy.Hash([]byte(text)), Name: "p.toml", TOML: text, Bound: map[string][]string{"local": {"sk-ant-api03-xyz"}}}}
 	srv := &http.Server{Handler: fc}
 	go srv.Serve(l)
 	defer srv.Close()

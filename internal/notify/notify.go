@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -227,22 +228,8 @@ func (n *Notifier) Status() []ChannelStatus {
 	return out
 }
 
-// ChannelStatus is one channel as the console's /status reports it: never its URL (its path
-// may be the receiver's secret), only the host.
-type ChannelStatus struct {
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	Human     bool      `json:"human"`
-	Host      string    `json:"host"`
-	Delivered int64     `json:"delivered"`
-	Failed    int64     `json:"failed"`
-	Dropped   int64     `json:"dropped"`
-	Queued    int       `json:"queued"`
-	LastOK    time.Time `json:"last_ok"`
-	LastFail  time.Time `json:"last_fail"`
-	// LastError is why the last failed delivery failed (its last attempt), without the URL.
-	LastError string `json:"last_error,omitempty"`
-}
+// ChannelStatus is one channel as the console's /status reports it (consoleapi.ChannelStatus).
+type ChannelStatus = consoleapi.ChannelStatus
 
 func hostOf(s string) string {
 	u, err := url.Parse(s)

@@ -1,0 +1,70 @@
+// Package consoleapi is what crosses the console's unix socket (the served policy and the
+// console's status), imported by the console and by its clients alike so that no client links the
+// console's policy review, notification channels or hub.
+package consoleapi
+
+// The routes, for the gate's uids:
+//
+//	GET /policy  → Served (200), its Tag the ETag; If-None-Match with the Tag held: 304
+//	GET /status  → Status
+
+import "time"
+
+// Served is the policy as the console serves it: GET /policy answers it as JSON.
+type Served struct {
+	Version  string    `json:"version"`
+	Name     string    `json:"name"`
+	TOML     string    `json:"toml"`
+	LoadedAt time.Time `json:"loaded_at"`
+	Rules    int       `json:"rules"`
+	// Bound maps a container to the SHA-256 hex of each Claude credential a human bound to it
+	// (the console's Bind); the gate lets the container send them without asking.
+	Bound map[string][]string `json:"bound,omitempty"`
+	// Tag names what is served, policy and bindings: the ETag of GET /policy.
+	Tag string `json:"tag"`
+}
+
+// Status is GET /status.
+type Status struct {
+	Version   string    `json:"version"`
+	Name      string    `json:"name"`
+	LoadedAt  time.Time `json:"loaded_at"`
+	FileError string    `json:"file_error,omitempty"` // why the file as it is now is not served
+	// Hub is the address the hub listens on, when the console hosts one.
+	Hub string `json:"hub,omitempty"`
+	// Phone is the URL pairing links name (the phone page's public URL), when the console
+	// serves the phone page.
+	Phone string `json:"phone,omitempty"`
+	// Metrics is the URL of the console's Prometheus metrics, "" when it serves none.
+	Metrics string `json:"metrics,omitempty"`
+	// Notify is each [[notify]] channel of the approved policy and its deliveries.
+	Notify []ChannelStatus `json:"notify,omitempty"`
+	// ApprovedBy and ApprovedAt say who approved the served policy, and when.
+	ApprovedBy string    `json:"approved_by,omitempty"`
+	ApprovedAt time.Time `json:"approved_at"`
+	// Review is the file's version waiting for a human (a loosening), or "".
+	Review string `json:"review,omitempty"`
+	// Differs reports that the file and the approved policy differ (a review waits, or was
+	// rejected).
+	Differs bool `json:"differs"`
+	// File is the version (hash) of the policy file as the console last read it, whether or not
+	// it loaded; "": not read yet. The doctor compares it with the file on disk.
+	File string `json:"file,omitempty"`
+}
+
+// ChannelStatus is one [[notify]] channel as the console's /status reports it: never its URL
+// (its path may be the receiver's secret), only the host.
+type ChannelStatus struct {
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	Human     bool      `json:"human"`
+	Host      string    `json:"host"`
+	Delivered int64     `json:"delivered"`
+	Failed    int64     `json:"failed"`
+	Dropped   int64     `json:"dropped"`
+	Queued    int       `json:"queued"`
+	LastOK    time.Time `json:"last_ok"`
+	LastFail  time.Time `json:"last_fail"`
+	// LastError is why the last failed delivery failed (its last attempt), without the URL.
+	LastError string `json:"last_error,omitempty"`
+}
