@@ -36,7 +36,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/dnsanswer"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/gate"
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -310,11 +310,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	var hc *hubclient.Client
 	if o.hubURL != "" {
-		tok, err := hub.ReadToken(o.hubToken)
+		tok, err := hubclient.ReadToken(o.hubToken)
 		if err != nil {
 			return err
 		}
-		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hub.ReadPublicKey(o.hubKey) }, log)
+		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hubclient.ReadPublicKey(o.hubKey) }, log)
 		cfg.Hub = hc
 		q := traffic.NewQueue() // every decision, for the terminal
 		cfg.Audit = feedAuditor{Writer: aw, q: q}
@@ -572,7 +572,7 @@ func reportState(ctx context.Context, g *gate.Gate, hc *hubclient.Client, cfg ga
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		st := hub.GateState{Listen: listen, Signer: "off", Audit: "ok"}
+		st := hubapi.GateState{Listen: listen, Signer: "off", Audit: "ok"}
 		if p := g.Policy(); p != nil {
 			st.PolicyVersion = p.Version
 		}

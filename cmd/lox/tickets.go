@@ -60,7 +60,7 @@ func (h hubFlags) facade() (*hubclient.Facade, error) {
 		if *h.token == "" {
 			return nil, errors.New("--hub needs --hub-token: the file with lox's facade token")
 		}
-		tok, err := hub.ReadToken(*h.token)
+		tok, err := hubclient.ReadToken(*h.token)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func facade(state string) (*hubclient.Facade, error) {
 	if up.Hub == "" || up.HubCLIToken == "" {
 		return nil, fmt.Errorf("%s names no hub", filepath.Join(state, stack.UpFile))
 	}
-	tok, err := hub.ReadToken(up.HubCLIToken)
+	tok, err := hubclient.ReadToken(up.HubCLIToken)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
-	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signer"
@@ -286,7 +285,7 @@ func gatherSigner(ctx context.Context, s Setup) *SignerFacts {
 
 func gatherHub(ctx context.Context, url, tokenFile string) *HubFacts {
 	h := &HubFacts{URL: url}
-	tok, err := hub.ReadToken(tokenFile)
+	tok, err := hubclient.ReadToken(tokenFile)
 	if err != nil {
 		h.Err = err.Error()
 		return h

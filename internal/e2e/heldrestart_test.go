@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -90,7 +91,7 @@ func (e *heldRestartEnv) goneTicket(t *testing.T, id string) {
 		t.Fatalf("lox tickets: %v\n%s", err, out)
 	}
 	// The hub's API, as a facade reads it.
-	tok, err := hub.ReadToken(e.up.HubCLIToken)
+	tok, err := hubclient.ReadToken(e.up.HubCLIToken)
 	if err != nil {
 		t.Fatal(err)
 	}

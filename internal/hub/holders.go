@@ -5,30 +5,12 @@ import (
 	"time"
 )
 
-// Holdings is what the gate holds on the hub's tickets, as it reports it (POST
-// /v1/gate/holdings) when its event stream connects and every few seconds after: the hub sets
-// its counts by it, so that a Leave or a Claim that never arrived (the hub stalled, the answer of
-// an Ask was lost, the gate restarted, the hub restarted) does not leave a count standing.
-type Holdings struct {
-	// Held is, for each ticket the gate holds requests on, how many.
-	Held map[string]int `json:"held"`
-	// Asking are the fingerprints of the asks on their way: the tickets they create or join are
-	// left as the hub counts them.
-	Asking []string `json:"asking,omitempty"`
-	// Busy are the tickets with a claim or a leave on its way, left as the hub counts them.
-	Busy []string `json:"busy,omitempty"`
-	// Cut is, for each ticket, how many requests held on it a kill of the gate cut: the gate
-	// found them in its journal of held requests when it started again and wrote their records.
-	// A gate reports them until a report is taken.
-	Cut map[string]int `json:"cut,omitempty"`
-}
-
 // maxCutReport bounds one ticket's count of cut requests in a report: the gate journals at most
 // as many held requests at once.
 const maxCutReport = 1 << 16
 
-// check refuses counts no gate reports.
-func (s Holdings) check() error {
+// checkHoldings refuses counts no gate reports.
+func checkHoldings(s Holdings) error {
 	for id, n := range s.Held {
 		if n < 0 {
 			return fmt.Errorf("ticket %q: a negative count (%d) of held requests", id, n)

@@ -14,6 +14,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/httpjson"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // maxAskBytes bounds a request to the hub.
@@ -31,6 +32,7 @@ func readJSON(r *http.Request, v any) error {
 	return dec.Decode(v)
 }
 
+// apiError is a refusal's body (hubapi.ErrorResponse).
 type apiError struct {
 	Error string `json:"error"`
 }
@@ -61,7 +63,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 		httpjson.Write(w, 200, ans)
 	})
 	mux.HandleFunc("POST /v1/gate/claim", func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ ID, Fingerprint string }
+		var req hubapi.ClaimRequest
 		if err := readJSON(r, &req); err != nil {
 			httpjson.Write(w, 400, apiError{"bad claim: " + err.Error()})
 			return
@@ -76,10 +78,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 		httpjson.Write(w, 200, d)
 	})
 	mux.HandleFunc("POST /v1/gate/leave", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ID  string `json:"id"`
-			Cut bool   `json:"cut"` // the gate's stop cut the request (LeaveCut)
-		}
+		var req hubapi.LeaveRequest // Cut: the gate's stop cut the request (LeaveCut)
 		if err := readJSON(r, &req); err != nil {
 			httpjson.Write(w, 400, apiError{"bad leave: " + err.Error()})
 			return
@@ -93,7 +92,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad holdings: " + err.Error()})
 			return
 		}
-		if err := s.check(); err != nil {
+		if err := checkHoldings(s); err != nil {
 			httpjson.Write(w, 400, apiError{"bad holdings: " + err.Error()})
 			return
 		}
@@ -236,11 +235,7 @@ func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 	})
 	decide := func(approve bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			var req struct {
-				Fingerprint string `json:"fingerprint"`
-				By          string `json:"by"`
-				Reason      string `json:"reason"`
-			}
+			var req hubapi.DecideRequest
 			if err := readJSON(r, &req); err != nil {
 				httpjson.Write(w, 400, apiError{"bad decision: " + err.Error()})
 				return
@@ -293,8 +288,8 @@ func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) ht
 	})
 }
 
-// HeaderNext is the header of a page of tickets that has a next page: its cursor.
-const HeaderNext = "X-LockHTTP-Next"
+// HeaderNext is the header of a page of tickets that has a next page: its cursor (hubapi).
+const HeaderNext = hubapi.HeaderNext
 
 // pageLimit reads ?limit=: a page size from 1 to MaxPage, or 0 for the default.
 func pageLimit(r *http.Request) (int, error) {

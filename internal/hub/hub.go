@@ -20,6 +20,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
@@ -596,10 +597,10 @@ func (h *Hub) Pending() []Ticket {
 	return out
 }
 
-// Page sizes of PendingPage.
+// Page sizes of PendingPage (hubapi).
 const (
-	DefaultPage = 100
-	MaxPage     = 500
+	DefaultPage = hubapi.DefaultPage
+	MaxPage     = hubapi.MaxPage
 )
 
 // PendingPage is one page of Pending: at most limit tickets (DefaultPage when limit is 0 or

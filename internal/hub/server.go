@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/connlimit"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // The hub's HTTP server (console -hub-listen): its timeouts and the caps on its connections.
@@ -32,8 +33,9 @@ const (
 	// token (the gate's, a facade's or a phone's session), from every peer together.
 	MaxProbationConns = 128
 	// MaxProbationPerPeer is the same per peer (connlimit.PeerKey: a local peer by its uid, a
-	// remote one by its address). Past it, the peer's oldest such connection is closed.
-	MaxProbationPerPeer = 32
+	// remote one by its address). Past it, the peer's oldest such connection is closed. Its
+	// clients keep under it (hubapi).
+	MaxProbationPerPeer = hubapi.MaxProbationPerPeer
 	// Probation is how long a connection may go without a request that carried a valid token:
 	// longer than a phone's websocket may take to send its (phone.AuthWait).
 	Probation = 10 * time.Second

@@ -5,54 +5,17 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 )
 
-// SignedDecision is a decision as the gate receives it: bound to the ticket and the
-// fingerprint the human was shown, signed by the hub's Ed25519 key.
-type SignedDecision struct {
-	Ticket      string    `json:"ticket"`
-	Fingerprint string    `json:"fingerprint"`
-	Verdict     Status    `json:"verdict"`
-	By          string    `json:"by"`
-	Reason      string    `json:"reason,omitempty"`
-	At          time.Time `json:"at"`
-	Signature   []byte    `json:"signature"`
-}
-
-// payload is the signed bytes: every field but the signature, in a fixed order.
-func (d *SignedDecision) payload() []byte {
-	b, _ := json.Marshal(struct {
-		Ticket, Fingerprint string
-		Verdict             Status
-		By, Reason          string
-		At                  int64
-	}{d.Ticket, d.Fingerprint, d.Verdict, d.By, d.Reason, d.At.UnixNano()})
-	return append([]byte("lockhttp hub decision v1\n"), b...)
-}
-
 func sign(key ed25519.PrivateKey, d *SignedDecision) {
-	d.Signature = ed25519.Sign(key, d.payload())
-}
-
-// Verify checks the signature with the hub's public key and that the decision is about the
-// ticket and the fingerprint the gate asked for.
-func (d *SignedDecision) Verify(pub ed25519.PublicKey, ticket, fingerprint string) error {
-	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d.payload(), d.Signature) {
-		return errors.New("hub decision: bad signature (is the gate configured with this hub's public key?)")
-	}
-	if d.Ticket != ticket || d.Fingerprint != fingerprint {
-		return fmt.Errorf("hub decision is for ticket %s with another fingerprint than the request's", d.Ticket)
-	}
-	return nil
+	d.Signature = ed25519.Sign(key, d.Payload())
 }
 
 // LoadOrCreateKey reads the hub's Ed25519 key from path, creating it (mode 0600) and its public
@@ -108,27 +71,6 @@ func WritePublicKey(path string, pub ed25519.PublicKey) error {
 	return atomicfile.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644)
 }
 
-// ReadPublicKey reads the hub's public key (the gate's side).
-func ReadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("hub public key: %w", err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, fmt.Errorf("hub public key %s: not PEM", path)
-	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("hub public key %s: %w", path, err)
-	}
-	pub, ok := k.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("hub public key %s is a %T, not Ed25519", path, k)
-	}
-	return pub, nil
-}
-
 // TokenFile returns the token in path, creating the file (mode 0600) with a new random token
 // when it does not exist.
 func TokenFile(path string) (string, error) {
@@ -150,13 +92,4 @@ func TokenFile(path string) (string, error) {
 		return "", fmt.Errorf("token file %s holds a token shorter than 16 characters; remove it to have a new one made", path)
 	}
 	return tok, nil
-}
-
-// ReadToken reads a token file (the gate's and the CLI's side).
-func ReadToken(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	return strings.TrimSpace(string(data)), nil
 }
