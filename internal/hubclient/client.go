@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // callTimeout bounds one call to the hub (not the event stream).
@@ -38,7 +38,7 @@ type Client struct {
 	connected atomic.Bool
 
 	mu      sync.Mutex
-	waiters map[string]map[chan hub.Ticket]struct{} // guarded by mu: ticket id → waiting requests
+	waiters map[string]map[chan hubapi.Ticket]struct{} // guarded by mu: ticket id → waiting requests
 
 	hmu   sync.Mutex
 	holds holds // guarded by hmu: the requests held on tickets, for the hub's counts
@@ -60,15 +60,15 @@ func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *
 		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log,
 		http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: maxConns, MaxConnsPerHost: maxConns,
 			IdleConnTimeout: 90 * time.Second}},
-		waiters: map[string]map[chan hub.Ticket]struct{}{},
+		waiters: map[string]map[chan hubapi.Ticket]struct{}{},
 		holds:   newHolds(),
 	}
 }
 
 // maxConns bounds the connections to the hub: half of what the hub holds from one peer before
-// a request on them carried a token (hub.MaxProbationPerPeer), so that a burst of asks waits
+// a request on them carried a token (hubapi.MaxProbationPerPeer), so that a burst of asks waits
 // for a connection rather than opening more than the hub keeps, which closes the oldest.
-const maxConns = hub.MaxProbationPerPeer / 2
+const maxConns = hubapi.MaxProbationPerPeer / 2
 
 func (c *Client) pubKey() ed25519.PublicKey {
 	if p := c.pub.Load(); p != nil {
@@ -111,7 +111,7 @@ func (c *Client) callHeader(ctx context.Context, method, path string, in, out an
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode >= 300 {
-		var e struct{ Error string }
+		var e hubapi.ErrorResponse
 		json.Unmarshal(data, &e)
 		return resp.Header, &StatusError{Status: resp.StatusCode, Msg: e.Error}
 	}
@@ -134,12 +134,12 @@ func (e *StatusError) Error() string { return fmt.Sprintf("hub answered %d: %s",
 // Ask sends a request the policy asks about. An answer carrying a decision is verified. An
 // answer pending holds the request on the ticket until Claim or Leave, or until Wait returns the
 // ticket expired.
-func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, error) {
-	var ans hub.AskAnswer
+func (c *Client) Ask(ctx context.Context, req hubapi.AskRequest) (hubapi.AskAnswer, error) {
+	var ans hubapi.AskAnswer
 	c.askStart(req.Fingerprint)
 	err := c.call(ctx, "POST", "/v1/gate/ask", req, &ans)
 	heldOn := ""
-	if err == nil && ans.Outcome == hub.OutcomePending {
+	if err == nil && ans.Outcome == hubapi.OutcomePending {
 		heldOn = ans.Ticket.ID
 	}
 	c.askDone(req.Fingerprint, heldOn)
@@ -150,17 +150,17 @@ func (c *Client) Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, er
 		if err := ans.Signed.Verify(c.pubKey(), ans.Ticket.ID, req.Fingerprint); err != nil {
 			return ans, err
 		}
-	} else if ans.Outcome == hub.OutcomeApproved || ans.Outcome == hub.OutcomeDenied {
+	} else if ans.Outcome == hubapi.OutcomeApproved || ans.Outcome == hubapi.OutcomeDenied {
 		return ans, errors.New("hub answered a decision without its signature")
 	}
 	return ans, nil
 }
 
 // Claim takes the decision of a ticket a request was held on; it is verified.
-func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error) {
-	var d hub.SignedDecision
+func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hubapi.SignedDecision, error) {
+	var d hubapi.SignedDecision
 	c.releaseStart(id)
-	err := c.call(ctx, "POST", "/v1/gate/claim", map[string]string{"id": id, "fingerprint": fingerprint}, &d)
+	err := c.call(ctx, "POST", "/v1/gate/claim", hubapi.ClaimRequest{ID: id, Fingerprint: fingerprint}, &d)
 	c.releaseDone(id)
 	if err != nil {
 		return nil, err
@@ -180,34 +180,29 @@ func (c *Client) LeaveCut(id string) { c.leave(id, true) }
 
 func (c *Client) leave(id string, cut bool) {
 	c.releaseStart(id)
-	err := c.call(context.Background(), "POST", "/v1/gate/leave", leaveRequest{ID: id, Cut: cut}, nil)
+	err := c.call(context.Background(), "POST", "/v1/gate/leave", hubapi.LeaveRequest{ID: id, Cut: cut}, nil)
 	c.releaseDone(id)
 	if err != nil {
 		c.log.Warn("hub: leave failed; the next report of the held requests corrects the count", "ticket", id, "cut", cut, "err", err)
 	}
 }
 
-type leaveRequest struct {
-	ID  string `json:"id"`
-	Cut bool   `json:"cut,omitempty"`
-}
-
-// BindIssued has the hub bind a Claude login the gate saw issued to a container (hub.Issued).
-func (c *Client) BindIssued(ctx context.Context, i hub.Issued) error {
+// BindIssued has the hub bind a Claude login the gate saw issued to a container (hubapi.Issued).
+func (c *Client) BindIssued(ctx context.Context, i hubapi.Issued) error {
 	return c.call(ctx, "POST", "/v1/gate/issued", i, nil)
 }
 
 // ReportState tells the hub the gate's state.
-func (c *Client) ReportState(ctx context.Context, s hub.GateState) error {
+func (c *Client) ReportState(ctx context.Context, s hubapi.GateState) error {
 	return c.call(ctx, "POST", "/v1/gate/state", s, nil)
 }
 
 // Wait waits until ticket id is no longer pending and returns it, or until ctx ends.
-func (c *Client) Wait(ctx context.Context, id string) (hub.Ticket, error) {
-	ch := make(chan hub.Ticket, 1)
+func (c *Client) Wait(ctx context.Context, id string) (hubapi.Ticket, error) {
+	ch := make(chan hubapi.Ticket, 1)
 	c.mu.Lock()
 	if c.waiters[id] == nil {
-		c.waiters[id] = map[chan hub.Ticket]struct{}{}
+		c.waiters[id] = map[chan hubapi.Ticket]struct{}{}
 	}
 	c.waiters[id][ch] = struct{}{}
 	c.mu.Unlock()
@@ -220,27 +215,27 @@ func (c *Client) Wait(ctx context.Context, id string) (hub.Ticket, error) {
 		c.mu.Unlock()
 	}()
 	// A decision may have come between the ask and this wait: look once.
-	var t hub.Ticket
-	if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hub.Pending {
+	var t hubapi.Ticket
+	if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hubapi.Pending {
 		return c.waited(t), nil
 	}
 	select {
 	case t := <-ch:
 		return c.waited(t), nil
 	case <-ctx.Done():
-		return hub.Ticket{}, ctx.Err()
+		return hubapi.Ticket{}, ctx.Err()
 	}
 }
 
 // waited ends the hold of a request whose ticket expired: nothing is claimed for it.
-func (c *Client) waited(t hub.Ticket) hub.Ticket {
-	if t.Status != hub.Approved && t.Status != hub.Denied {
+func (c *Client) waited(t hubapi.Ticket) hubapi.Ticket {
+	if t.Status != hubapi.Approved && t.Status != hubapi.Denied {
 		c.release(t.ID)
 	}
 	return t
 }
 
-func (c *Client) notify(t hub.Ticket) {
+func (c *Client) notify(t hubapi.Ticket) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for ch := range c.waiters[t.ID] {
@@ -336,7 +331,7 @@ func (c *Client) stream(ctx context.Context) error {
 			if len(line) == 0 {
 				continue
 			}
-			var ev hub.Event
+			var ev hubapi.Event
 			if json.Unmarshal(line, &ev) != nil || ev.Ticket == nil {
 				continue
 			}
@@ -356,8 +351,8 @@ func (c *Client) resync(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, id := range ids {
-		var t hub.Ticket
-		if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hub.Pending {
+		var t hubapi.Ticket
+		if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hubapi.Pending {
 			c.notify(t)
 		}
 	}

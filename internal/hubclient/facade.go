@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // Facade is a facade's client of the hub (lox tickets, approve, deny).
@@ -24,12 +24,12 @@ func NewFacade(base, token string) *Facade {
 }
 
 // Pending lists the pending tickets, newest first.
-func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
-	out := []hub.Ticket{} // none is an empty list, as the hub answers it
+func (f *Facade) Pending(ctx context.Context) ([]hubapi.Ticket, error) {
+	out := []hubapi.Ticket{} // none is an empty list, as the hub answers it
 	cursor := ""
 	for {
-		var page []hub.Ticket
-		path := "/v1/tickets?limit=" + strconv.Itoa(hub.MaxPage)
+		var page []hubapi.Ticket
+		path := "/v1/tickets?limit=" + strconv.Itoa(hubapi.MaxPage)
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}
@@ -38,7 +38,7 @@ func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
 			return out, err
 		}
 		out = append(out, page...)
-		next := h.Get(hub.HeaderNext)
+		next := h.Get(hubapi.HeaderNext)
 		if next == "" || next == cursor || len(out) >= maxPending {
 			return out, nil
 		}
@@ -50,20 +50,20 @@ func (f *Facade) Pending(ctx context.Context) ([]hub.Ticket, error) {
 const maxPending = 10000
 
 // Get reads one ticket.
-func (f *Facade) Get(ctx context.Context, id string) (hub.Ticket, error) {
-	var t hub.Ticket
+func (f *Facade) Get(ctx context.Context, id string) (hubapi.Ticket, error) {
+	var t hubapi.Ticket
 	err := f.c.call(ctx, "GET", "/v1/tickets/"+id, nil, &t)
 	return t, err
 }
 
 // Decide approves or denies ticket id as shown with fingerprint; by names the person.
-func (f *Facade) Decide(ctx context.Context, id, fingerprint string, approve bool, by, reason string) (hub.Ticket, error) {
+func (f *Facade) Decide(ctx context.Context, id, fingerprint string, approve bool, by, reason string) (hubapi.Ticket, error) {
 	verb := "deny"
 	if approve {
 		verb = "approve"
 	}
-	var t hub.Ticket
-	err := f.c.call(ctx, "POST", "/v1/tickets/"+id+"/"+verb, map[string]string{"fingerprint": fingerprint, "by": by, "reason": reason}, &t)
+	var t hubapi.Ticket
+	err := f.c.call(ctx, "POST", "/v1/tickets/"+id+"/"+verb, hubapi.DecideRequest{Fingerprint: fingerprint, By: by, Reason: reason}, &t)
 	return t, err
 }
 

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // holdingsEvery is how often the gate tells the hub what it holds while the event stream is up.
@@ -98,10 +98,10 @@ func (c *Client) release(id string) {
 }
 
 // Holdings is what the gate holds now, as the hub takes it.
-func (c *Client) Holdings() (hub.Holdings, uint64) {
+func (c *Client) Holdings() (hubapi.Holdings, uint64) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
-	s := hub.Holdings{Held: make(map[string]int, len(c.holds.held))}
+	s := hubapi.Holdings{Held: make(map[string]int, len(c.holds.held))}
 	for id, n := range c.holds.held {
 		s.Held[id] = n
 	}

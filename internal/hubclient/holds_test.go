@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
@@ -33,8 +34,8 @@ func newHoldsEnv(t *testing.T) *holdsEnv {
 	return &holdsEnv{hub: h, clk: clk, srv: srv, c: New(srv.URL, gateToken, pub, nil)}
 }
 
-func askReq(fp string) hub.AskRequest {
-	return hub.AskRequest{Kind: hub.KindRequest, Container: "dev", Method: "POST", URL: "https://example.com/", Rule: "r", Fingerprint: fp}
+func askReq(fp string) hubapi.AskRequest {
+	return hubapi.AskRequest{Kind: hubapi.KindRequest, Container: "dev", Method: "POST", URL: "https://example.com/", Rule: "r", Fingerprint: fp}
 }
 
 func (e *holdsEnv) holders(t *testing.T, id string) int {
@@ -100,7 +101,7 @@ func TestHoldingsFollowTheRequests(t *testing.T) {
 	e.clk.Advance(hub.DefaultTicketTTL + time.Second)
 	e.hub.Expire()
 	tk, err := e.c.Wait(ctx, b.Ticket.ID)
-	if err != nil || tk.Status != hub.Expired {
+	if err != nil || tk.Status != hubapi.Expired {
 		t.Fatalf("wait: %+v %v", tk.Status, err)
 	}
 	if s, _ := e.c.Holdings(); len(s.Held) != 0 || len(s.Asking) != 0 || len(s.Busy) != 0 {
@@ -118,8 +119,8 @@ func TestHoldingsReportedOnConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.hub.SetHoldings(hub.Holdings{}) // as after a restart of the hub: no holders
-	e.hub.Ask(askReq("fp1:z"))        // a ticket the gate does not hold on
+	e.hub.SetHoldings(hubapi.Holdings{}) // as after a restart of the hub: no holders
+	e.hub.Ask(askReq("fp1:z"))           // a ticket the gate does not hold on
 	go e.c.Run(ctx)
 	testkit.WaitFor(t, 5*time.Second, "the counts set by the gate", func() bool {
 		var z int
@@ -154,7 +155,7 @@ func TestCutReportedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, _ := e.hub.Get(id)
-	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hub.GoneRestart {
+	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hubapi.GoneRestart {
 		t.Fatalf("after the report: holders %d, cut %d, gone %q", tk.Holders, tk.Cut, tk.Gone)
 	}
 	if s, _ := e.c.Holdings(); len(s.Cut) != 0 {
@@ -177,7 +178,7 @@ func TestLeaveCut(t *testing.T) {
 	}
 	e.c.LeaveCut(a.Ticket.ID)
 	tk, _ := e.hub.Get(a.Ticket.ID)
-	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hub.GoneRestart || e.held(a.Ticket.ID) != 0 {
+	if tk.Holders != 0 || tk.Cut != 1 || tk.Gone != hubapi.GoneRestart || e.held(a.Ticket.ID) != 0 {
 		t.Fatalf("after the cut: holders %d, cut %d, gone %q, the gate holds %d", tk.Holders, tk.Cut, tk.Gone, e.held(a.Ticket.ID))
 	}
 }
