@@ -11,7 +11,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/gate"
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
@@ -27,7 +27,7 @@ func TestStateReportedWhenThePolicyIsApplied(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		var s hub.GateState
+		var s hubapi.GateState
 		json.NewDecoder(r.Body).Decode(&s)
 		mu.Lock()
 		versions = append(versions, s.PolicyVersion)

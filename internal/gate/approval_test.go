@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // waitTicket returns the one pending ticket of h that is not in seen.
-func waitTicket(t *testing.T, h *hub.Hub, seen map[string]bool) hub.Ticket {
+func waitTicket(t *testing.T, h *hub.Hub, seen map[string]bool) hubapi.Ticket {
 	t.Helper()
-	var tk hub.Ticket
+	var tk hubapi.Ticket
 	testkit.WaitFor(t, 5*time.Second, "a new ticket", func() bool {
 		for _, p := range h.Pending() {
 			if !seen[p.ID] {

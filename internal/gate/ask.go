@@ -12,7 +12,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
@@ -21,14 +21,14 @@ import (
 // Hub is the gate's view of the hub; *hubclient.Client is one.
 type Hub interface {
 	Connected() bool
-	Ask(ctx context.Context, req hub.AskRequest) (hub.AskAnswer, error)
-	Wait(ctx context.Context, id string) (hub.Ticket, error)
-	Claim(ctx context.Context, id, fingerprint string) (*hub.SignedDecision, error)
+	Ask(ctx context.Context, req hubapi.AskRequest) (hubapi.AskAnswer, error)
+	Wait(ctx context.Context, id string) (hubapi.Ticket, error)
+	Claim(ctx context.Context, id, fingerprint string) (*hubapi.SignedDecision, error)
 	Leave(id string)
 	// LeaveCut is Leave for a request the gate's stop cut: its ticket counts it as cut.
 	LeaveCut(id string)
 	// BindIssued has the console bind a Claude login the gate saw issued to a container.
-	BindIssued(ctx context.Context, i hub.Issued) error
+	BindIssued(ctx context.Context, i hubapi.Issued) error
 }
 
 // bodyPreview is how much of a held body a ticket shows.
@@ -45,16 +45,16 @@ type asked struct {
 
 // ticketHeaders renders the end-to-end headers for a ticket: sorted, masked, escaped. A value is
 // masked for what it holds, never for its header's name (see maskHeader).
-func ticketHeaders(h http.Header, in *judge.Checks) []hub.Header {
+func ticketHeaders(h http.Header, in *judge.Checks) []hubapi.Header {
 	var d *secrets.Detector
 	if in != nil {
 		d = in.Secrets
 	}
-	out := make([]hub.Header, 0, len(h))
+	out := make([]hubapi.Header, 0, len(h))
 	for name, vals := range h {
 		for _, v := range vals {
 			mn, mv := maskHeader(d, name, v)
-			out = append(out, hub.Header{Name: display.Escape(mn, false), Value: display.Escape(mv, false)})
+			out = append(out, hubapi.Header{Name: display.Escape(mn, false), Value: display.Escape(mv, false)})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -75,7 +75,7 @@ func maskHeader(d *secrets.Detector, name, value string) (string, string) {
 // askHuman asks the hub about a request the policy asks about and holds it up to the policy's
 // hold time. It returns nil to let the request go, or the refusal to answer. ex is updated with
 // the ticket and, for a decision, the approver.
-func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
+func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hubapi.AskRequest) *policy.Decision {
 	d := g.askHuman1(ctx, ex, res, pol, req)
 	if d == nil && res.Bind != nil && g.cfg.Refresh != nil {
 		// The approval bound the credential at the console: take the binding before this
@@ -91,7 +91,7 @@ func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol
 	return d
 }
 
-func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hub.AskRequest) *policy.Decision {
+func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hubapi.AskRequest) *policy.Decision {
 	if g.hub == nil || !g.hub.Connected() {
 		d := noConsole(res.Decision)
 		return &d
@@ -128,14 +128,14 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 	id := ans.Ticket.ID
 	ex.rec.Ticket = id
 	switch ans.Outcome {
-	case hub.OutcomeApproved:
+	case hubapi.OutcomeApproved:
 		ex.rec.Approver = ans.Signed.By
 		return nil
-	case hub.OutcomeDenied:
+	case hubapi.OutcomeDenied:
 		return g.denied(ex, res, ans.Signed)
-	case hub.OutcomeExpired:
+	case hubapi.OutcomeExpired:
 		return timedOut(res, id)
-	case hub.OutcomeLimit:
+	case hubapi.OutcomeLimit:
 		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeAskLimit, Rule: res.Rule,
 			Reason: fmt.Sprintf("%s; and %s already has %d requests waiting for a human (max_pending), so no new ticket is opened", res.Reason, res.Container, pol.Settings.MaxPending)}
 		return &d
@@ -184,9 +184,9 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		return &d
 	}
 	switch t.Status {
-	case hub.Expired:
+	case hubapi.Expired:
 		return timedOut(res, id)
-	case hub.Approved, hub.Denied:
+	case hubapi.Approved, hubapi.Denied:
 		sd, err := g.hub.Claim(ctx, id, req.Fingerprint)
 		if err != nil {
 			g.log.Warn("hub: claim failed", logID, ex.rec.ID, "ticket", id, "err", err)
@@ -194,7 +194,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 				Reason: "the decision on ticket " + id + " could not be taken (" + err.Error() + "); send the request again"}
 			return &d
 		}
-		if sd.Verdict == hub.Denied {
+		if sd.Verdict == hubapi.Denied {
 			return g.denied(ex, res, sd)
 		}
 		ex.rec.Approver = sd.By
@@ -204,7 +204,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 	return &d
 }
 
-func (g *Gate) denied(ex *exchange, res judge.Result, sd *hub.SignedDecision) *policy.Decision {
+func (g *Gate) denied(ex *exchange, res judge.Result, sd *hubapi.SignedDecision) *policy.Decision {
 	ex.rec.Approver = sd.By
 	why := "a human denied it"
 	if sd.Reason != "" {
@@ -233,11 +233,11 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 		preview = in.Secrets.MaskText(preview)
 	}
 	preview = display.Escape(display.Truncate(preview, bodyPreview), true)
-	req := hub.AskRequest{Kind: hub.KindRequest, Method: v.Method, URL: ex.rec.URL, Headers: ticketHeaders(v.Header, in),
+	req := hubapi.AskRequest{Kind: hubapi.KindRequest, Method: v.Method, URL: ex.rec.URL, Headers: ticketHeaders(v.Header, in),
 		BodyPreview: preview, BodySize: int64(len(v.Body)), Fingerprint: fp, Red: res.Red}
 	var warn []string
 	if b := res.Bind; b != nil {
-		req.Bind = &hub.Bind{Container: b.Container, Hash: b.Hash}
+		req.Bind = &hubapi.Bind{Container: b.Container, Hash: b.Hash}
 		warn = append(warn, claudeapi.BindWarning(b.Kind, b.Container))
 	}
 	switch {
@@ -258,7 +258,7 @@ func (g *Gate) askConnect(r *http.Request, ex *exchange, res judge.Result, pol *
 	target := ex.target.Addr()
 	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: http.MethodConnect, URL: target})
 	grant := pol.Settings.ConnectGrant
-	req := hub.AskRequest{Kind: hub.KindConnect, Method: http.MethodConnect, URL: target, Fingerprint: fp,
+	req := hubapi.AskRequest{Kind: hubapi.KindConnect, Method: http.MethodConnect, URL: target, Fingerprint: fp,
 		Host: ex.target.Host, Port: ex.target.Port, Grant: grant,
 		Warning: fmt.Sprintf("Approving opens a tunnel from %s to %s for %s: reads and writes both pass, unseen.", res.Container, target, grant.Round(time.Second))}
 	return g.askHuman(r.Context(), ex, res, pol, req)

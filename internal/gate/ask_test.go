@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -103,7 +104,7 @@ func TestHubRestartKeepsThePendingTicket(t *testing.T) {
 	h2, _, stop2 := hubServer(t, addr, state, key)
 	defer stop2()
 	tk, ok := h2.Get(id)
-	if !ok || tk.Status != hub.Pending {
+	if !ok || tk.Status != hubapi.Pending {
 		t.Fatalf("after the restart: %+v %v", tk, ok)
 	}
 	if tg.origin.count() != 0 {
@@ -219,7 +220,7 @@ func TestHeuristicsTicketShowsTheScore(t *testing.T) {
 		}
 		done <- resp
 	}()
-	var tk hub.Ticket
+	var tk hubapi.Ticket
 	testkit.WaitFor(t, 5*time.Second, "a ticket for the exfiltration suspect", func() bool {
 		if p := h.Pending(); len(p) == 1 {
 			tk = p[0]

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -26,14 +26,14 @@ const (
 // BudgetState is the containers near or over a budget of the current policy, refused ones first
 // and then by the share used, for the state the gate reports to the hub (the console's terminal
 // shows them).
-func (g *Gate) BudgetState() []hub.GateBudget {
-	var out []hub.GateBudget
+func (g *Gate) BudgetState() []hubapi.GateBudget {
+	var out []hubapi.GateBudget
 	for _, u := range g.budget.Usage(g.pol.Load()) {
 		if p := u.Percent(); p >= nearBudget || u.Refused > 0 {
-			out = append(out, hub.GateBudget{Budget: u.Budget, Container: u.Container, Percent: p, Refused: u.Refused})
+			out = append(out, hubapi.GateBudget{Budget: u.Budget, Container: u.Container, Percent: p, Refused: u.Refused})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b hub.GateBudget) int {
+	slices.SortStableFunc(out, func(a, b hubapi.GateBudget) int {
 		if ar, br := a.Refused > 0, b.Refused > 0; ar != br {
 			if ar {
 				return -1

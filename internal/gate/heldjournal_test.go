@@ -19,6 +19,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/testkit"
@@ -95,9 +96,9 @@ func (e *heldEnv) send(method, path string) <-chan *http.Response {
 }
 
 // heldTicket waits until the hub counts one request held on the pending ticket of path.
-func (e *heldEnv) heldTicket(t *testing.T, path string) hub.Ticket {
+func (e *heldEnv) heldTicket(t *testing.T, path string) hubapi.Ticket {
 	t.Helper()
-	var tk hub.Ticket
+	var tk hubapi.Ticket
 	testkit.WaitFor(t, 5*time.Second, "a request held on the ticket of "+path, func() bool {
 		for _, p := range e.hub.Pending() {
 			if strings.HasSuffix(p.URL, path) && p.Holders == 1 {
@@ -166,7 +167,7 @@ func TestHeldRequestCutByTheGatesStop(t *testing.T) {
 		t.Fatalf("the journal after the stop: %v", got)
 	}
 	got, _ := e.hub.Get(tk.ID)
-	if got.Status != hub.Pending || got.Holders != 0 || got.Cut != 1 || got.Gone != hub.GoneRestart || !strings.Contains(got.Waiting, "the gate restarted") {
+	if got.Status != hubapi.Pending || got.Holders != 0 || got.Cut != 1 || got.Gone != hubapi.GoneRestart || !strings.Contains(got.Waiting, "the gate restarted") {
 		t.Fatalf("the ticket: holders %d, cut %d, gone %q, waiting %q", got.Holders, got.Cut, got.Gone, got.Waiting)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/contentcoding"
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // issuedReadWait bounds how long the gate waits for the whole answer of the token endpoint
@@ -61,7 +61,7 @@ func (g *Gate) bindIssued(ctx context.Context, ex *exchange, resp *http.Response
 	}
 	bctx, cancel := context.WithTimeout(ctx, refreshWait)
 	defer cancel()
-	in := hub.Issued{Container: ex.rec.Container, Hash: hash, Host: ex.target.Host, Request: ex.rec.ID}
+	in := hubapi.Issued{Container: ex.rec.Container, Hash: hash, Host: ex.target.Host, Request: ex.rec.ID}
 	if err := g.hub.BindIssued(bctx, in); err != nil {
 		g.log.Warn("the login the OAuth token endpoint issued could not be bound; its first request asks", logID, ex.rec.ID, "err", err)
 		return

@@ -27,29 +27,30 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
 // issuedHub is a hub that only binds issued logins.
 type issuedHub struct {
 	mu    sync.Mutex // guards got
-	got   []hub.Issued
+	got   []hubapi.Issued
 	fails error
 }
 
 func (h *issuedHub) Connected() bool { return true }
-func (h *issuedHub) Ask(context.Context, hub.AskRequest) (hub.AskAnswer, error) {
-	return hub.AskAnswer{}, errors.New("no asking here")
+func (h *issuedHub) Ask(context.Context, hubapi.AskRequest) (hubapi.AskAnswer, error) {
+	return hubapi.AskAnswer{}, errors.New("no asking here")
 }
-func (h *issuedHub) Wait(context.Context, string) (hub.Ticket, error) {
-	return hub.Ticket{}, errors.New("no")
+func (h *issuedHub) Wait(context.Context, string) (hubapi.Ticket, error) {
+	return hubapi.Ticket{}, errors.New("no")
 }
-func (h *issuedHub) Claim(context.Context, string, string) (*hub.SignedDecision, error) {
+func (h *issuedHub) Claim(context.Context, string, string) (*hubapi.SignedDecision, error) {
 	return nil, errors.New("no")
 }
 func (h *issuedHub) Leave(string)    {}
 func (h *issuedHub) LeaveCut(string) {}
-func (h *issuedHub) BindIssued(_ context.Context, i hub.Issued) error {
+func (h *issuedHub) BindIssued(_ context.Context, i hubapi.Issued) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.fails != nil {
@@ -59,7 +60,7 @@ func (h *issuedHub) BindIssued(_ context.Context, i hub.Issued) error {
 	return nil
 }
 
-func (h *issuedHub) bound() []hub.Issued {
+func (h *issuedHub) bound() []hubapi.Issued {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]hub.Issued(nil), h.got...)
@@ -182,7 +183,7 @@ func TestTokenAnswerBindsTheLogin(t *testing.T) {
 				return
 			}
 			id := resp.Header.Get(HeaderRequest)
-			if len(got) != 1 || got[0] != (hub.Issued{Container: "local", Hash: claudeapi.HashCredential(login), Host: "platform.claude.com", Request: id}) {
+			if len(got) != 1 || got[0] != (hubapi.Issued{Container: "local", Hash: claudeapi.HashCredential(login), Host: "platform.claude.com", Request: id}) {
 				t.Fatalf("bound %+v; want the login's hash for local, request %s", got, id)
 			}
 			if refreshed.Load() != before+1 {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
@@ -67,7 +67,7 @@ func TestTicketHeaders(t *testing.T) {
 	}
 }
 
-func hubHeadersText(hs []hub.Header) string {
+func hubHeadersText(hs []hubapi.Header) string {
 	var b strings.Builder
 	for _, h := range hs {
 		b.WriteString(h.Name + ": " + h.Value + "\n")
