@@ -5,20 +5,13 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/lockhttp/lockhttp/internal/gateapi"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
-// SelfAnswer is what the gate answers for its own name (http://lockhttp.internal/, or any
-// request in a CONNECT to lockhttp.internal): proof for lockhttp doctor and for a person with
-// curl that the client reaches the gate and, when Decrypted, trusts the lockhttp CA.
-type SelfAnswer struct {
-	Gate          string `json:"gate"` // always "lockhttp"
-	Decrypted     bool   `json:"decrypted"`
-	Container     string `json:"container"`
-	PolicyVersion string `json:"policy_version"`
-	Request       string `json:"request"` // the audit record's id
-}
+// SelfAnswer is what the gate answers for its own name (gateapi.SelfAnswer).
+type SelfAnswer = gateapi.SelfAnswer
 
 // selfResponse answers a request for the gate's own name (Decide's rule self) and records it,
 // on disk before the answer; when the record could not be written, unrecordedRefusal answers.

@@ -25,7 +25,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/enclosure"
-	"github.com/lockhttp/lockhttp/internal/gate"
+	"github.com/lockhttp/lockhttp/internal/gateapi"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/restarts"
@@ -320,7 +320,7 @@ func Run(ctx context.Context, o Options) error {
 		consoleProc.quit = func(c *child) bool { return c.err == nil }
 	}
 	gateListen := o.Listen
-	var st gate.Status
+	var st gateapi.Status
 	gateProc := &proc{name: "gate", what: "the gate",
 		start: func() (*child, error) {
 			gargs, err := gateArgs(o, gateListen, up, hubGateToken, hubKey)

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/gateapi"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
@@ -131,17 +132,9 @@ type Exporter struct {
 	lastErr   string    // guarded by mu: its error
 }
 
-// Status is what the exporter has done, for the gate's /status and the doctor.
-type Status struct {
-	Endpoint string    `json:"endpoint"`
-	Exported int64     `json:"exported"`
-	Dropped  int64     `json:"dropped"`
-	Failed   int64     `json:"failed"`
-	LastOK   time.Time `json:"last_ok,omitzero"`
-	LastFail time.Time `json:"last_fail,omitzero"`
-	// LastError is the last failed export's error.
-	LastError string `json:"last_error,omitempty"`
-}
+// Status is what the exporter has done, for the gate's /status and the doctor
+// (gateapi.TraceStatus).
+type Status = gateapi.TraceStatus
 
 // Status reports the spans exported, dropped and failed so far, and the last failure.
 func (e *Exporter) Status() Status {
