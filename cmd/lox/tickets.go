@@ -19,7 +19,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/stack"
@@ -147,14 +147,14 @@ func runTickets(args []string, stdout, stderr io.Writer) int {
 
 // heldColumn is the HELD column of lox tickets: how many requests wait on the ticket, or that
 // none does and why ("0 (cut by a gate restart)"); the sentence under the table says the rest.
-func heldColumn(t hub.Ticket) string {
+func heldColumn(t hubapi.Ticket) string {
 	if t.Holders > 0 {
 		return fmt.Sprint(t.Holders)
 	}
 	switch t.Gone {
-	case hub.GoneRestart:
+	case hubapi.GoneRestart:
 		return "0 (cut by a gate restart)"
-	case hub.GoneLeft:
+	case hubapi.GoneLeft:
 		return "0 (told to retry)"
 	}
 	return "0"
@@ -218,7 +218,7 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 	}
 	e := t.Escaped()
 	fmt.Fprintf(stdout, "%s %s by %s\n", e.ID, e.Status, e.Decision.By)
-	if e.Status == hub.Approved {
+	if e.Status == hubapi.Approved {
 		if e.Decision.Released > 0 {
 			fmt.Fprintf(stdout, "released %d held request(s)\n", e.Decision.Released)
 		} else if e.Waiting != "" {
