@@ -1,0 +1,225 @@
+package deptest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// binary is what one command of this module may link. A process boundary shows here: what
+// crosses a socket is in a contract package (signerapi, hubapi, consoleapi, gateapi) that both sides
+// import, so a process links its peers' contracts and clients, never their servers.
+type binary struct {
+	cmd string // the command's path in the module (or a package's, for TestContracts)
+	// forbidden are packages of this module the binary must not link, with why.
+	forbidden map[string]string
+	// only, when not nil, are the only packages of this module the binary may link.
+	only []string
+	// modules, when not nil, are the only other modules the binary may link (the standard
+	// library is always allowed).
+	modules []string
+}
+
+// gateInternals are the packages only the gate needs: its servers, its decision and what it
+// reads of an agent's traffic.
+var gateInternals = map[string]string{
+	"internal/gate":        "the gate's server",
+	"internal/gatefiles":   "the gate's files",
+	"internal/judge":       "the gate's decision (explain links it; the console does not decide)",
+	"internal/egress":      "the gate's dialler",
+	"internal/framing":     "the gate's check of an agent's framing",
+	"internal/wsframe":     "the gate's reading of WebSocket frames",
+	"internal/clienthello": "the gate's transparent TLS listener",
+	"internal/dnsanswer":   "the gate's DNS answers",
+	"internal/tracing":     "the gate's trace exporter",
+	"internal/auditdb":     "the gate's copy of the audit to a database",
+}
+
+var binaries = []binary{{
+	cmd: "cmd/gate",
+	forbidden: map[string]string{
+		"internal/signer":  "the CA key's package: only the signer process holds it (the gate speaks signerapi through signerclient)",
+		"internal/console": "the policy's owner (the gate reads the served policy, consoleapi, through consoleclient)",
+		"internal/hub":     "the tickets' holder and the decisions' signing key (the gate speaks hubapi through hubclient)",
+		"internal/notify":  "the console's notification channels",
+		"internal/tui":     "the console's terminal",
+		"internal/phone":   "the hub's phone page",
+	},
+}, {
+	cmd: "cmd/signer",
+	// The signer's process holds the CA key: it links its own server, the contract it serves,
+	// how a host is normalised, its socket, atomic writes, the shared leaves (display,
+	// httpjson, the metric names, --version) and nothing else of this module: no gate, hub or
+	// console code and none of the project's network clients (signerclient, hubclient,
+	// consoleclient).
+	only: []string{
+		"internal/signer", "internal/signerapi", "internal/floor", "internal/unixsock", "internal/atomicfile",
+		"internal/display", "internal/httpjson", "internal/metrics", "internal/buildinfo",
+	},
+	// Of other modules: the token bucket, the Prometheus client (its page on the socket and on
+	// --metrics-listen) with what it needs, and the x/ modules under floor's host names. No
+	// other network client (OTLP, gRPC, a database driver, WebSocket).
+	modules: []string{
+		"golang.org/x/time", "golang.org/x/net", "golang.org/x/text", "golang.org/x/sys",
+		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
+		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
+		"github.com/munnerz/goautoneg", "google.golang.org/protobuf",
+	},
+}, {
+	cmd: "cmd/console",
+	forbidden: merge(gateInternals, map[string]string{
+		"internal/signer":        "the CA key's package: only the signer process holds it",
+		"internal/signerclient":  "the gate's client of the signer",
+		"internal/signerapi":     "the signer's socket, which the console never speaks",
+		"internal/hubclient":     "the gate's and lox's client of the hub the console hosts",
+		"internal/consoleclient": "the gate's client of the console",
+	}),
+}, {
+	cmd: "cmd/lox",
+	// lox starts the stack's binaries and reads their state (gateapi, consoleapi, signerapi); it
+	// runs none of their servers in its process. It still links, for what it needs: the policy
+	// and judge (through gatefiles, whose Put writes the gate's secrets file), egress (its
+	// --upstream is checked as the gate checks it), the signer (whether the CA's files are there)
+	// and the hub (through the phone page's table of paired phones, lox phones).
+	forbidden: map[string]string{
+		"internal/gate":         "the gate's server (lox reads its status, gateapi)",
+		"internal/tracing":      "the gate's trace exporter",
+		"internal/auditdb":      "the gate's copy of the audit to a database",
+		"internal/wsframe":      "the gate's reading of WebSocket frames",
+		"internal/clienthello":  "the gate's transparent TLS listener",
+		"internal/dnsanswer":    "the gate's DNS answers",
+		"internal/signerclient": "the gate's client of the signer",
+		"internal/console":      "the console's server (lox reads its status and policy, consoleapi)",
+		"internal/notify":       "the console's notification channels",
+		"internal/tui":          "the console's terminal",
+	},
+}}
+
+// contracts are the packages of what crosses a socket; each links neither server nor client.
+var contracts = []string{"internal/signerapi", "internal/hubapi", "internal/consoleapi", "internal/gateapi"}
+
+// servesOrCalls are the servers and clients a contract must not link: both sides import it.
+var servesOrCalls = map[string]string{
+	"internal/signer":        "a server",
+	"internal/hub":           "a server",
+	"internal/console":       "a server",
+	"internal/gate":          "a server",
+	"internal/notify":        "the console's notification channels",
+	"internal/tui":           "the console's terminal",
+	"internal/phone":         "the hub's phone page",
+	"internal/signerclient":  "a client",
+	"internal/hubclient":     "a client",
+	"internal/consoleclient": "a client",
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestBinaries holds each command to what it may link: go list -deps of the command, for linux.
+// A failure names the binary, the package and the import path that brings it in.
+func TestBinaries(t *testing.T) {
+	var patterns []string
+	for _, b := range binaries {
+		patterns = append(patterns, module+b.cmd)
+	}
+	all := list(t, "linux", patterns)
+	for _, b := range binaries {
+		t.Run(strings.TrimPrefix(b.cmd, "cmd/"), func(t *testing.T) {
+			for _, v := range linkViolations(all, b) {
+				t.Error(v)
+			}
+		})
+	}
+}
+
+// TestContracts holds each contract package to linking no server and no client.
+func TestContracts(t *testing.T) {
+	var patterns []string
+	for _, c := range contracts {
+		patterns = append(patterns, module+c)
+	}
+	all := list(t, "linux", patterns)
+	for _, c := range contracts {
+		for _, v := range linkViolations(all, binary{cmd: c, forbidden: servesOrCalls}) {
+			t.Error(v)
+		}
+	}
+}
+
+// linkViolations walks what b's command imports, transitively, and returns each package it must
+// not link with the path that links it.
+func linkViolations(pkgs map[string]pkg, b binary) []string {
+	root := module + b.cmd
+	via := map[string]string{root: ""}
+	queue := []string{root}
+	var out []string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, imp := range pkgs[p].Imports {
+			if _, seen := via[imp]; seen {
+				continue
+			}
+			via[imp] = p
+			queue = append(queue, imp)
+			why := ""
+			switch rel, ours := strings.CutPrefix(imp, module); {
+			case ours && b.forbidden[rel] != "":
+				why = b.forbidden[rel]
+			case ours && b.only != nil && !slices.Contains(b.only, rel):
+				why = "not among the packages of this module it may link; add it to the binary's list after reading why it must"
+			case !ours && !pkgs[imp].Standard && b.modules != nil && !slices.ContainsFunc(b.modules, func(m string) bool { return imp == m || strings.HasPrefix(imp, m+"/") }):
+				why = "a package of a module it may not link; add the module to the binary's list after reading what it does"
+			}
+			if why != "" {
+				out = append(out, b.cmd+" links "+strings.TrimPrefix(imp, module)+" ("+linkChain(via, imp)+"): "+why)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// linkChain is the import path from the command to p: "cmd/gate → gate → hub".
+func linkChain(via map[string]string, p string) string {
+	var path []string
+	for ; p != ""; p = via[p] {
+		path = append(path, short(p))
+	}
+	slices.Reverse(path)
+	return strings.Join(path, " → ")
+}
+
+// TestLinkViolations checks the walk on a made-up graph, so that TestBinaries cannot pass by a
+// walk that finds nothing.
+func TestLinkViolations(t *testing.T) {
+	m := func(p string) string { return module + p }
+	pkgs := map[string]pkg{
+		m("cmd/x"):           {ImportPath: m("cmd/x"), Imports: []string{"fmt", m("internal/gate"), "github.com/some/otel/exporter"}},
+		m("internal/gate"):   {ImportPath: m("internal/gate"), Imports: []string{m("internal/hub"), m("internal/hubapi")}},
+		m("internal/hub"):    {ImportPath: m("internal/hub"), Imports: []string{m("internal/hubapi"), "golang.org/x/time/rate"}},
+		m("internal/hubapi"): {ImportPath: m("internal/hubapi"), Imports: []string{"time"}},
+		"fmt":                {ImportPath: "fmt", Standard: true},
+		"time":               {ImportPath: "time", Standard: true},
+	}
+	got := linkViolations(pkgs, binary{cmd: "cmd/x", forbidden: map[string]string{"internal/hub": "a server"}})
+	want := []string{"cmd/x links internal/hub (cmd/x → gate → hub): a server"}
+	if !slices.Equal(got, want) {
+		t.Errorf("forbidden:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	got = linkViolations(pkgs, binary{cmd: "cmd/x", only: []string{"internal/gate", "internal/hubapi"}, modules: []string{"golang.org/x/time"}})
+	want = []string{
+		"cmd/x links github.com/some/otel/exporter (cmd/x → github.com/some/otel/exporter): a package of a module it may not link; add the module to the binary's list after reading what it does",
+		"cmd/x links internal/hub (cmd/x → gate → hub): not among the packages of this module it may link; add it to the binary's list after reading why it must",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("only:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
