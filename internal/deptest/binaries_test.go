@@ -1,6 +1,8 @@
 package deptest
 
 import (
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -221,5 +223,46 @@ func TestLinkViolations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("only:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// testOnlyMark opens go.mod's blocks of test- and bench-only modules: every require after it.
+const testOnlyMark = "// Test- and bench-only modules"
+
+// TestTestOnlyModules holds go.mod's test- and bench-only blocks to their comment: no binary
+// links a module they require, on linux, darwin or windows.
+func TestTestOnlyModules(t *testing.T) {
+	data, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), testOnlyMark)
+	if !ok {
+		t.Fatalf("go.mod has no %q block", testOnlyMark)
+	}
+	testOnly := map[string]bool{}
+	for _, line := range strings.Split(rest, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(line, "\t") && !strings.HasPrefix(f[0], "//") {
+			testOnly[f[0]] = true
+		}
+	}
+	if len(testOnly) == 0 {
+		t.Fatal("go.mod's test-only blocks name no module")
+	}
+	var cmds []string
+	for _, b := range binaries {
+		cmds = append(cmds, module+b.cmd)
+	}
+	cmds = append(cmds, module+"cmd/lockhttp")
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		linked := map[string]string{} // module → one of its packages a binary links
+		for path, p := range list(t, goos, cmds) {
+			if p.Module != nil && testOnly[p.Module.Path] && (linked[p.Module.Path] == "" || path < linked[p.Module.Path]) {
+				linked[p.Module.Path] = path
+			}
+		}
+		for _, m := range slices.Sorted(maps.Keys(linked)) {
+			t.Errorf("GOOS=%s: a binary links %s (%s), which go.mod lists as test- or bench-only", goos, m, linked[m])
+		}
 	}
 }

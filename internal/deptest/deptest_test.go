@@ -84,6 +84,7 @@ type pkg struct {
 	Standard   bool
 	Imports    []string
 	Error      *struct{ Err string }
+	Module     *struct{ Path string }
 }
 
 // list returns the packages that patterns import, transitively, as go list sees them for goos.
@@ -93,7 +94,7 @@ func list(t *testing.T, goos string, patterns []string) map[string]pkg {
 	if err != nil {
 		t.Skip("no go command to list the dependencies")
 	}
-	cmd := exec.Command(goTool, append([]string{"list", "-deps", "-json=ImportPath,Standard,Imports,Error"}, patterns...)...)
+	cmd := exec.Command(goTool, append([]string{"list", "-deps", "-json=ImportPath,Standard,Imports,Error,Module"}, patterns...)...)
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
