@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/gateapi"
@@ -294,10 +295,7 @@ func Run(ctx context.Context, o Options) error {
 			"-supervisor-uid", strconv.Itoa(os.Geteuid()), "-ca-cert", up.CACert}, slices.Concat(margs["console"], agentConsoleArgs(o.Agent))...)
 	}
 	consoleLog := filepath.Join(up.Logs, "console.log")
-	var cst struct {
-		Hub     string `json:"hub"`
-		Metrics string `json:"metrics"`
-	}
+	var cst consoleapi.Status
 	consoleProc := &proc{name: "console", what: "the console",
 		ready: func(ctx context.Context, c *child) error {
 			return waitFor(ctx, c, readyTimeout, func() bool {
