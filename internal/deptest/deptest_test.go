@@ -32,6 +32,8 @@ var pure = []string{
 	"internal/mcp",
 	// What a human or a model reads of a request's text; mcp escapes its findings with it.
 	"internal/display",
+	// Proposals learnt from what humans were asked: the audit and the decisions come in as values.
+	"internal/propose",
 	// Every binary's --version: it reads what the toolchain recorded, nothing else.
 	"internal/buildinfo",
 	// Not named pure, but the pure packages import it and it does no I/O: it is held to the same
