@@ -32,7 +32,7 @@ var (
 		"/dns-query", "/dns-query/1", "/a/*/b", "/a/**", "/v1/items/1/../admin", "/v1/items/%2e%2e/admin", "/v1/items/1%2F..%2Fadmin",
 		"/hooks/%5Btoken:3f2a9c1b%5D", "/x?q=1", "/v2/x/12", "/v2/x/13", "/%7Euser/1", "/~user/2", "/v1/items/1/", "//v1/items/1"}
 	propOutcomes = []string{"approve", "approve", "approve", "approve", "approve", "deny", "", "hub-approve", "hub-approve", "hub-deny",
-		"hub-only-approve", "hub-only-approve", "hub-only-deny"}
+		"hub-only-approve", "hub-only-approve", "hub-only-deny", "summary-deny"}
 )
 
 // propCase is one random session: asks, the records and the hub's decisions they leave, and
@@ -85,6 +85,9 @@ func genCase(data []byte) propCase {
 			o.Code, o.Approver = "E_DENIED", "cli:root"
 		case "hub-approve", "hub-deny":
 			c.hub = append(c.hub, Decision{Ticket: ticket, Approved: outcome == "hub-approve", By: "terminal:alice", At: at})
+		case "summary-deny":
+			// A denial past the audit's rate: a summary with its URL, its ticket in no record.
+			o = Observation{Time: at, Event: "summary", Container: ct, Method: method, URL: u, Verdict: "ASK", Code: "E_DENIED", Rule: "default"}
 		case "hub-only-approve", "hub-only-deny":
 			c.hub = append(c.hub, Decision{Ticket: ticket, Approved: outcome == "hub-only-approve", By: "phone:p", At: at,
 				Container: ct, Method: method, URL: u, Created: at})
@@ -92,7 +95,7 @@ func genCase(data []byte) propCase {
 		if !strings.HasPrefix(outcome, "hub-only") {
 			c.obs = append(c.obs, o)
 		}
-		if outcome == "deny" || outcome == "hub-deny" || outcome == "hub-only-deny" {
+		if outcome == "deny" || outcome == "hub-deny" || outcome == "hub-only-deny" || outcome == "summary-deny" {
 			if r, ok := asRequest(ct, method, u); ok {
 				c.denied = append(c.denied, r)
 			}

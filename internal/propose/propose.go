@@ -109,12 +109,17 @@ type Learner struct {
 	pol *policy.Policy
 	doc *policy.Document
 
-	shapes     map[key]*shape
-	reqOf      map[string]key     // ticket → the request it was opened for (learnt from or not)
-	recorded   map[string]outcome // ticket → the decision its records show (approver and code)
-	decisions  map[string]Decision
+	shapes    map[key]*shape
+	reqOf     map[string]key     // ticket → the request it was opened for (learnt from or not)
+	recorded  map[string]outcome // ticket → the decision its records show (approver and code)
+	decisions map[string]Decision
+	// summarised are the requests of summaries of denied asks (past the audit's rate, the
+	// gate records one summary, with the first request's URL, for many refusals): each is a
+	// request a human denied, whatever its ticket.
+	summarised map[key]bool
 	skipped    map[string]int // why an ask was not learnt from → how many
 	read, asks int
+	fromHub    int // tickets learnt from whose requests the audit held no record of
 	truncated  int // observations or decisions past the bounds
 	done       bool
 }
@@ -131,7 +136,7 @@ func New(cfg Config) (*Learner, error) {
 		return nil, err
 	}
 	return &Learner{cfg: cfg, pol: pol, doc: doc, shapes: map[key]*shape{}, reqOf: map[string]key{},
-		recorded: map[string]outcome{}, decisions: map[string]Decision{}, skipped: map[string]int{}}, nil
+		recorded: map[string]outcome{}, decisions: map[string]Decision{}, summarised: map[key]bool{}, skipped: map[string]int{}}, nil
 }
 
 // Why an ask is not learnt from: the Result counts each.
@@ -161,6 +166,15 @@ func (l *Learner) Observe(o Observation) {
 
 // observe takes one ask; synthetic marks a ticket's request the audit held no record of.
 func (l *Learner) observe(o Observation, synthetic bool) {
+	if o.Event == "summary" && (o.Code == "E_DENIED" || o.Code == "E_EXFIL_SUSPECT") {
+		// Denials past the audit's rate: the first one's request is known, the others' by their
+		// tickets (the hub's or the console's decisions) only.
+		if k, why := l.read1(o); why == "" || why == skipNow || why == skipContainer || why == skipScope || why == skipPeriod {
+			if len(l.summarised) < maxShapes {
+				l.summarised[k] = true
+			}
+		}
+	}
 	if !events[o.Event] {
 		why := skipEvent
 		if o.Event == "connect" || o.Event == "transparent-connect" {
@@ -222,14 +236,19 @@ func (l *Learner) observe(o Observation, synthetic bool) {
 	if u, err := url.Parse(o.URL); err == nil && len(s.queries) < maxQueries {
 		s.queries[u.RawQuery] = true
 	}
+	if synthetic {
+		l.fromHub++
+	}
 	if len(s.examples) < 3 && !s.hasExample(o.URL, o.Ticket) {
 		s.examples = append(s.examples, example{url: o.URL, ticket: o.Ticket, at: o.Time})
 	}
 }
 
+// hasExample reports whether the request of ticket (or, with none, url) is an example already:
+// two asks of one URL on two tickets are two examples.
 func (s *shape) hasExample(u, ticket string) bool {
 	for _, e := range s.examples {
-		if e.url == u || ticket != "" && e.ticket == ticket {
+		if ticket != "" && e.ticket == ticket || ticket == "" && e.url == u {
 			return true
 		}
 	}

@@ -207,6 +207,22 @@ func TestDeniedOutsideThePeriod(t *testing.T) {
 	}
 }
 
+// TestSummarisedDenial: denials past the audit's rate are one summary, with the first one's URL:
+// that request is denied, and a pattern that frees it is not proposed.
+func TestSummarisedDenial(t *testing.T) {
+	s := &session{}
+	s.ask("agent", "GET", "https://api.example.com/v8/s/1", "approve")
+	s.ask("agent", "GET", "https://api.example.com/v8/s/2", "approve")
+	if res := learn(t, Config{}, s.obs, nil); len(res.Proposals) != 1 {
+		t.Fatalf("without the summary: %+v", res.Proposals)
+	}
+	s.obs = append(s.obs, Observation{Time: t0, Event: "summary", Container: "agent", Method: "GET", URL: "https://api.example.com/v8/s/3",
+		Verdict: "ASK", Code: "E_DENIED", Rule: "default"})
+	if res := learn(t, Config{}, s.obs, nil); len(res.Proposals) != 0 {
+		t.Fatalf("a pattern freeing a summarised denial: %+v", res.Proposals)
+	}
+}
+
 func TestDecisionOverridesRecords(t *testing.T) {
 	s := &session{}
 	a := s.ask("agent", "GET", "https://api.example.com/v6/q/1", "")

@@ -47,17 +47,10 @@ func (p *Proposal) Block(f *Form, o Origin) (string, error) {
 		p.Method, p.Asked, safe(p.Container), p.First.UTC().Format("2006-01-02 15:04"), p.Last.UTC().Format("2006-01-02 15:04"), p.Approvals)
 	fmt.Fprintf(&b, "# decisions, denied in none; it would have freed %d requests asked then.\n", f.Freed)
 	if f.Segment > 0 {
-		fmt.Fprintf(&b, "# Segment %d is generalised (%d values observed, each a %s).\n", f.Segment, f.Values, orID(f.Class))
+		fmt.Fprintf(&b, "# Segment %d is generalised (%d values observed, each %s).\n", f.Segment, f.Values, f.Class.words())
 	}
 	b.WriteString(rule)
 	return b.String(), nil
-}
-
-func orID(c Class) string {
-	if c == "" {
-		return "id"
-	}
-	return string(c)
 }
 
 // safe keeps printable ASCII of s for a comment line; anything else becomes '?'.
@@ -232,7 +225,8 @@ func (r *Result) Text(name string, text []byte) string {
 	if !r.Since.IsZero() {
 		period = "since " + r.Since.UTC().Format(time.RFC3339)
 	}
-	fmt.Fprintf(&b, "Read %d audit records (%s): %d asks, %d learnt from; %d proposals.\n", r.Read, period, r.Asked, r.Learnt, len(r.Proposals))
+	fmt.Fprintf(&b, "Read %d audit records (%s): %d asks, and %d tickets only the decisions told of; %d asks learnt from; %d proposals.\n",
+		r.Read, period, r.Asked, r.FromDecisions, r.Learnt, len(r.Proposals))
 	if r.Truncated > 0 {
 		fmt.Fprintf(&b, "%d records or decisions were past the bounds and not read: give a shorter period (--since).\n", r.Truncated)
 	}

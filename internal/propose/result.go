@@ -21,11 +21,14 @@ type Result struct {
 	Until time.Time `json:"until"`
 	// Policy is the version of the approved policy the proposals add to.
 	Policy string `json:"policy"`
-	// Read is how many audit records were read, Asked how many of them were ASK records, and
-	// Learnt how many asks (with the tickets only the hub knew) were learnt from.
-	Read   int `json:"read"`
-	Asked  int `json:"asked"`
-	Learnt int `json:"learnt"`
+	// Read is how many audit records were read, Asked how many of them were ASK records;
+	// FromDecisions is how many tickets the decisions read told of whose requests the audit held
+	// no record of (summarised, or never sent again), learnt from as asks; Learnt is how many
+	// asks were learnt from in all.
+	Read          int `json:"read"`
+	Asked         int `json:"asked"`
+	FromDecisions int `json:"from_decisions"`
+	Learnt        int `json:"learnt"`
 	// Skipped counts the asks not learnt from, by why.
 	Skipped []Count `json:"skipped,omitempty"`
 	// Truncated counts the records and decisions past the Learner's bounds: proposals are made
@@ -138,9 +141,12 @@ func (l *Learner) Result() Result {
 		l.done = true
 		l.finish()
 	}
-	res := Result{Since: l.cfg.Since, Until: l.cfg.Until, Policy: l.pol.Version, Read: l.read, Asked: l.asks, Truncated: l.truncated}
+	res := Result{Since: l.cfg.Since, Until: l.cfg.Until, Policy: l.pol.Version, Read: l.read, Asked: l.asks, FromDecisions: l.fromHub, Truncated: l.truncated}
 	outcomes := l.outcomes()
 	denied := map[key]bool{}
+	for k := range l.summarised {
+		denied[k] = true
+	}
 	for t, o := range outcomes {
 		if k, ok := l.reqOf[t]; ok && !o.approved {
 			denied[k] = true
@@ -226,12 +232,8 @@ func (l *Learner) Result() Result {
 				res.Declined = append(res.Declined, g.declined(approvals, "the general form: "+why))
 			default:
 				gf.Segment, gf.Class, gf.Values = g.segment, g.class, len(g.shapes)
-				cls := string(g.class)
-				if cls == "" {
-					cls = "id"
-				}
-				gf.NeverObserved = append([]string{fmt.Sprintf("every other value of segment %d of %s (a * matches any one segment, not only a %s): unbounded, %d observed",
-					g.segment, g.pattern, cls, len(g.shapes))}, gf.NeverObserved...)
+				gf.NeverObserved = append([]string{fmt.Sprintf("every other value of segment %d of %s (a * matches any one segment, not only %s): unbounded, %d observed",
+					g.segment, g.pattern, g.class.words(), len(g.shapes))}, gf.NeverObserved...)
 				gf.Unbounded = true
 				p.General = gf
 			}

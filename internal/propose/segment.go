@@ -23,6 +23,21 @@ const (
 	Base64URL Class = "base64url"
 )
 
+// words names the class with its article: "a number", "a UUID", "an id" (ids of two classes).
+func (c Class) words() string {
+	switch c {
+	case Number:
+		return "a number"
+	case UUID:
+		return "a UUID"
+	case Hex:
+		return "a hex id"
+	case Base64URL:
+		return "a base64url id"
+	}
+	return "an id"
+}
+
 // classify returns the class of one path segment as the cleaned path writes it, or "" when it
 // is not id-like. A segment with a percent escape, a ';', a '.', or any other character is
 // never id-like.
