@@ -26,6 +26,9 @@ commands:
   doctor      is the setup sound? one line per check, with the fix (--compose PROJECT for compose)
   check       does a policy file load? every problem in it, each with its file:line and the fix
   explain     what the gate would decide for a request (METHOD URL or a raw request), and why
+  propose     free rules learnt from what humans approved more than once and never denied, each a
+              diff of the policy file with its counts (--state DIR, --since 7d); take one with
+              :propose at the console's terminal
   verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub, --dsn)
   audit       keygen (the audit key), checkpoint (copy the signed head out), migrate (the database)
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust); never over
@@ -51,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runExplain(args[1:], stdin, stdout, stderr)
 	case "verify-log":
 		return runVerifyLog(args[1:], stdout, stderr)
+	case "propose":
+		return runPropose(args[1:], stdout, stderr)
 	case "audit":
 		return runAudit(args[1:], stdout, stderr)
 	case "secrets":
