@@ -54,6 +54,8 @@ type options struct {
 	version      bool
 
 	metricsListen string
+	// gateAudit is the gate's audit directory, which :propose learns from.
+	gateAudit string
 	// agentUIDs are the uids agents run as on this machine (lox run -- COMMAND's).
 	agentUIDs unixsock.UIDs
 }
@@ -80,6 +82,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.phoneURL, "phone-url", "", "serve the phone page at /phone on the hub's address; the URL a phone reaches the hub at (http(s)://host[:port]), or \"auto\" for http:// and the address the hub listens on; empty: no phone page")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
 	fs.StringVar(&o.caCert, "ca-cert", "", "the CA certificate `FILE` agents trust (lox run's ca.pem), named in the terminal UI's header beside the proxy's address; empty: not named")
+	fs.StringVar(&o.gateAudit, "gate-audit", "", "the gate's audit directory, which :propose in the terminal learns from (read only); default: the one lox run's up.json beside -state names")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
 	fs.BoolVar(&o.version, "version", false, "print the console's version (module version, revision, build) and exit")
 	if err := fs.Parse(args); err != nil {
@@ -210,7 +213,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		go srv.Serve(pl)
-		err := runTUI(ctx, hs, c, msgs, rlog, o.caCert)
+		pr := &proposer{c: c, hub: hs.hub, policyPath: o.policy, gateAudit: o.gateAudit, consoleAudit: o.auditDir, statePath: o.state, now: time.Now}
+		err := runTUI(ctx, hs, c, msgs, rlog, o.caCert, pr)
 		stop()
 		if err != nil {
 			fmt.Fprintln(stderr, "console: terminal:", err)

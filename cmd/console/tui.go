@@ -40,7 +40,7 @@ func (m *messages) last() []string {
 
 // runTUI runs the terminal UI on this process's terminal until the user quits or ctx ends. Its
 // header names the proxy's address and caCert, the CA agents trust.
-func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log, caCert string) error {
+func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log, caCert string, pr *proposer) error {
 	name := "console"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
@@ -57,7 +57,8 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 			return append(out, msgs.last()...)
 		},
 		Commands: map[string]func(args []string) (string, error){
-			"review": func(args []string) (string, error) { return review(c, "terminal:"+name, args) },
+			"review":  func(args []string) (string, error) { return review(c, "terminal:"+name, args) },
+			"propose": func(args []string) (string, error) { return pr.command("terminal:"+name, args) },
 		},
 	}
 	if hs.phone != nil {
