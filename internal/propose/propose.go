@@ -6,6 +6,7 @@ package propose
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,9 +65,10 @@ type Config struct {
 // Bounds of what a Learner keeps: past them it counts what it could not keep and says so
 // (Result.Truncated), and proposes from what it kept.
 const (
-	maxShapes  = 100_000 // distinct container × host × method × path asked
+	maxShapes  = 50_000  // distinct container × host × method × path asked
 	maxTickets = 200_000 // tickets whose request or decision is kept
-	maxQueries = 64      // distinct query strings counted per path
+	maxQueries = 16      // distinct query strings counted per path
+	maxRefs    = 200_000 // tickets kept with the paths they asked about, in all
 )
 
 // events are the audit events of one request, decided by its method and path.
@@ -85,8 +87,8 @@ type shape struct {
 	key         key
 	asks        int
 	first, last time.Time
-	tickets     map[string]bool
-	queries     map[string]bool
+	tickets     []string  // the tickets its asks waited on (each once, as read in a row)
+	queries     []string  // its distinct query strings, at most maxQueries
 	examples    []example // the first requests, with their URLs as recorded
 	noTicket    int       // asks that opened no ticket (no console, the ask limit, ...)
 }
@@ -119,6 +121,7 @@ type Learner struct {
 	summarised map[key]bool
 	skipped    map[string]int // why an ask was not learnt from → how many
 	read, asks int
+	refs       int // tickets kept in shapes
 	fromHub    int // tickets learnt from whose requests the audit held no record of
 	truncated  int // observations or decisions past the bounds
 	done       bool
@@ -216,7 +219,7 @@ func (l *Learner) observe(o Observation, synthetic bool) {
 			l.truncated++
 			return
 		}
-		s = &shape{key: k, tickets: map[string]bool{}, queries: map[string]bool{}, first: o.Time, last: o.Time}
+		s = &shape{key: k, first: o.Time, last: o.Time}
 		l.shapes[k] = s
 	}
 	s.asks++
@@ -227,14 +230,19 @@ func (l *Learner) observe(o Observation, synthetic bool) {
 		s.last = o.Time
 	}
 	if o.Ticket != "" {
-		if len(s.tickets) < maxTickets {
-			s.tickets[o.Ticket] = true
+		switch {
+		case slices.Contains(s.tickets[max(0, len(s.tickets)-8):], o.Ticket):
+		case l.refs < maxRefs:
+			s.tickets = append(s.tickets, o.Ticket)
+			l.refs++
+		default:
+			l.truncated++
 		}
 	} else {
 		s.noTicket++
 	}
-	if u, err := url.Parse(o.URL); err == nil && len(s.queries) < maxQueries {
-		s.queries[u.RawQuery] = true
+	if u, err := url.Parse(o.URL); err == nil && len(s.queries) < maxQueries && !slices.Contains(s.queries, u.RawQuery) {
+		s.queries = append(s.queries, u.RawQuery)
 	}
 	if synthetic {
 		l.fromHub++

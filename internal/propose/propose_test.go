@@ -305,3 +305,19 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestExamplesEscaped: an example is the agent's text; it is shown escaped, whatever the record
+// holds.
+func TestExamplesEscaped(t *testing.T) {
+	s := &session{}
+	s.ask("agent", "GET", "https://api.example.com/v9/e/1?q=\u202etxt.exe\u200b", "approve")
+	s.ask("agent", "GET", "https://api.example.com/v9/e/2", "approve")
+	res := learn(t, Config{}, s.obs, nil)
+	if len(res.Proposals) != 1 {
+		t.Fatalf("%+v", res)
+	}
+	text := res.Text("policy.toml", []byte(testPolicy))
+	if strings.ContainsAny(text, "\u202e\u200b") || !strings.Contains(text, `q=\u{202E}txt.exe\u{200B}`) {
+		t.Errorf("the example is not escaped:\n%s", text)
+	}
+}

@@ -225,7 +225,7 @@ func (r *Result) Text(name string, text []byte) string {
 	if !r.Since.IsZero() {
 		period = "since " + r.Since.UTC().Format(time.RFC3339)
 	}
-	fmt.Fprintf(&b, "Read %d audit records (%s): %d asks, and %d tickets only the decisions told of; %d asks learnt from; %d proposals.\n",
+	fmt.Fprintf(&b, "Read %d audit records (%s): %d asks, and %d tickets only the decisions told of; %d asks learnt from; proposals: %d.\n",
 		r.Read, period, r.Asked, r.FromDecisions, r.Learnt, len(r.Proposals))
 	if r.Truncated > 0 {
 		fmt.Fprintf(&b, "%d records or decisions were past the bounds and not read: give a shorter period (--since).\n", r.Truncated)

@@ -326,7 +326,7 @@ func (g *group) approvals(outcomes map[string]outcome) (int, []string) {
 	by := map[string]bool{}
 	seen := map[string]bool{}
 	for _, s := range g.shapes {
-		for t := range s.tickets {
+		for _, t := range s.tickets {
 			if o, ok := outcomes[t]; ok && o.approved && !seen[t] {
 				seen[t] = true
 				n++
@@ -385,7 +385,7 @@ func (g *group) describe(p *Proposal, outcomes map[string]outcome) {
 			p.Last = s.last
 		}
 		p.Unanswered += s.noTicket
-		for t := range s.tickets {
+		for _, t := range s.tickets {
 			if _, ok := outcomes[t]; !ok && !tickets[t] {
 				p.Unanswered++
 			}
@@ -478,10 +478,10 @@ func (l *Learner) form(g *group, name string, paths []string, shapes []*shape, d
 		} else {
 			f.Other++
 		}
-		for q := range s.queries {
+		for _, q := range s.queries {
 			queries[q] = true
 		}
-		for t := range s.tickets {
+		for _, t := range s.tickets {
 			if _, ok := outcomes[t]; ok && !decided[t] {
 				decided[t] = true
 				f.Saved++
