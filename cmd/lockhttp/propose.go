@@ -31,7 +31,8 @@ reviewed as any loosening (:review). docs/proposals.md says how proposals are le
 --state DIR reads lox run's state directory: the gate's audit (STATE/audit), the hub's state
 (STATE/hub.json), the console's audit (STATE/console-audit) and the approved policy
 (STATE/console-state.json). Without --state, name each: --audit, --hub-state, --console-audit
-(optional: the decisions older than the hub keeps) and --policy (the approved policy's file).
+(optional: the decisions older than the hub keeps) and --policy (the approved policy's file), or
+--state FILE (the console's -state file, which holds the approved policy).
 
 flags:
 `
@@ -42,7 +43,7 @@ const maxProposePolicy = 4 << 20
 func runPropose(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp propose", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", "", "lox run's state `DIR`: its audit, hub state, console audit and approved policy")
+	state := fs.String("state", "", "lox run's state `DIR`: its audit, hub state, console audit and approved policy (or the console's -state file: the approved policy alone)")
 	auditDir := fs.String("audit", "", "the gate's audit `DIR` (instead of --state's)")
 	hubState := fs.String("hub-state", "", "the hub's state `FILE`, its -hub-state (instead of --state's)")
 	consoleAudit := fs.String("console-audit", "", "the console's audit `DIR`, its -audit: the humans' decisions older than the hub keeps (optional)")
@@ -72,7 +73,7 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage(err.Error())
 	}
-	if *state != "" {
+	if fi, err := os.Stat(*state); *state != "" && err == nil && fi.IsDir() {
 		if *auditDir == "" {
 			*auditDir = stateDir(*state, "audit_dir", "audit")
 		}
