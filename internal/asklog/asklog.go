@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/propose"
 )
 
@@ -66,13 +66,13 @@ func ConsoleDecisions(dir string, since time.Time, each func(propose.Decision)) 
 		if r.Event != "ticket-decided" || r.ID == "" || r.Approver == "" {
 			return
 		}
-		approved := strings.HasPrefix(r.Detail, string(hub.Approved)+" ")
-		if !approved && !strings.HasPrefix(r.Detail, string(hub.Denied)+" ") {
+		approved := strings.HasPrefix(r.Detail, string(hubapi.Approved)+" ")
+		if !approved && !strings.HasPrefix(r.Detail, string(hubapi.Denied)+" ") {
 			return
 		}
-		kind := hub.KindRequest
+		kind := hubapi.KindRequest
 		if r.Method == "CONNECT" {
-			kind = hub.KindConnect
+			kind = hubapi.KindConnect
 		}
 		each(propose.Decision{Ticket: r.ID, Approved: approved, By: r.Approver, At: r.Time, Kind: kind,
 			Container: r.Container, Method: r.Method, URL: r.URL, Created: r.Time})
@@ -185,8 +185,8 @@ func HubState(path string) ([]propose.Decision, error) {
 		return nil, fmt.Errorf("hub state %s is larger than %d bytes; is it the hub's -hub-state file?", path, maxHubState)
 	}
 	var st struct {
-		Version int          `json:"version"`
-		Tickets []hub.Ticket `json:"tickets"`
+		Version int             `json:"version"`
+		Tickets []hubapi.Ticket `json:"tickets"`
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("hub state %s: %w; is it the hub's -hub-state file?", path, err)
@@ -198,14 +198,14 @@ func HubState(path string) ([]propose.Decision, error) {
 }
 
 // Tickets are the decisions of the decided tickets of ts (the hub's, in memory or its state).
-func Tickets(ts []hub.Ticket) []propose.Decision {
+func Tickets(ts []hubapi.Ticket) []propose.Decision {
 	var out []propose.Decision
 	for _, t := range ts {
 		d := t.Decision
-		if d == nil || (d.Verdict != hub.Approved && d.Verdict != hub.Denied) {
+		if d == nil || (d.Verdict != hubapi.Approved && d.Verdict != hubapi.Denied) {
 			continue
 		}
-		out = append(out, propose.Decision{Ticket: t.ID, Approved: d.Verdict == hub.Approved, By: d.By, At: d.At,
+		out = append(out, propose.Decision{Ticket: t.ID, Approved: d.Verdict == hubapi.Approved, By: d.By, At: d.At,
 			Kind: t.Kind, Container: t.Container, Method: t.Method, URL: t.URL, Created: t.Created})
 	}
 	return out
