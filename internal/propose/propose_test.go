@@ -321,3 +321,36 @@ func TestExamplesEscaped(t *testing.T) {
 		t.Errorf("the example is not escaped:\n%s", text)
 	}
 }
+
+// TestCheck: a rule from elsewhere is held to what a proposal may be.
+func TestCheck(t *testing.T) {
+	ok := policy.FileRule{Name: "r", Hosts: []string{"api.example.com"}, Methods: []string{"GET"}, Paths: []string{"/v1/*"}, Containers: []string{"agent"}, Verdict: "free"}
+	if line, err := Check("policy.toml", []byte(testPolicy), ok); err != nil || !strings.HasPrefix(line, `rule "r": + free GET on api.example.com at /v1/*`) {
+		t.Fatalf("%v %q", err, line)
+	}
+	for name, mut := range map[string]func(r *policy.FileRule){
+		"a wildcard host":         func(r *policy.FileRule) { r.Hosts = []string{"*.example.com"} },
+		"every host":              func(r *policy.FileRule) { r.Hosts = []string{"*"} },
+		"two hosts":               func(r *policy.FileRule) { r.Hosts = []string{"api.example.com", "store.example.com"} },
+		"an IP literal":           func(r *policy.FileRule) { r.Hosts = []string{"10.0.0.1"} },
+		"a local name":            func(r *policy.FileRule) { r.Hosts = []string{"git.internal"} },
+		"a host in another case":  func(r *policy.FileRule) { r.Hosts = []string{"API.example.com"} },
+		"CONNECT":                 func(r *policy.FileRule) { r.Methods = []string{"CONNECT"}; r.Paths = nil },
+		"every method":            func(r *policy.FileRule) { r.Methods = nil },
+		"two stars":               func(r *policy.FileRule) { r.Paths = []string{"/*/*"} },
+		"a globstar":              func(r *policy.FileRule) { r.Paths = []string{"/v1/**"} },
+		"a star within a segment": func(r *policy.FileRule) { r.Paths = []string{"/v1/a*"} },
+		"a DoH path":              func(r *policy.FileRule) { r.Paths = []string{"/dns-query"} },
+		"every container":         func(r *policy.FileRule) { r.Containers = nil },
+		"an unknown container":    func(r *policy.FileRule) { r.Containers = []string{"ghost"} },
+		"an ask rule":             func(r *policy.FileRule) { r.Verdict = "ask" },
+		"a name taken":            func(r *policy.FileRule) { r.Name = "ask-admin" },
+		"a quote in the reason":   func(r *policy.FileRule) { r.Reason = "\"\n[[rule]]" },
+	} {
+		r := ok
+		mut(&r)
+		if _, err := Check("policy.toml", []byte(testPolicy), r); err == nil {
+			t.Errorf("%s: held", name)
+		}
+	}
+}

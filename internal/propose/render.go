@@ -255,3 +255,21 @@ func (r *Result) Find(id string) *Proposal {
 	}
 	return nil
 }
+
+// Check holds a rule to what a proposal may be (see Learner's check): a free rule for one exact
+// host the floor lets through, one method other than CONNECT, paths of at most one star each
+// standing for a whole segment, one container of the approved policy (text, named name); added
+// to that text it reads back as written, changes nothing else, and the console's comparison
+// finds that one loosening, of that host's requests alone. It returns the comparison's line. A
+// rule asked for by other means than the audit (an agent's, with its reason) is held to it too.
+func Check(name string, text []byte, r policy.FileRule) (string, error) {
+	l, err := New(Config{Name: name, Text: text})
+	if err != nil {
+		return "", err
+	}
+	_, line, err := l.check(r)
+	return line, err
+}
+
+// RuleBlock is r as the [[rule]] table Apply adds, or why it cannot be written.
+func RuleBlock(r policy.FileRule) (string, error) { return ruleBlock(r) }
