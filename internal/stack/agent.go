@@ -124,76 +124,6 @@ func CheckAgentName(name string) error {
 	return nil
 }
 
-// The variables lox sets for the agent.
-var (
-	// proxyVars carry the gate's URL (curl reads only the lower-case http_proxy).
-	proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
-	// noProxyVars are set empty: nothing bypasses the gate.
-	noProxyVars = []string{"NO_PROXY", "no_proxy"}
-	// caAddVars name a file whose CAs are added to the runtime's own roots: they get ca.pem.
-	caAddVars = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT"}
-	// caBundleVars name a file that replaces the roots: they get the bundle, the system roots
-	// and ca.pem (a spliced host shows its own certificate).
-	caBundleVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-		"PIP_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "HTTPLIB2_CA_CERTS", "NIX_SSL_CERT_FILE"}
-	// keptVars are taken from lox's environment when set: what a terminal program needs and
-	// never a credential. LC_* too.
-	keptVars = []string{"PATH", "TERM", "COLORTERM", "LANG", "TZ"}
-)
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// CheckPassName refuses a variable name --agent-env cannot pass: not a name, or one lox sets.
-func CheckPassName(name string) error {
-	if !envNameRE.MatchString(name) {
-		return fmt.Errorf("--agent-env %q is not a variable name (give the name only; the value comes from lox's environment)", display.Line(name, 80))
-	}
-	for _, set := range [][]string{proxyVars, noProxyVars, caAddVars, caBundleVars, {"HOME"}} {
-		for _, n := range set {
-			if n == name {
-				return fmt.Errorf("--agent-env %s: lox sets %s for the agent itself", name, name)
-			}
-		}
-	}
-	return nil
-}
-
-// agentEnv is the agent's environment: the kept and passed variables of environ, then set
-// (NAME=VALUE), then what lox sets (proxy, CA, HOME), which no passed variable overrides.
-func agentEnv(environ, pass, set []string, proxyURL, caPEM, bundle, home string) []string {
-	var env []string
-	for _, kv := range environ {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		keep := strings.HasPrefix(name, "LC_")
-		for _, n := range append(keptVars[:len(keptVars):len(keptVars)], pass...) {
-			keep = keep || n == name
-		}
-		for _, s := range set {
-			keep = keep && !strings.HasPrefix(s, name+"=")
-		}
-		if keep && CheckPassName(name) == nil {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, set...)
-	for _, n := range proxyVars {
-		env = append(env, n+"="+proxyURL)
-	}
-	for _, n := range noProxyVars {
-		env = append(env, n+"=")
-	}
-	for _, n := range caAddVars {
-		env = append(env, n+"="+caPEM)
-	}
-	for _, n := range caBundleVars {
-		env = append(env, n+"="+bundle)
-	}
-	return append(env, "HOME="+home)
-}
-
 // agentRun is an Agent being prepared, run and cleaned up after.
 type agentRun struct {
 	a      *Agent
@@ -274,22 +204,15 @@ func (r *agentRun) prepare(caCert string) error {
 	if err := os.Chmod(root, 0o711); err != nil {
 		return err
 	}
+	r.caPEM, r.bundle = filepath.Join(root, "ca.pem"), filepath.Join(root, BundleFile)
 	ca, err := readBounded(caCert, 1<<20)
 	if err != nil {
 		return fmt.Errorf("the CA certificate: %w", err)
 	}
-	r.caPEM, r.bundle = filepath.Join(root, "ca.pem"), filepath.Join(root, "ca-bundle.pem")
-	sys, from := systemRoots()
-	if from == "" {
-		fmt.Fprintln(r.stderr, "lox: no system roots found: the agent's bundle holds the lockhttp CA alone (a spliced host will not verify)")
-	}
-	if len(sys) > 0 && sys[len(sys)-1] != '\n' {
-		sys = append(sys, '\n')
-	}
 	if err := os.WriteFile(r.caPEM, ca, 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(r.bundle, append(sys, ca...), 0o644); err != nil {
+	if err := writeBundle(r.bundle, r.caPEM, r.stderr); err != nil {
 		return err
 	}
 	if r.dir == "" {
@@ -345,7 +268,7 @@ func (r *agentRun) start(proxyURL string, stdout, stderr io.Writer) error {
 	}
 	cmd := exec.Command(r.a.Argv[0], r.a.Argv[1:]...)
 	cmd.Dir = r.dir
-	cmd.Env = agentEnv(os.Environ(), r.a.Pass, r.a.Set, proxyURL, r.caPEM, r.bundle, r.dir)
+	cmd.Env = agentEnv(os.Environ(), r.a.Pass, r.a.Set, AgentVars(proxyURL, r.caPEM, r.bundle), r.dir)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.a.Stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,
@@ -659,28 +582,6 @@ func related(a, b string) bool {
 		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
 	return inside(a, b) || inside(b, a)
-}
-
-// systemRoots reads the system's CA bundle: the file SSL_CERT_FILE names for lox, else the first
-// of the files Go's crypto/x509 reads on Linux. from is "" when there is none.
-func systemRoots() (pem []byte, from string) {
-	candidates := []string{
-		"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
-		"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL 6
-		"/etc/ssl/ca-bundle.pem",                            // openSUSE
-		"/etc/pki/tls/cacert.pem",                           // OpenELEC
-		"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
-		"/etc/ssl/cert.pem",                                 // Alpine
-	}
-	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
-		candidates = append([]string{f}, candidates...)
-	}
-	for _, c := range candidates {
-		if data, err := readBounded(c, 16<<20); err == nil && len(data) > 0 {
-			return data, c
-		}
-	}
-	return nil, ""
 }
 
 // readBounded reads at most limit bytes of path; a longer file is an error.

@@ -12,8 +12,13 @@ import (
 func TestAgentEnv(t *testing.T) {
 	environ := []string{"PATH=/usr/bin:/bin", "TERM=xterm", "LC_ALL=C.UTF-8", "HOME=/root",
 		"AWS_SECRET_ACCESS_KEY=operator-secret", "ANTHROPIC_API_KEY=sk-pass-me", "HTTPS_PROXY=http://elsewhere:1",
-		"NO_PROXY=*", "SSL_CERT_FILE=/operator/roots.pem", "SUDO_USER=alice"}
-	env := agentEnv(environ, []string{"ANTHROPIC_API_KEY", "HTTPS_PROXY"}, nil, "http://claude@127.0.0.1:3130", "/r/ca.pem", "/r/ca-bundle.pem", "/r/work")
+		"NO_PROXY=*", "SSL_CERT_FILE=/operator/roots.pem", "SUDO_USER=alice",
+		// What the operator's environment may carry that would beat lox's settings, or hand the
+		// agent the stack's credentials: none of it reaches the agent, passed or not.
+		"REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt", "NPM_CONFIG_CAFILE=/etc/ssl/certs/ca-certificates.crt",
+		"npm_config_ca=PEM", "LOCKHTTP_UPSTREAM_PROXY_AUTH=u:p", "LOCKHTTP_AUDIT_DSN=postgres://u:p@db/audit"}
+	pass := []string{"ANTHROPIC_API_KEY", "HTTPS_PROXY", "REQUESTS_CA_BUNDLE", "NPM_CONFIG_CAFILE", "npm_config_ca", "LOCKHTTP_UPSTREAM_PROXY_AUTH", "LOCKHTTP_AUDIT_DSN"}
+	env := agentEnv(environ, pass, nil, AgentVars("http://claude:@127.0.0.1:3130", "/r/ca.pem", "/r/ca-bundle.pem"), "/r/work")
 	got := map[string][]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -23,8 +28,8 @@ func TestAgentEnv(t *testing.T) {
 		"PATH": "/usr/bin:/bin", "TERM": "xterm", "LC_ALL": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-pass-me", "HOME": "/r/work",
 		"NO_PROXY": "", "no_proxy": "",
 	}
-	for _, n := range proxyVars {
-		want[n] = "http://claude@127.0.0.1:3130"
+	for _, n := range slices.Concat(proxyVars, npmProxyVars) {
+		want[n] = "http://claude:@127.0.0.1:3130"
 	}
 	for _, n := range caAddVars {
 		want[n] = "/r/ca.pem"
@@ -42,16 +47,23 @@ func TestAgentEnv(t *testing.T) {
 			t.Errorf("%s reached the agent: only kept, passed and lox's own variables may", k)
 		}
 	}
-	for _, n := range []string{"NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT", "CURL_CA_BUNDLE", "SSL_CERT_FILE"} {
-		if _, ok := got[n]; !ok {
-			t.Errorf("%s (docs/trust-ca.md) is not set", n)
+	// docs/trust-ca.md: each runtime's variable, and what beats a file of the machine's (an
+	// npmrc's cafile, a pip.conf's cert, a gitconfig's http.sslCAInfo, an npmrc's proxy).
+	for n, file := range map[string]string{"NODE_EXTRA_CA_CERTS": "/r/ca.pem", "REQUESTS_CA_BUNDLE": "/r/ca-bundle.pem",
+		"GIT_SSL_CAINFO": "/r/ca-bundle.pem", "PIP_CERT": "/r/ca-bundle.pem", "CURL_CA_BUNDLE": "/r/ca-bundle.pem",
+		"SSL_CERT_FILE": "/r/ca-bundle.pem", "npm_config_cafile": "/r/ca-bundle.pem", "npm_config_https_proxy": "http://claude:@127.0.0.1:3130"} {
+		if vs := got[n]; len(vs) != 1 || vs[0] != file {
+			t.Errorf("%s = %q, want %s", n, vs, file)
 		}
 	}
 }
 
-func TestAgentProxyURL(t *testing.T) {
+func TestProxyURL(t *testing.T) {
 	// The colon: git asks for a password for a user without one.
-	if got, want := agentProxyURL("a", netip.MustParseAddr("198.18.0.1"), 3130), "http://a:@198.18.0.1:3130"; got != want {
+	if got, want := ProxyURL("a", netip.MustParseAddrPort("198.18.0.1:3130")), "http://a:@198.18.0.1:3130"; got != want {
+		t.Errorf("%s, want %s", got, want)
+	}
+	if got, want := ProxyURL("a", netip.MustParseAddrPort("[::1]:3130")), "http://a:@[::1]:3130"; got != want {
 		t.Errorf("%s, want %s", got, want)
 	}
 }
@@ -199,12 +211,36 @@ func TestRelated(t *testing.T) {
 }
 
 func TestCheckPassName(t *testing.T) {
-	for _, n := range slices.Concat(proxyVars, noProxyVars, caAddVars, caBundleVars, []string{"HOME"}) {
+	for _, n := range slices.Concat(proxyVars, npmProxyVars, noProxyVars, caAddVars, caBundleVars, []string{"HOME"}) {
 		if CheckPassName(n) == nil {
 			t.Errorf("%s may be passed, but lox sets it", n)
 		}
 	}
-	if err := CheckPassName("ANTHROPIC_API_KEY"); err != nil {
-		t.Error(err)
+	for name, want := range map[string]string{
+		"ANTHROPIC_API_KEY":            "",
+		"GIT_CONFIG_SYSTEM":            "",
+		"npm_config_loglevel":          "",
+		"PIP_INDEX_URL":                "",
+		"NPM_CONFIG_CAFILE":            "lox sets npm_config_cafile",
+		"Http_Proxy":                   "lox sets HTTP_PROXY",
+		"npm_config_ca":                "override the proxy or the CA",
+		"NPM_CONFIG_HTTPS-PROXY":       "not a variable name",
+		"npm_config_https_proxy":       "lox sets npm_config_https_proxy",
+		"npm_config_noproxy":           "override the proxy or the CA",
+		"LOCKHTTP_UPSTREAM_PROXY_AUTH": "the upstream proxy's credential",
+		"LOCKHTTP_AUDIT_DSN":           "the audit database's address and password",
+		"lockhttp_audit_dsn":           "the audit database's address and password",
+		"LOCKHTTP_HUB_TOKEN":           "lockhttp's own setting",
+		"A=B":                          "not a variable name",
+	} {
+		err := CheckPassName(name)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", name, err, want)
+		case want != "" && strings.HasPrefix(strings.ToUpper(name), "LOCKHTTP_") && !strings.Contains(err.Error(), "leave out --agent-env "+name):
+			t.Errorf("%s: %v, want the fix", name, err)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func TestClaudeKey(t *testing.T) {
 			if strings.Contains(stderr.String(), key) {
 				t.Error("the warning holds the key")
 			}
-			env := agentEnv([]string{"ANTHROPIC_API_KEY=" + key}, []string{"ANTHROPIC_API_KEY"}, o.Agent.Set, "http://a@127.0.0.1:1", "/ca.pem", "/b.pem", "/home")
+			env := agentEnv([]string{"ANTHROPIC_API_KEY=" + key}, []string{"ANTHROPIC_API_KEY"}, o.Agent.Set, AgentVars("http://a:@127.0.0.1:1", "/ca.pem", "/b.pem"), "/home")
 			var got []string
 			for _, kv := range env {
 				if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {

@@ -96,13 +96,7 @@ func (r *agentRun) seal(listen string, up *Up) (string, error) {
 	if err := r.enc.SetRules(enclosure.Ports{Proxy: uint16(port), Redirected: redirected}); err != nil {
 		return "", err
 	}
-	proxy := agentProxyURL(r.a.Name, r.enc.Gate, uint16(port))
+	proxy := ProxyURL(r.a.Name, netip.AddrPortFrom(r.enc.Gate, uint16(port)))
 	up.Enclosure.Proxy, up.Enclosure.Ports = proxy, redirected
 	return proxy, nil
-}
-
-// agentProxyURL is the gate's URL for the agent, its name as the user and an empty password
-// (without the colon git asks for a password): http://NAME:@GATE:PORT.
-func agentProxyURL(name string, gate netip.Addr, port uint16) string {
-	return "http://" + name + ":@" + netip.AddrPortFrom(gate, port).String()
 }

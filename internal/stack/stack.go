@@ -120,6 +120,12 @@ type Up struct {
 	Restarts map[string]restarts.Tally `json:"restarts,omitempty"`
 	// Enclosure is the agent's network enclosure under lox run --; absent without a command.
 	Enclosure *UpEnclosure `json:"enclosure,omitempty"`
+	// CABundle is the system roots followed by ca.pem (BundleFile), for the variables that
+	// replace a runtime's roots of an agent started by hand (lox env).
+	CABundle string `json:"ca_bundle"`
+	// Secrets is the gate's secrets file (--secrets, or the one --claude-key-file writes);
+	// absent without one.
+	Secrets string `json:"secrets,omitempty"`
 }
 
 // UpFile is the name of up.json in the state directory.
@@ -228,6 +234,7 @@ func Run(ctx context.Context, o Options) error {
 		GateSocket:    filepath.Join(state, "gate.sock"),
 		SignerSocket:  filepath.Join(state, "signer.sock"),
 		CACert:        filepath.Join(state, "ca", "ca.pem"),
+		CABundle:      filepath.Join(state, BundleFile),
 		HubCLIToken:   filepath.Join(state, "hub-cli.token"),
 		Policy:        polPath,
 		StateDir:      state,
@@ -254,6 +261,16 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("creating the CA in %s: %v\n%s", caDir, err, msg)
 		}
 		fmt.Fprintf(out, "lox: created the lockhttp CA; agents trust %s\n", up.CACert)
+	}
+	// The bundle of an agent started by hand (lox env) is written anew at each start: the
+	// system roots may have changed.
+	if err := writeBundle(up.CABundle, up.CACert, out); err != nil {
+		return err
+	}
+	if o.Secrets != "" {
+		if up.Secrets, err = filepath.Abs(o.Secrets); err != nil {
+			return err
+		}
 	}
 	if ag != nil {
 		if err := ag.prepare(up.CACert); err != nil {
