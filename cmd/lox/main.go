@@ -37,6 +37,8 @@ commands:
   phones    list the paired phones (--json for scripts)
   unpair    revoke a paired phone at once: lox unpair [--state DIR] ID
   log       the gate's latest decisions from its audit; -f follows new ones
+  env       print the proxy and CA variables for an agent started by hand (not enclosed):
+            eval "$(lox env)"; --format fish or dotenv
   version   print lox's version (module version, revision, build); also --version
 `
 
@@ -66,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runUnpair(args[1:], stdout, stderr)
 	case "log":
 		return runLog(args[1:], stdout, stderr)
+	case "env":
+		return runEnv(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, buildinfo.Line("lox"))
 		return 0
