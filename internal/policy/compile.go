@@ -17,7 +17,9 @@ import (
 
 // Defaults for the zero values of [settings] and [floor].
 const (
-	DefaultHold         = 60 * time.Second
+	// DefaultHold ends before the shortest default timeout of the common clients (pip's 15 s;
+	// docs/ask.md, "How long a request is held"), so that each sees E_PENDING and its ticket.
+	DefaultHold         = 10 * time.Second
 	DefaultConnectGrant = 10 * time.Minute
 	DefaultBufferLimit  = 8 << 20
 	DefaultHeuristics   = "shadow"

@@ -165,7 +165,7 @@ type FileFloor struct {
 
 // FileSettings is [settings].
 type FileSettings struct {
-	// Hold is how long an ASK is held for a human before E_PENDING. Zero: 60s.
+	// Hold is how long an ASK is held for a human before E_PENDING. Zero: 10s (DefaultHold).
 	Hold Duration `toml:"hold"`
 	// ConnectGrant is how long an approved CONNECT stays open for container × host × port. Zero: 10m.
 	ConnectGrant Duration `toml:"connect_grant"`
