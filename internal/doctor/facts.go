@@ -48,6 +48,8 @@ type Facts struct {
 	// Enclosure is the agent's network enclosure under lox run --, probed from inside it
 	// (local only).
 	Enclosure *EnclosureFacts `json:"enclosure,omitempty"`
+	// RootAgents is whether an agent runs as root (local only).
+	RootAgents *RootAgentFacts `json:"root_agents,omitempty"`
 }
 
 // EnclosureFacts: the network enclosure of the agent lox run -- started, as seen from inside

@@ -51,6 +51,7 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 	s.Hub, s.HubToken = up.Hub, up.HubCLIToken
 	s.Metrics = up.Metrics
 	s.Proxy, s.ProxyCA, s.AuditDir = up.Gate, up.CACert, up.AuditDir
+	s.SecretsFile = up.Secrets
 	if os.Geteuid() == 0 {
 		s.ProbeOther = Probe(up.SignerSocket, nobodyUID, nobodyUID)
 	} else if fi, err := os.Stat(filepath.Dir(up.SignerSocket)); err == nil {
@@ -63,6 +64,15 @@ func GatherLocal(ctx context.Context, state string) *Facts {
 	} else {
 		f.Enclosure = &EnclosureFacts{}
 	}
+	enclosed := ""
+	if up.Enclosure != nil {
+		enclosed = up.Enclosure.Gate
+	}
+	skip := lineage("/proc", os.Getpid())
+	for _, pid := range up.PIDs {
+		skip = append(skip, pid)
+	}
+	f.RootAgents = GatherRootAgents("/proc", gateAddrs(up.Listen, enclosed), skip, up.PIDs["agent"])
 	return f
 }
 
