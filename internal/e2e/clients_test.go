@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -106,6 +108,8 @@ func (w *witness) all() []recorded {
 type clientsEnv struct {
 	*running
 	bundle string // the system roots followed by ca.pem, as lox run -- COMMAND writes it
+	policy string // clientsPolicy with the origins' ports
+	roots  string // the origins' CA (lox run --roots)
 
 	plain, origin, pypi, npm *witness
 	plainPort, originPort    int
@@ -115,6 +119,33 @@ type clientsEnv struct {
 }
 
 func startClients(t *testing.T) *clientsEnv {
+	t.Helper()
+	e := startClientOrigins(t)
+	e.running = startStackWith(t, e.policy, []string{"--roots", e.roots}, nil)
+	ca, err := os.ReadFile(e.up.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// docs/trust-ca.md: a variable that replaces a runtime's roots names a bundle of the system
+	// roots and ca.pem, so that public roots keep working.
+	var sys []byte
+	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"} {
+		if sys, err = os.ReadFile(p); err == nil {
+			break
+		}
+	}
+	if len(sys) > 0 && sys[len(sys)-1] != '\n' {
+		sys = append(sys, '\n')
+	}
+	e.bundle = filepath.Join(t.TempDir(), "ca-bundle.pem")
+	if err := os.WriteFile(e.bundle, append(sys, ca...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startClientOrigins starts the matrix's origins and writes its policy, without a stack.
+func startClientOrigins(t *testing.T) *clientsEnv {
 	t.Helper()
 	pki := newTestPKI(t)
 	e := &clientsEnv{}
@@ -139,26 +170,7 @@ func startClients(t *testing.T) *clientsEnv {
 	for _, p := range []int{e.plainPort, e.originPort, e.pypiPort, e.npmPort, e.gitPort} {
 		ports = append(ports, strconv.Itoa(p))
 	}
-	e.running = startStackWith(t, fmt.Sprintf(clientsPolicy, strings.Join(ports, ", ")), []string{"--roots", pki.rootPEM}, nil)
-	ca, err := os.ReadFile(e.up.CACert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// docs/trust-ca.md: a variable that replaces a runtime's roots names a bundle of the system
-	// roots and ca.pem, so that public roots keep working.
-	var sys []byte
-	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"} {
-		if sys, err = os.ReadFile(p); err == nil {
-			break
-		}
-	}
-	if len(sys) > 0 && sys[len(sys)-1] != '\n' {
-		sys = append(sys, '\n')
-	}
-	e.bundle = filepath.Join(t.TempDir(), "ca-bundle.pem")
-	if err := os.WriteFile(e.bundle, append(sys, ca...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.policy, e.roots = fmt.Sprintf(clientsPolicy, strings.Join(ports, ", ")), pki.rootPEM
 	return e
 }
 
@@ -352,6 +364,11 @@ for u in sys.argv[1:]:
 		{"node https", clientNodeHTTPS},
 		{"node fetch", clientNodeFetch},
 		{"go net/http", clientGo},
+		// Run by lox run -- as a user runs them: the proxy URL as lox sets it, the machine's
+		// npmrc and pip.conf with a CA setting of their own.
+		{"git under lox run --", clientGitUnderLox},
+		{"npm under lox run --", clientNpmUnderLox},
+		{"pip under lox run --", clientPipUnderLox},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) { row.run(t, e) })
@@ -875,18 +892,25 @@ func buildWheel(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-// npmRegistry serves the tarball lockdemo-1.0.0.tgz; anything else (the registry stand-in
-// under /registry/) is a 404.
+// npmRegistry serves the tarball lockdemo-1.0.0.tgz and, under /registry/ (the registry
+// stand-in), lockdemo's document naming it; anything else is a 404.
 func npmRegistry(t *testing.T) http.Handler {
 	t.Helper()
 	tgz := buildTarball(t)
+	sha512sum, sha1sum := sha512.Sum512(tgz), sha1.Sum(tgz)
+	integrity := "sha512-" + base64.StdEncoding.EncodeToString(sha512sum[:])
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != "GET" || r.URL.Path != "/lockdemo-1.0.0.tgz" {
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/lockdemo-1.0.0.tgz":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Write(tgz)
+		case r.Method == "GET" && r.URL.Path == "/registry/lockdemo":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"name":"lockdemo","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{"name":"lockdemo","version":"1.0.0","main":"index.js",`+
+				`"dist":{"tarball":"https://%s/lockdemo-1.0.0.tgz","integrity":"%s","shasum":"%s"}}}}`, r.Host, integrity, hex.EncodeToString(sha1sum[:]))
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Write(tgz)
 	})
 }
 
