@@ -768,7 +768,8 @@ func banner(w io.Writer, up *Up, version string) {
   state:   %s
   build:   %s
 Try: curl --cacert %s -x %s https://github.com/
-`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Version, up.CACert, up.Gate)
+A shell for an agent started by hand (not enclosed): eval "$(lox env --state %s)"
+`, up.Gate, up.Hub, up.CACert, up.Policy, shortVersion(version), up.AuditDir, up.Logs, filepath.Join(up.StateDir, UpFile), up.Version, up.CACert, up.Gate, up.StateDir)
 }
 
 func shortVersion(v string) string {
