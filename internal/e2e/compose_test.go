@@ -813,6 +813,13 @@ func (d *deployment) pairAndApprove(browser, pairOut string) {
 		chromedp.WaitEnabled(chromedp.ID("approve-confirm")), chromedp.Click(chromedp.ID("approve-confirm")))
 	select {
 	case out := <-done:
+		// Approved within the hold, the request goes on. The shipped hold is 10 s (docs/ask.md,
+		// "How long a request is held"): taps that take longer find it answered E_PENDING, and
+		// the approval lets its identical retry through, once.
+		if strings.Contains(out, "code=E_PENDING ticket="+id+" ") {
+			t.Logf("the request was answered E_PENDING before the approval; its retry: %s", out)
+			out = d.agent("delete", "https://origin.test/thing")
+		}
 		if out != "status=200 code= ticket= body=origin saw DELETE /thing (0 bytes)" {
 			t.Fatalf("after approving on the phone: %s", out)
 		}
