@@ -185,3 +185,20 @@ func TestAssessUnusedSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestLineage: the doctor's own process and those that started it, up to init, are left out of
+// the scan (a sudo or shell it runs from has its caller's environment).
+func TestLineage(t *testing.T) {
+	root := t.TempDir()
+	for pid, ppid := range map[int]int{40: 30, 30: 20, 20: 1, 50: 1} {
+		d := filepath.Join(root, fmt.Sprint(pid))
+		os.Mkdir(d, 0o755)
+		os.WriteFile(filepath.Join(d, "status"), []byte(fmt.Sprintf("Name:\tx\nPPid:\t%d\nUid:\t0\t0\t0\t0\n", ppid)), 0o644)
+	}
+	if got := lineage(root, 40); !slices.Equal(got, []int{40, 30, 20}) {
+		t.Errorf("lineage(40) = %v, want [40 30 20]", got)
+	}
+	if got := lineage(root, 99); !slices.Equal(got, []int{99}) {
+		t.Errorf("lineage of a gone process = %v", got)
+	}
+}
