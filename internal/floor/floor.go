@@ -3,6 +3,7 @@ package floor
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -53,30 +54,38 @@ func refuse(c Check, format string, args ...any) *Refusal {
 	return &Refusal{Check: c, Reason: fmt.Sprintf(format, args...)}
 }
 
-// maxShown bounds how much of an agent's input a reason repeats.
-const maxShown = 80
+// MaxShown is how much of an agent's input a reason repeats where its caller names no shorter
+// bound: a host, an authority, a media type.
+const MaxShown = 80
 
 // minHidden is the length from which a run of token characters with a digit in it is taken for
 // a credential and not repeated: no reason may carry a secret, and a reason cannot ask the
 // detector (which needs the policy) what is one.
 const minHidden = 20
 
-func shown(s string) string { return Shown(s) }
-
-// Shown is agent input as a reason repeats it: cut to 80 bytes on a rune boundary, and every run
-// of 20 or more letters, digits and '_', '+', '/', '=' with a digit in it replaced by "[N
-// characters]". The caller quotes it with %q, which keeps the reason on one line. Every reason
-// that quotes a request's host, header or value goes through it.
-func Shown(s string) string {
-	s = HideTokens(s)
-	if len(s) <= maxShown {
-		return s
+// Shown is agent input as a reason repeats it, the one way every reason quotes a request's host,
+// header, path, method or value: every run of 20 or more letters, digits and '_', '+', '/', '='
+// with a digit in it replaced by "[N characters]" first, then cut to n bytes on a rune boundary
+// ("..." marks the cut), then quoted as a Go string in printable ASCII (strconv.QuoteToASCII),
+// which keeps the reason on one line and shows every other byte as an escape. Hiding comes
+// before the cut, so that a cut never leaves the first bytes of a credential standing; n less
+// than 1 is read as MaxShown. The work stops once the cut is reached.
+func Shown(s string, n int) string {
+	if n < 1 {
+		n = MaxShown
 	}
-	cut := maxShown
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	s, cut := hideTokens(s, n)
+	if len(s) > n {
+		end := n
+		for end > 0 && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		s, cut = s[:end], true
 	}
-	return s[:cut] + "..."
+	if cut {
+		s += "..."
+	}
+	return strconv.QuoteToASCII(s)
 }
 
 func tokenByte(c byte) bool {
@@ -87,9 +96,23 @@ func tokenByte(c byte) bool {
 // in it by "[N characters]": what looks like a credential in a host or a name, for a record a
 // person reads.
 func HideTokens(s string) string {
+	out, _ := hideTokens(s, -1)
+	return out
+}
+
+// hideTokens is HideTokens, stopping once more than limit bytes are written when limit is not
+// negative (cut then reports that s went on); a run is always read whole, so that what is
+// written of it is hidden or not as the whole run is.
+func hideTokens(s string, limit int) (out string, cut bool) {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); {
+		if limit >= 0 && b.Len()+i-last > limit {
+			// What stands between the last hidden run and i is no credential: write what the
+			// limit keeps of it.
+			b.WriteString(s[last:min(i, last+max(0, limit+1-b.Len()))])
+			return b.String(), true
+		}
 		if !tokenByte(s[i]) {
 			i++
 			continue
@@ -107,10 +130,10 @@ func HideTokens(s string) string {
 		i = j
 	}
 	if last == 0 {
-		return s
+		return s, false
 	}
 	b.WriteString(s[last:])
-	return b.String()
+	return b.String(), false
 }
 
 // joinInts formats ports for a reason.

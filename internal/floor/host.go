@@ -45,7 +45,7 @@ func Host(raw string) (string, *Refusal) {
 		return "", refuse(Malformed, "the host is empty; use a host name")
 	}
 	if len(raw) > maxHostInput {
-		return "", refuse(Malformed, "host %q is %d bytes long; a host name is at most 253", shown(raw), len(raw))
+		return "", refuse(Malformed, "host %s is %d bytes long; a host name is at most 253", Shown(raw, MaxShown), len(raw))
 	}
 	if strings.IndexByte(raw, '@') >= 0 {
 		return "", userinfo(raw)
@@ -65,22 +65,22 @@ func Host(raw string) (string, *Refusal) {
 // a credential, so the reason repeats only what follows it.
 func userinfo(raw string) *Refusal {
 	after := raw[strings.LastIndexByte(raw, '@')+1:]
-	return refuse(Userinfo, "host %q carries userinfo (text before an '@'); send credentials in headers, never in the host", shown(after))
+	return refuse(Userinfo, "host %s carries userinfo (text before an '@'); send credentials in headers, never in the host", Shown(after, MaxShown))
 }
 
 // bracketed refuses a host in brackets: a valid IPv6 (or IPv4) address is an
 // IP literal, anything else is malformed. Zones are refused.
 func bracketed(raw string) *Refusal {
 	if len(raw) < 2 || raw[len(raw)-1] != ']' || strings.IndexByte(raw[1:len(raw)-1], ']') >= 0 || strings.IndexByte(raw[1:], '[') >= 0 {
-		return refuse(Malformed, "host %q has unbalanced brackets; use a host name", shown(raw))
+		return refuse(Malformed, "host %s has unbalanced brackets; use a host name", Shown(raw, MaxShown))
 	}
 	inner := raw[1 : len(raw)-1]
 	if strings.IndexByte(inner, '%') >= 0 {
-		return refuse(Malformed, "host %q has an IPv6 zone; use a host name", shown(raw))
+		return refuse(Malformed, "host %s has an IPv6 zone; use a host name", Shown(raw, MaxShown))
 	}
 	a, err := netip.ParseAddr(inner)
 	if err != nil {
-		return refuse(Malformed, "host %q is in brackets but is not an IPv6 address; use a host name", shown(raw))
+		return refuse(Malformed, "host %s is in brackets but is not an IPv6 address; use a host name", Shown(raw, MaxShown))
 	}
 	return ipLiteral(a)
 }
@@ -101,16 +101,16 @@ func ipLiteral(a netip.Addr) *Refusal {
 // same checks as an ASCII host (so mapped digits and dots are read as IPv4).
 func mapped(raw string) (string, *Refusal) {
 	if !utf8.ValidString(raw) {
-		return "", refuse(Malformed, "host %q is not valid UTF-8; use a host name", shown(raw))
+		return "", refuse(Malformed, "host %s is not valid UTF-8; use a host name", Shown(raw, MaxShown))
 	}
 	for _, r := range raw {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return "", refuse(Malformed, "host %q contains whitespace or a control character", shown(raw))
+			return "", refuse(Malformed, "host %s contains whitespace or a control character", Shown(raw, MaxShown))
 		}
 	}
 	out, err := profile.ToASCII(raw)
 	if err != nil {
-		return "", refuse(Malformed, "host %q is not a valid internationalised domain name", shown(raw))
+		return "", refuse(Malformed, "host %s is not a valid internationalised domain name", Shown(raw, MaxShown))
 	}
 	if strings.IndexByte(out, '@') >= 0 {
 		return "", userinfo(out)
@@ -136,11 +136,11 @@ func asciiHost(s string) (string, *Refusal) {
 		case c == ':':
 			colon = true
 		case c == '%':
-			return "", refuse(Malformed, "host %q is percent-encoded; send the plain host name", shown(s))
+			return "", refuse(Malformed, "host %s is percent-encoded; send the plain host name", Shown(s, MaxShown))
 		case c <= ' ' || c == 0x7f:
-			return "", refuse(Malformed, "host %q contains whitespace or a control character", shown(s))
+			return "", refuse(Malformed, "host %s contains whitespace or a control character", Shown(s, MaxShown))
 		default:
-			return "", refuse(Malformed, "host %q contains %q; a host name has only letters, digits, '-', '_' and dots", shown(s), string(rune(c)))
+			return "", refuse(Malformed, "host %s contains %q; a host name has only letters, digits, '-', '_' and dots", Shown(s, MaxShown), string(rune(c)))
 		}
 	}
 	if colon {
@@ -149,17 +149,17 @@ func asciiHost(s string) (string, *Refusal) {
 		if a, err := netip.ParseAddr(s); err == nil {
 			return "", ipLiteral(a)
 		}
-		return "", refuse(Malformed, "host %q contains ':' outside brackets; the port belongs in the authority", shown(s))
+		return "", refuse(Malformed, "host %s contains ':' outside brackets; the port belongs in the authority", Shown(s, MaxShown))
 	}
 	if upper {
 		s = strings.ToLower(s)
 	}
 	name := strings.TrimSuffix(s, ".")
 	if name == "" {
-		return "", refuse(Malformed, "host %q has no name; use a host name", shown(s))
+		return "", refuse(Malformed, "host %s has no name; use a host name", Shown(s, MaxShown))
 	}
 	if len(name) > 253 {
-		return "", refuse(Malformed, "host %q is %d bytes long; a host name is at most 253", shown(name), len(name))
+		return "", refuse(Malformed, "host %s is %d bytes long; a host name is at most 253", Shown(name, MaxShown), len(name))
 	}
 	start, punycode := 0, false
 	for i := 0; i <= len(name); i++ {
@@ -169,9 +169,9 @@ func asciiHost(s string) (string, *Refusal) {
 		label := name[start:i]
 		switch {
 		case label == "":
-			return "", refuse(Malformed, "host %q has an empty label; use a host name", shown(s))
+			return "", refuse(Malformed, "host %s has an empty label; use a host name", Shown(s, MaxShown))
 		case len(label) > 63:
-			return "", refuse(Malformed, "host %q has a label of %d bytes; a label is at most 63", shown(name), len(label))
+			return "", refuse(Malformed, "host %s has a label of %d bytes; a label is at most 63", Shown(name, MaxShown), len(label))
 		case strings.HasPrefix(label, "xn--"):
 			punycode = true
 		}
@@ -184,15 +184,15 @@ func asciiHost(s string) (string, *Refusal) {
 	// refused as malformed when it is none.
 	if c := name[start]; '0' <= c && c <= '9' {
 		if a, ok := parseIPv4(name); ok {
-			return "", refuse(IPLiteral, "host %q is the IPv4 address %s; use a host name", shown(name), a)
+			return "", refuse(IPLiteral, "host %s is the IPv4 address %s; use a host name", Shown(name, MaxShown), a)
 		}
-		return "", refuse(Malformed, "host %q ends in a number but is not an address; use a host name", shown(name))
+		return "", refuse(Malformed, "host %s ends in a number but is not an address; use a host name", Shown(name, MaxShown))
 	}
 	if punycode {
 		// A punycode label must decode to a valid name and encode back to
 		// itself, so that one name has one spelling.
 		if out, err := profile.ToASCII(name); err != nil || out != name {
-			return "", refuse(Malformed, "host %q has an invalid punycode (xn--) label", shown(name))
+			return "", refuse(Malformed, "host %s has an invalid punycode (xn--) label", Shown(name, MaxShown))
 		}
 	}
 	return name, nil
@@ -295,7 +295,7 @@ func Authority(authority string, defaultPort int) (host string, port int, r *Ref
 	if authority[0] == '[' {
 		end := strings.IndexByte(authority, ']')
 		if end < 0 {
-			return "", 0, refuse(Malformed, "authority %q has an unclosed bracket; use host:port", shown(authority))
+			return "", 0, refuse(Malformed, "authority %s has an unclosed bracket; use host:port", Shown(authority, MaxShown))
 		}
 		hostPart = authority[:end+1]
 		switch rest := authority[end+1:]; {
@@ -303,14 +303,14 @@ func Authority(authority string, defaultPort int) (host string, port int, r *Ref
 		case rest[0] == ':':
 			portPart, hasPort = rest[1:], true
 		default:
-			return "", 0, refuse(Malformed, "authority %q has text after the bracket that is not a port", shown(authority))
+			return "", 0, refuse(Malformed, "authority %s has text after the bracket that is not a port", Shown(authority, MaxShown))
 		}
 	} else if i := strings.LastIndexByte(authority, ':'); i >= 0 {
 		if strings.IndexByte(authority[:i], ':') >= 0 {
 			if a, err := netip.ParseAddr(authority); err == nil {
 				return "", 0, ipLiteral(a)
 			}
-			return "", 0, refuse(Malformed, "authority %q has more than one ':'; use host:port, IPv6 in brackets", shown(authority))
+			return "", 0, refuse(Malformed, "authority %s has more than one ':'; use host:port, IPv6 in brackets", Shown(authority, MaxShown))
 		}
 		hostPart, portPart, hasPort = authority[:i], authority[i+1:], true
 	}
@@ -320,7 +320,7 @@ func Authority(authority string, defaultPort int) (host string, port int, r *Ref
 	}
 	if !hasPort {
 		if defaultPort == 0 {
-			return "", 0, refuse(Port, "authority %q has no port; use %s:443", shown(authority), host)
+			return "", 0, refuse(Port, "authority %s has no port; use %s", Shown(authority, MaxShown), Shown(host+":443", MaxShown))
 		}
 		if defaultPort < 1 || defaultPort > 65535 {
 			return "", 0, refuse(Port, "default port %d is out of range 1-65535", defaultPort)
@@ -328,11 +328,11 @@ func Authority(authority string, defaultPort int) (host string, port int, r *Ref
 		return host, defaultPort, nil
 	}
 	if portPart == "" {
-		return "", 0, refuse(Malformed, "authority %q ends in ':' with no port", shown(authority))
+		return "", 0, refuse(Malformed, "authority %s ends in ':' with no port", Shown(authority, MaxShown))
 	}
 	port, ok := parsePort(portPart)
 	if !ok {
-		return "", 0, refuse(Port, "port %q of %q is malformed; use a number from 1 to 65535, without sign or leading zero", shown(portPart), host)
+		return "", 0, refuse(Port, "port %s of %s is malformed; use a number from 1 to 65535, without sign or leading zero", Shown(portPart, MaxShown), Shown(host, MaxShown))
 	}
 	return host, port, nil
 }

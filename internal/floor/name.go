@@ -134,19 +134,19 @@ func Name(name string) *Refusal {
 		case Metadata:
 			return metadataName(name)
 		case DoH:
-			return refuse(DoH, "host %q is a DNS-over-HTTPS resolver; the gate refuses DNS over HTTPS, use the system resolver", shown(name))
+			return refuse(DoH, "host %s is a DNS-over-HTTPS resolver; the gate refuses DNS over HTTPS, use the system resolver", Shown(name, MaxShown))
 		default:
-			return refuse(LocalName, "host %q is a local name (%s); use a public host name", shown(name), name[i+1:])
+			return refuse(LocalName, "host %s is a local name (%s); use a public host name", Shown(name, MaxShown), name[i+1:])
 		}
 	}
 	if strings.IndexByte(name, '.') < 0 {
-		return refuse(SingleLabel, "host %q is a single-label name; use a fully qualified host name", shown(name))
+		return refuse(SingleLabel, "host %s is a single-label name; use a fully qualified host name", Shown(name, MaxShown))
 	}
 	return nil
 }
 
 func metadataName(name string) *Refusal {
-	return refuse(Metadata, "host %q is a cloud metadata service; the floor never opens it", shown(name))
+	return refuse(Metadata, "host %s is a cloud metadata service; the floor never opens it", Shown(name, MaxShown))
 }
 
 // PortAllowed refuses a port not in allowed (Port). An empty allowed refuses

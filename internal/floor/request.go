@@ -30,14 +30,14 @@ func Request(method, path string, header http.Header) *Refusal {
 	}
 	for _, v := range header.Values("Content-Type") {
 		if isDoHMediaType(v) {
-			return refuse(DoH, "%s request with Content-Type %q is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), shown(strings.TrimSpace(v)))
+			return refuse(DoH, "%s request with Content-Type %s is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), Shown(strings.TrimSpace(v), MaxShown))
 		}
 	}
 	for _, line := range header.Values("Accept") {
 		for line != "" {
 			v, rest, _ := strings.Cut(line, ",")
 			if isDoHMediaType(v) {
-				return refuse(DoH, "%s request that accepts %q is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), shown(strings.TrimSpace(v)))
+				return refuse(DoH, "%s request that accepts %s is DNS over HTTPS; the gate refuses it, use the system resolver", methodName(method), Shown(strings.TrimSpace(v), MaxShown))
 			}
 			line = rest
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
@@ -77,7 +78,7 @@ func decideMessage(env *Env, m *Message) policy.Decision {
 func DecideSwitch(h http.Header) *policy.Decision {
 	if ext := strings.TrimSpace(strings.Join(h.Values("Sec-Websocket-Extensions"), ",")); ext != "" {
 		return &policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleWebSocketExtension,
-			Reason: fmt.Sprintf("the origin turned on the WebSocket extension %s, which the upgrade did not offer; the gate reads every message and cannot read compressed or extended frames", shown(ext, 40))}
+			Reason: fmt.Sprintf("the origin turned on the WebSocket extension %s, which the upgrade did not offer; the gate reads every message and cannot read compressed or extended frames", floor.Shown(ext, 40))}
 	}
 	return nil
 }

@@ -166,7 +166,7 @@ func See(a *Arrival) *Request {
 	}
 	r.Path, r.Query, r.UserInfo = u.EscapedPath(), u.RawQuery, u.User != nil
 	if r.Upgrade != "" && !IsWebSocket(r.Upgrade) {
-		r.refuse(floorDecision("upgrade", fmt.Sprintf("the protocol upgrade to %s is not allowed; only WebSocket upgrades are decided and passed", shown(r.Upgrade, 40))))
+		r.refuse(floorDecision("upgrade", fmt.Sprintf("the protocol upgrade to %s is not allowed; only WebSocket upgrades are decided and passed", floor.Shown(r.Upgrade, 40))))
 	}
 	switch a.Kind {
 	case Tunnel:
@@ -208,7 +208,7 @@ func See(a *Arrival) *Request {
 			// Clients use CONNECT for that; refusing keeps one path for HTTPS.
 			r.refuse(floorDecision("scheme", "a plain proxy request for an https:// URL; send HTTPS through CONNECT"))
 		case u.Scheme != "http":
-			r.refuse(floorDecision("scheme", fmt.Sprintf("the URL scheme %s is not http or https", shown(u.Scheme, 16))))
+			r.refuse(floorDecision("scheme", fmt.Sprintf("the URL scheme %s is not http or https", floor.Shown(u.Scheme, 16))))
 		}
 	}
 	r.overrides()
@@ -227,7 +227,7 @@ func (r *Request) transparent(a *Arrival, u *url.URL) {
 		r.refuse(floorDecision("origin-form", "a request to the gate's transparent listener names no host: it needs a Host header"))
 		return
 	case u.IsAbs() && u.Scheme != "http":
-		r.refuse(floorDecision("scheme", fmt.Sprintf("a plain request to the gate's transparent listener names the scheme %s; only http belongs on it", shown(u.Scheme, 16))))
+		r.refuse(floorDecision("scheme", fmt.Sprintf("a plain request to the gate's transparent listener names the scheme %s; only http belongs on it", floor.Shown(u.Scheme, 16))))
 		return
 	case u.IsAbs() && !strings.EqualFold(u.Host, a.Host):
 		r.refuse(floorDecision("tunnel-binding", "the request line names another host than the Host header"))
@@ -290,11 +290,11 @@ func (r *Request) overrides() {
 	for _, n := range named {
 		c := canonicalMethod(n)
 		if !isToken(c) {
-			r.refuse(floorDecision("method-override", fmt.Sprintf("a method override names %s, which is not a method", shown(n, 16))))
+			r.refuse(floorDecision("method-override", fmt.Sprintf("a method override names %s, which is not a method", floor.Shown(n, 16))))
 			return
 		}
 		if m != "" && c != m {
-			r.refuse(floorDecision("method-override", fmt.Sprintf("method overrides name both %s and %s; the gate cannot tell which the origin honours", shown(m, 16), shown(c, 16))))
+			r.refuse(floorDecision("method-override", fmt.Sprintf("method overrides name both %s and %s; the gate cannot tell which the origin honours", floor.Shown(m, 16), floor.Shown(c, 16))))
 			return
 		}
 		m = c
@@ -401,7 +401,7 @@ func IsWebSocket(upgrade string) bool {
 func bindingError(u *url.URL, hostHeader string, tun *Binding) string {
 	if u.IsAbs() {
 		if u.Scheme != tun.Scheme() {
-			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only %s belongs in it", tun.Authority(), shown(u.Scheme, 16), tun.Scheme())
+			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only %s belongs in it", tun.Authority(), floor.Shown(u.Scheme, 16), tun.Scheme())
 		}
 		host, port, ref := floor.Authority(u.Host, tun.defaultPort())
 		if ref != nil || host != tun.Host || port != tun.Port {
@@ -460,13 +460,4 @@ func mediaType(h http.Header) string {
 		return strings.ToLower(strings.TrimSpace(ct))
 	}
 	return mt
-}
-
-// shown is agent input for a reason: cut to n bytes, with what looks like a credential hidden
-// (floor.Shown), quoted.
-func shown(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strconv.QuoteToASCII(floor.Shown(s))
 }

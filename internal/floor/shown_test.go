@@ -1,0 +1,56 @@
+package floor
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestShown: what a reason repeats of agent input, hidden before it is cut, cut on a rune
+// boundary, quoted in printable ASCII.
+func TestShown(t *testing.T) {
+	token := "ghp_" + strings.Repeat("a1B2", 9) // 40 token characters with digits
+	tests := []struct {
+		name string
+		in   string
+		n    int
+		want string
+	}{
+		{"short", "PATCH", 16, `"PATCH"`},
+		// Cut first, the token would show its first 16 characters: it is hidden whole.
+		{"token cut short", token, 16, `"[40 characters]"`},
+		{"token after text", "h2c-" + token, 40, `"h2c-[40 characters]"`},
+		{"token past the cut", strings.Repeat("x", 30) + " " + token, 16, `"xxxxxxxxxxxxxxxx..."`},
+		{"cut", strings.Repeat("ab ", 40), 10, `"ab ab ab a..."`},
+		{"no digit, not hidden", strings.Repeat("abcd", 10), 80, `"` + strings.Repeat("abcd", 10) + `"`},
+		{"19 characters stay", "abcdefghij123456789", 80, `"abcdefghij123456789"`},
+		{"control", "a\r\nb", 80, `"a\r\nb"`},
+		{"non-ASCII", "bücher", 80, `"b\u00fccher"`},
+		{"rune not cut in two", "aaaaü", 5, `"aaaa..."`},
+		{"invalid UTF-8", "a\xffb", 80, `"a\xffb"`},
+		{"default bound", strings.Repeat("a", 100), 0, `"` + strings.Repeat("a", MaxShown) + `..."`},
+		{"empty", "", 16, `""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Shown(tt.in, tt.n); got != tt.want {
+				t.Errorf("Shown(%q, %d) = %s, want %s", tt.in, tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestShownLongInput: a long input is shown as its start, hidden as the whole would be, and the
+// hiding stops at the cut.
+func TestShownLongInput(t *testing.T) {
+	long := strings.Repeat("x ", 1<<20)
+	if got := Shown(long, 8); got != `"x x x x ..."` {
+		t.Errorf("Shown(1 MiB, 8) = %s", got)
+	}
+	hidden := strings.Repeat("a1", 1<<19) // one run of 1 MiB
+	if got := Shown(hidden, 8); got != `"[1048576..."` {
+		t.Errorf("Shown(a 1 MiB token, 8) = %s", got)
+	}
+	if n := testing.AllocsPerRun(10, func() { Shown(long, 8) }); n > 4 {
+		t.Errorf("Shown of 2 MiB cut at 8 allocates %v times", n)
+	}
+}
