@@ -63,6 +63,10 @@ const MaxShown = 80
 // detector (which needs the policy) what is one.
 const minHidden = 20
 
+// maxDateDigits is the longest number a run of words may hold and still be shown: a date
+// (20250825), as in a versioned name such as "code_execution_20250825".
+const maxDateDigits = 8
+
 // Shown is agent input as a reason repeats it, the one way every reason quotes a request's host,
 // header, path, method or value: every run of 20 or more letters, digits and '_', '+', '/', '='
 // with a digit in it replaced by "[N characters]" first, then cut to n bytes on a rune boundary
@@ -94,7 +98,8 @@ func tokenByte(c byte) bool {
 
 // HideTokens replaces every run of 20 or more letters, digits and '_', '+', '/', '=' with a digit
 // in it by "[N characters]": what looks like a credential in a host or a name, for a record a
-// person reads.
+// person reads. A run made only of words is not one and stays (wordsOnly): a path such as
+// "/v1/messages/count_tokens", a versioned name such as "code_execution_20250825".
 func HideTokens(s string) string {
 	out, _ := hideTokens(s, -1)
 	return out
@@ -122,7 +127,7 @@ func hideTokens(s string, limit int) (out string, cut bool) {
 			digit = digit || '0' <= s[j] && s[j] <= '9'
 			j++
 		}
-		if j-i >= minHidden && digit {
+		if j-i >= minHidden && digit && !wordsOnly(s[i:j]) {
 			b.WriteString(s[last:i])
 			fmt.Fprintf(&b, "[%d characters]", j-i)
 			last = j
@@ -134,6 +139,36 @@ func hideTokens(s string, limit int) (out string, cut bool) {
 	}
 	b.WriteString(s[last:])
 	return b.String(), false
+}
+
+// wordsOnly reports whether every piece of run between '_', '/', '+' and '=' is a word: letters
+// alone, a number of at most maxDateDigits digits, or at most 2 characters ("v1"). A random
+// credential mixes letters and digits across a long piece; a run of words is a name a person
+// wrote.
+func wordsOnly(run string) bool {
+	start := 0
+	for i := 0; i <= len(run); i++ {
+		if i < len(run) && run[i] != '_' && run[i] != '/' && run[i] != '+' && run[i] != '=' {
+			continue
+		}
+		piece := run[start:i]
+		start = i + 1
+		if len(piece) <= 2 {
+			continue
+		}
+		letters, digits := 0, 0
+		for k := 0; k < len(piece); k++ {
+			if '0' <= piece[k] && piece[k] <= '9' {
+				digits++
+			} else {
+				letters++
+			}
+		}
+		if digits > 0 && (letters > 0 || digits > maxDateDigits) {
+			return false
+		}
+	}
+	return true
 }
 
 // joinInts formats ports for a reason.

@@ -54,3 +54,41 @@ func TestShownLongInput(t *testing.T) {
 		t.Errorf("Shown of 2 MiB cut at 8 allocates %v times", n)
 	}
 }
+
+// TestHideTokens: every credential shape the decide corpus builds is hidden where it forms a run
+// of 20 or more; a run of words (a path, a versioned name) is not a credential and stays.
+func TestHideTokens(t *testing.T) {
+	hidden := map[string]string{
+		"github":      "ghp_" + strings.Repeat("a1B2", 9),
+		"anthropic":   "sk-ant-api03-" + strings.Repeat("Xy7_", 20) + "AA",
+		"openai":      "sk-proj-" + strings.Repeat("Pq4R", 12),
+		"aws":         "AKIA" + strings.Repeat("Q7W2", 4),
+		"slack":       "xoxb-" + strings.Repeat("1234", 3) + "-" + strings.Repeat("Ab9c", 6),
+		"stripe":      "sk_" + "live_" + strings.Repeat("R4nd", 7),
+		"google":      "AIza" + strings.Repeat("Sy3_", 8) + "k9-",
+		"jwt":         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZ2VudCJ9." + strings.Repeat("s1G_", 11),
+		"npm":         "npm_secret_value_" + "0123456789",
+		"hex":         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b",
+		"base64":      "dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ+/Zm9vYmFy==",
+		"long number": "1234567890123456789012",
+	}
+	for name, v := range hidden {
+		if got := HideTokens(v); !strings.Contains(got, " characters]") || strings.Contains(got, v[len(v)-8:]) {
+			t.Errorf("%s: HideTokens(%q) = %q: the credential stands", name, v, got)
+		}
+	}
+	for _, v := range []string{
+		"/v1/messages/count_tokens",
+		"/v1/messages/batches",
+		"code_execution_20250825",
+		"tool_search_tool_regex_20251119",
+		"web_fetch_20250910",
+		"my_service_2024_east_1",
+		"abcdefghijklmnopqrstuvwxyz", // no digit
+		"short_1",
+	} {
+		if got := HideTokens(v); got != v {
+			t.Errorf("HideTokens(%q) = %q; a run of words stays", v, got)
+		}
+	}
+}
