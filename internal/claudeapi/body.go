@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
@@ -254,13 +255,10 @@ func (w *walker) whereIn(n int) string {
 			b.WriteByte('.')
 		}
 		k := string(w.bytes(span{f.Key.Start, f.Key.End, f.Key.Escaped}))
-		if len(k) > 40 {
-			k = k[:40] + "…"
-		}
-		if isPlainKey(k) {
+		if len(k) <= 40 && isPlainKey(k) && floor.HideTokens(k) == k {
 			b.WriteString(k)
 		} else {
-			b.WriteString(strconv.Quote(k))
+			b.WriteString(floor.Shown(k, 40))
 		}
 		if b.Len() > 200 {
 			b.WriteString("…")
@@ -420,11 +418,7 @@ func (w *walker) object(ctx context) value {
 }
 
 func (w *walker) duplicate(key []byte) {
-	k := string(key)
-	if len(k) > 40 {
-		k = k[:40] + "…"
-	}
-	w.finding("ambiguous JSON: the key %q appears twice in %s; parsers disagree about which is read", k, w.whereIn(w.lx.Depth()-1))
+	w.finding("ambiguous JSON: the key %s appears twice in %s; parsers disagree about which is read", floor.Shown(string(key), 40), w.whereIn(w.lx.Depth()-1))
 }
 
 // topKey judges one key of the top-level object.
@@ -444,7 +438,7 @@ func (w *walker) topKey(k []byte, v value) {
 	}
 	for _, name := range []string{"mcp_servers", "tools", "container"} {
 		if bytes.EqualFold(k, []byte(name)) {
-			w.finding("ambiguous JSON: the top-level key %q differs from %q only by case; parsers disagree about which is read", k, name)
+			w.finding("ambiguous JSON: the top-level key %s differs from %q only by case; parsers disagree about which is read", floor.Shown(string(k), 40), name)
 			return
 		}
 	}
@@ -472,11 +466,7 @@ func (w *walker) tool(f objFacts) {
 			return
 		}
 	}
-	shown := string(t)
-	if len(shown) > 64 {
-		shown = shown[:64] + "…"
-	}
-	w.finding("%s: a server tool of type %q: Anthropic would run it on the caller's behalf (only web_search_* is free)", w.where(), shown)
+	w.finding("%s: a server tool of type %s: Anthropic would run it on the caller's behalf (only web_search_* is free)", w.where(), floor.Shown(string(t), 64))
 }
 
 // hasPrefix is strings.HasPrefix for bytes, without a copy.

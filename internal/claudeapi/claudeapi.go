@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/lockhttp/lockhttp/internal/contentcoding"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -86,7 +86,7 @@ func Governs(host string) (covered, known bool) {
 // OtherHost is the decision for a covered host that is not one of the five hosts when no policy
 // rule decides it: ASK, NeverAuto, rule RuleHost.
 func OtherHost(host string) Judgement {
-	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", shown(normHost(host), 80))})
+	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", floor.Shown(normHost(host), 80))})
 }
 
 func normHost(h string) string {
@@ -110,7 +110,7 @@ func normHost(h string) string {
 // are free only when every reading is the path as sent.
 func Judge(r Request) Judgement {
 	if _, known := Governs(r.Host); !known {
-		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", shown(normHost(r.Host), 80))})
+		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", floor.Shown(normHost(r.Host), 80))})
 	}
 	escaped, _, _ := strings.Cut(r.Path, "?")
 	clean := policy.CleanPath(escaped)
@@ -123,7 +123,7 @@ func Judge(r Request) Judgement {
 	if (loose == "/v1/messages" || loose == "/v1/messages/count_tokens") && r.Method == http.MethodPost {
 		j := judgeMessages(r)
 		if clean != loose && j.Verdict == policy.Free {
-			return ask(RuleMessages, true, []string{fmt.Sprintf("the path %s is %s written another way (case, slashes or parameters); the SDKs never send it", shown(clean, 80), shown(loose, 80))})
+			return ask(RuleMessages, true, []string{fmt.Sprintf("the path %s is %s written another way (case, slashes or parameters); the SDKs never send it", floor.Shown(clean, 80), floor.Shown(loose, 80))})
 		}
 		return j
 	}
@@ -134,7 +134,7 @@ func Judge(r Request) Judgement {
 	if read {
 		return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleRead, Reason: r.Method + " reads only; reads of the Claude hosts are free"}}
 	}
-	return ask(RuleWrite, false, []string{fmt.Sprintf("%s %s writes to Anthropic's side (only POST %s and %s are judged by their body)", methodShown(r.Method), shown(clean, 80), "/v1/messages", "/v1/messages/count_tokens")})
+	return ask(RuleWrite, false, []string{fmt.Sprintf("%s %s writes to Anthropic's side (only POST %s and %s are judged by their body)", methodShown(r.Method), floor.Shown(clean, 80), "/v1/messages", "/v1/messages/count_tokens")})
 }
 
 // judgeMessages judges the body of a Messages API request.
@@ -154,7 +154,7 @@ func judgeMessages(r Request) Judgement {
 		var err error
 		body, err = contentcoding.Decode(r.Body, codings, limit)
 		if errors.Is(err, contentcoding.ErrTooLarge) {
-			return tooLarge(fmt.Sprintf("the body decodes (Content-Encoding %s) to more than the limit of %d bytes the gate can inspect", shown(strings.Join(codings, ", "), 64), limit))
+			return tooLarge(fmt.Sprintf("the body decodes (Content-Encoding %s) to more than the limit of %d bytes the gate can inspect", floor.Shown(strings.Join(codings, ", "), 64), limit))
 		}
 		if err != nil {
 			return ask(RuleMessages, true, []string{err.Error()})
@@ -210,6 +210,8 @@ func loosePath(clean string) string {
 // isFiles reports whether a path read by loosePath is the Files API.
 func isFiles(p string) bool { return p == "/v1/files" || strings.HasPrefix(p, "/v1/files/") }
 
+// methodShown is the method as a reason names it: as sent when it is letters, '-' and '_' alone
+// (no digit, so never a credential), cut to 16 bytes; "a request" for anything else.
 func methodShown(m string) string {
 	if m == "" {
 		return "a request"
@@ -219,7 +221,10 @@ func methodShown(m string) string {
 			return "a request"
 		}
 	}
-	return shorten(m, 16)
+	if len(m) > 16 {
+		return m[:16] + "…"
+	}
+	return m
 }
 
 func isDigits(s string) bool {
@@ -229,15 +234,4 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// shown is s for a reason: cut to n bytes, and quoted when it holds anything but printable ASCII.
-func shown(s string, n int) string {
-	s = shorten(s, n)
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] >= 0x7f {
-			return strconv.QuoteToASCII(s)
-		}
-	}
-	return s
 }

@@ -5,6 +5,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // isJSON reports whether the request's Content-Type is application/json (parameters ignored,
@@ -20,10 +22,10 @@ func isJSON(h http.Header) (bool, string) {
 	}
 	mt, _, err := mime.ParseMediaType(vs[0])
 	if err != nil {
-		return false, fmt.Sprintf("the Content-Type %q cannot be read; a Messages API request is application/json", shorten(vs[0], 64))
+		return false, fmt.Sprintf("the Content-Type %s cannot be read; a Messages API request is application/json", floor.Shown(vs[0], 64))
 	}
 	if mt != "application/json" {
-		return false, fmt.Sprintf("the body is %s, not application/json, so its tools cannot be checked", shown(mt, 64))
+		return false, fmt.Sprintf("the body is %s, not application/json, so its tools cannot be checked", floor.Shown(mt, 64))
 	}
 	return true, ""
 }
@@ -37,11 +39,4 @@ func headerValues(h http.Header, name string) []string {
 		}
 	}
 	return out
-}
-
-func shorten(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

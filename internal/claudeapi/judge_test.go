@@ -84,7 +84,7 @@ func TestSDKBodies(t *testing.T) {
 		{"mcp.json", msgs, policy.Ask, RuleMessages, `a server tool of type "mcp_toolset"`, true},
 		{"count_tokens.json", count, policy.Free, RuleMessages, "no MCP server", false},
 		{"mcp.json", count, policy.Ask, RuleMessages, "mcp_servers", true},
-		{"batches.json", "/v1/messages/batches", policy.Ask, RuleWrite, "POST /v1/messages/batches writes", false},
+		{"batches.json", "/v1/messages/batches", policy.Ask, RuleWrite, `POST "/v1/messages/batches" writes`, false},
 		{"image_base64.json", msgs, policy.Free, RuleMessages, "no MCP server", false},
 		{"image_url.json", msgs, policy.Ask, RuleMessages, `messages[0].content[0]: a source of type "url"`, true},
 		{"document_url_tool_result.json", msgs, policy.Ask, RuleMessages, `messages[2].content[0].content[1]: a source of type "url"`, true},
@@ -306,11 +306,11 @@ func TestEncodings(t *testing.T) {
 		{"br with trailing data", []string{"application/json"}, []string{"br"}, append(brotlied(t, plain), "{}"...), testLimit, policy.Ask, "", RuleMessages, "the br body cannot be read"},
 		{"unknown encoding", []string{"application/json"}, []string{"zstd"}, plain, testLimit, policy.Ask, "", RuleMessages, `the content coding "zstd" is not one the gate reads`},
 		{"too many encodings", []string{"application/json"}, []string{"gzip,gzip,gzip,gzip,gzip"}, plain, testLimit, policy.Ask, "", RuleMessages, "5 content codings stacked"},
-		{"gzip bomb", []string{"application/json"}, []string{"gzip"}, bomb, testLimit, policy.Deny, policy.CodeBodyTooLarge, RuleSize, "decodes (Content-Encoding gzip) to more than the limit"},
+		{"gzip bomb", []string{"application/json"}, []string{"gzip"}, bomb, testLimit, policy.Deny, policy.CodeBodyTooLarge, RuleSize, `decodes (Content-Encoding "gzip") to more than the limit`},
 		{"raw over the limit", []string{"application/json"}, nil, plain, int64(len(plain)) - 1, policy.Deny, policy.CodeBodyTooLarge, RuleSize, "over the limit"},
 		{"at the limit", []string{"application/json"}, nil, plain, int64(len(plain)), policy.Free, "", RuleMessages, "no MCP server"},
 		{"zero limit", []string{"application/json"}, nil, plain, 0, policy.Deny, policy.CodeBodyTooLarge, RuleSize, "over the limit"},
-		{"text/plain", []string{"text/plain"}, nil, plain, testLimit, policy.Ask, "", RuleMessages, "the body is text/plain, not application/json"},
+		{"text/plain", []string{"text/plain"}, nil, plain, testLimit, policy.Ask, "", RuleMessages, `the body is "text/plain", not application/json`},
 		{"no content type", nil, nil, plain, testLimit, policy.Ask, "", RuleMessages, "no Content-Type"},
 		{"two content types", []string{"application/json", "application/json"}, nil, plain, testLimit, policy.Ask, "", RuleMessages, "more than one Content-Type"},
 		{"unreadable content type", []string{"application/json; ="}, nil, plain, testLimit, policy.Ask, "", RuleMessages, "cannot be read"},
@@ -348,7 +348,7 @@ func TestPaths(t *testing.T) {
 		{"API.Anthropic.COM.", "POST", "/v1/messages", plain, policy.Free, RuleMessages, "no MCP server"},
 		{"api.anthropic.com:443", "POST", "/v1/messages", plain, policy.Free, RuleMessages, "no MCP server"},
 		{"api.anthropic.com", "POST", "/v1/messages/count_tokens?beta=true", fetch, policy.Ask, RuleMessages, "web_fetch"},
-		{"api.anthropic.com", "POST", "/v1/messages/batches", plain, policy.Ask, RuleWrite, "POST /v1/messages/batches"},
+		{"api.anthropic.com", "POST", "/v1/messages/batches", plain, policy.Ask, RuleWrite, `POST "/v1/messages/batches"`},
 		{"api.anthropic.com", "POST", "/v1/messages/batches/msgbatch_01/cancel", nil, policy.Ask, RuleWrite, "writes"},
 		{"api.anthropic.com", "GET", "/v1/messages/batches/msgbatch_01/results", nil, policy.Free, RuleRead, "GET reads only"},
 		{"api.anthropic.com", "GET", "/v1/files/abc/content", nil, policy.Ask, RuleFiles, "the Files API"},
@@ -363,9 +363,9 @@ func TestPaths(t *testing.T) {
 		{"api.anthropic.com", "GET", "/v1/filesystem", nil, policy.Free, RuleRead, "GET reads only"},
 		{"api.anthropic.com", "GET", "/v1/models", nil, policy.Free, RuleRead, "GET reads only"},
 		{"api.anthropic.com", "OPTIONS", "/v1/messages", nil, policy.Free, RuleRead, "OPTIONS reads only"},
-		{"api.anthropic.com", "get", "/v1/models", nil, policy.Ask, RuleWrite, "get /v1/models writes"},
-		{"api.anthropic.com", "PUT", "/v1/messages", plain, policy.Ask, RuleWrite, "PUT /v1/messages writes"},
-		{"api.anthropic.com", "POST", "/v1/skills", nil, policy.Ask, RuleWrite, "POST /v1/skills writes"},
+		{"api.anthropic.com", "get", "/v1/models", nil, policy.Ask, RuleWrite, `get "/v1/models" writes`},
+		{"api.anthropic.com", "PUT", "/v1/messages", plain, policy.Ask, RuleWrite, `PUT "/v1/messages" writes`},
+		{"api.anthropic.com", "POST", "/v1/skills", nil, policy.Ask, RuleWrite, `POST "/v1/skills" writes`},
 		{"console.anthropic.com", "POST", "/v1/oauth/token", nil, policy.Free, RuleOAuth, "OAuth"},
 		{"api.anthropic.com", "POST", "/v1/oauth/token", nil, policy.Free, RuleOAuth, "OAuth"},
 		{"claude.ai", "GET", "/oauth/authorize?code=true&client_id=x", nil, policy.Free, RuleOAuth, "OAuth"},
@@ -376,7 +376,7 @@ func TestPaths(t *testing.T) {
 		{"statsig.anthropic.com", "POST", "/v1/rgstr", nil, policy.Ask, RuleWrite, "writes"},
 		{"statsig.anthropic.com", "GET", "/v1/initialize", nil, policy.Free, RuleRead, "GET reads only"},
 		// Case and form variants are judged as the path they name, and never free.
-		{"api.anthropic.com", "POST", "/V1/Messages", plain, policy.Ask, RuleMessages, "/V1/Messages is /v1/messages written another way"},
+		{"api.anthropic.com", "POST", "/V1/Messages", plain, policy.Ask, RuleMessages, `"/V1/Messages" is "/v1/messages" written another way`},
 		{"api.anthropic.com", "POST", "/V1/MESSAGES", fetch, policy.Ask, RuleMessages, "web_fetch"},
 		{"api.anthropic.com", "POST", "/v1/messages/", plain, policy.Ask, RuleMessages, "written another way"},
 		{"api.anthropic.com", "POST", "//v1//messages", plain, policy.Free, RuleMessages, "no MCP server"},
@@ -435,5 +435,5 @@ func TestGoverns(t *testing.T) {
 		})
 	}
 	got := OtherHost("Docs.Anthropic.com")
-	checkJudgement(t, got, policy.Ask, "", RuleHost, "docs.anthropic.com is an Anthropic host", false)
+	checkJudgement(t, got, policy.Ask, "", RuleHost, `"docs.anthropic.com" is an Anthropic host`, false)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/andybalholm/brotli"
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // MaxCodings bounds how many content codings one body may stack.
@@ -78,7 +79,7 @@ func decodeOne(body []byte, coding string, limit int64) ([]byte, error) {
 		}
 		r = brotli.NewReader(src)
 	default:
-		return nil, fmt.Errorf("the content coding %q is not one the gate reads (gzip, deflate, br)", shorten(coding, 32))
+		return nil, fmt.Errorf("the content coding %s is not one the gate reads (gzip, deflate, br)", floor.Shown(coding, 32))
 	}
 	out, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
@@ -155,11 +156,4 @@ func headerValues(h http.Header, name string) []string {
 		}
 	}
 	return out
-}
-
-func shorten(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
