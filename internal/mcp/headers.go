@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // The request headers of the 2026-07-28 revision that mirror the body: Mcp-Method the
@@ -86,7 +88,7 @@ func CheckHeaders(h http.Header, b *Body) []Finding {
 		}
 		v, err := DecodeHeader(vs[0])
 		if err != nil {
-			refuse(-1, "%s %s: %v", name, shown(vs[0], 60), err)
+			refuse(-1, "%s %s: %v", name, floor.Shown(vs[0], 60), err)
 			return "", false
 		}
 		return v, true
@@ -103,14 +105,14 @@ func CheckHeaders(h http.Header, b *Body) []Finding {
 		}
 		carried = true
 		if hasMethod && method != m.Method {
-			refuse(i, "%s says %s and the body's method is %s: a router would act on one, the server on the other", HeaderMethod, shown(method, 60), shown(m.Method, 60))
+			refuse(i, "%s says %s and the body's method is %s: a router would act on one, the server on the other", HeaderMethod, floor.Shown(method, 60), floor.Shown(m.Method, 60))
 		}
 		switch {
 		case !hasName:
 		case !m.HasTarget:
-			refuse(i, "%s says %s and the body's %s names nothing", HeaderName, shown(name, 60), shown(m.Method, 60))
+			refuse(i, "%s says %s and the body's %s names nothing", HeaderName, floor.Shown(name, 60), floor.Shown(m.Method, 60))
 		case name != m.Target:
-			refuse(i, "%s says %s and the body's %s names %s: a router would act on one, the server on the other", HeaderName, shown(name, 60), m.Method, shown(m.Target, 60))
+			refuse(i, "%s says %s and the body's %s names %s: a router would act on one, the server on the other", HeaderName, floor.Shown(name, 60), m.Method, floor.Shown(m.Target, 60))
 		}
 	}
 	if !carried && len(b.Messages) > 0 {

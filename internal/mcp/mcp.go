@@ -7,8 +7,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/lockhttp/lockhttp/internal/display"
 )
 
 // The limits of what Parse reads. A body past one of them is a finding, never read further.
@@ -106,24 +104,8 @@ type Finding struct {
 	// Refuse: a header contradicts the body. The request is refused, not asked: no human
 	// reading the ticket can tell which of the two a server acts on.
 	Refuse bool
-	// Text says what was found and where, with anything from the request escaped for display.
+	// Text says what was found and where, with anything from the request quoted by floor.Shown.
 	Text string
-}
-
-// shown is s for a finding: escaped for display, cut at n bytes, in quotes.
-func shown(s string, n int) string {
-	cut := false
-	if len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s, cut = s[:n], true
-	}
-	s = `"` + display.Escape(s, false) + `"`
-	if cut {
-		s += "…"
-	}
-	return s
 }
 
 // oddRune reports whether r is a character no method, tool name or envelope key holds: a

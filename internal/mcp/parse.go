@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
@@ -231,7 +232,7 @@ func (w *walker) message(idx int) Message {
 	case !hasVer:
 		w.find("no jsonrpc member; a JSON-RPC 2.0 message has \"jsonrpc\": \"2.0\"")
 	case version != "2.0":
-		w.find("jsonrpc is %s, not \"2.0\"", shown(version, 40))
+		w.find("jsonrpc is %s, not \"2.0\"", floor.Shown(version, 40))
 	}
 	if methodOK {
 		w.checkMethod(m.Method)
@@ -278,10 +279,10 @@ func (w *walker) checkMethod(method string) {
 	case len(method) > MaxName:
 		w.find("the method is %d bytes, over %d", len(method), MaxName)
 	case hasOdd(method) || strings.IndexFunc(method, unicode.IsSpace) >= 0:
-		w.find("the method %s holds white space or a control or invisible character; servers differ in what method they read", shown(method, 60))
+		w.find("the method %s holds white space or a control or invisible character; servers differ in what method they read", floor.Shown(method, 60))
 	default:
 		if k, ok := knownFolds[foldKey(method)]; ok && k != method {
-			w.find("the method %s differs from %s only by case; a server that matches methods without case runs it as %s", shown(method, 60), k, k)
+			w.find("the method %s differs from %s only by case; a server that matches methods without case runs it as %s", floor.Shown(method, 60), k, k)
 		}
 	}
 }
@@ -365,9 +366,9 @@ func (w *walker) assemble(m *Message, p *params) {
 	case len(v) > limit:
 		w.find("params.%s of %s is %d bytes, over %d", tk, m.Method, len(v), limit)
 	case hasOdd(v):
-		w.find("params.%s %s holds a control or invisible character; servers differ in what %s they read", tk, shown(v, 60), tk)
+		w.find("params.%s %s holds a control or invisible character; servers differ in what %s they read", tk, floor.Shown(v, 60), tk)
 	case trimmedDiffers(v):
-		w.find("params.%s %s begins or ends with white space; servers that trim it read another %s", tk, shown(v, 60), tk)
+		w.find("params.%s %s begins or ends with white space; servers that trim it read another %s", tk, floor.Shown(v, 60), tk)
 	}
 	if at, ok := p.kinds["arguments"]; ok && tk == "name" && at.Kind != jsonlex.ObjectStart {
 		w.find("params.arguments of %s is %s; MCP arguments are an object", m.Method, kindText(at))

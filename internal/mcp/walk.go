@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
@@ -149,13 +150,13 @@ func (w *walker) whereIn(n int) string {
 			continue
 		}
 		k := string(w.text(f.Key))
-		if plainKey(k) {
+		if plainKey(k) && floor.HideTokens(k) == k {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
 			b.WriteString(k)
 		} else {
-			b.WriteString("[" + shown(k, 40) + "]")
+			b.WriteString("[" + floor.Shown(k, 40) + "]")
 		}
 		if b.Len() > 200 {
 			b.WriteString("…")
@@ -226,13 +227,13 @@ const maxKeyScan = 16
 // one of a message's or its params', which no client writes with escapes.
 func (w *walker) key(ks *keys, key string, t jsonlex.Token, envelope bool) {
 	if hasOdd(key) {
-		w.find("the key %s in %s holds a control or invisible character; servers differ in what key they read", shown(key, 40), w.objectWhere())
+		w.find("the key %s in %s holds a control or invisible character; servers differ in what key they read", floor.Shown(key, 40), w.objectWhere())
 	} else if envelope && t.Escaped {
-		w.find("the key %s in %s is written with escapes (%s); a server that compares keys as written reads another key", shown(key, 40), w.objectWhere(), shown(string(w.b[t.Start:t.End]), 40))
+		w.find("the key %s in %s is written with escapes (%s); a server that compares keys as written reads another key", floor.Shown(key, 40), w.objectWhere(), floor.Shown(string(w.b[t.Start:t.End]), 40))
 	}
 	if envelope {
 		if k, ok := envelopeFolds[foldKey(key)]; ok && k != key {
-			w.find("the key %s in %s differs from %q only by case; a server that matches keys without case reads it as %s", shown(key, 40), w.objectWhere(), k, k)
+			w.find("the key %s in %s differs from %q only by case; a server that matches keys without case reads it as %s", floor.Shown(key, 40), w.objectWhere(), k, k)
 		}
 	}
 	var other string
@@ -263,9 +264,9 @@ func (w *walker) key(ks *keys, key string, t jsonlex.Token, envelope bool) {
 	switch {
 	case !found:
 	case other == key:
-		w.find("ambiguous JSON: the key %s appears twice in %s; parsers disagree about which is read", shown(key, 40), w.objectWhere())
+		w.find("ambiguous JSON: the key %s appears twice in %s; parsers disagree about which is read", floor.Shown(key, 40), w.objectWhere())
 	default:
-		w.find("ambiguous JSON: the keys %s and %s in %s differ only by case; servers that match keys without case read either", shown(other, 40), shown(key, 40), w.objectWhere())
+		w.find("ambiguous JSON: the keys %s and %s in %s differ only by case; servers that match keys without case read either", floor.Shown(other, 40), floor.Shown(key, 40), w.objectWhere())
 	}
 }
 
@@ -293,7 +294,7 @@ func (w *walker) value(t jsonlex.Token, dst []byte, canon bool) []byte {
 			dst, exact = appendNumber(dst, w.b[t.Start:t.End])
 			if !exact && !w.inexact {
 				w.inexact = true
-				w.inexactText = fmt.Sprintf("the number %s at %s has more digits than a 64-bit float holds; servers that read it exactly and those that round it act on two values", shown(string(w.b[t.Start:t.End]), 40), w.where())
+				w.inexactText = fmt.Sprintf("the number %s at %s has more digits than a 64-bit float holds; servers that read it exactly and those that round it act on two values", floor.Shown(string(w.b[t.Start:t.End]), 40), w.where())
 			}
 		}
 	case jsonlex.True:
