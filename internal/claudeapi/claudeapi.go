@@ -38,7 +38,7 @@ const (
 // Request is one decrypted request to one of the five hosts: api.anthropic.com, claude.ai,
 // console.anthropic.com, platform.claude.com and statsig.anthropic.com.
 type Request struct {
-	Host   string // the host name; case, a final dot and a port are ignored
+	Host   string // the host, read by floor.HostOf: case, a final dot and a port are ignored
 	Method string // compared case-sensitively: only GET, HEAD and OPTIONS are reads
 	Path   string // the escaped URL path; a query string, if left on, is cut off
 	Header http.Header
@@ -64,12 +64,13 @@ type Judgement struct {
 	Findings []string
 }
 
-// Governs reports whether host is a Claude host: covered when it is one of the five hosts or a
-// name under anthropic.com, claude.ai or claude.com (the names themselves included); known when
-// it is one of the five hosts, which Judge decides. A covered host that is not known asks, never
+// Governs reports whether host (read by floor.HostOf: a host the floor refuses is none) is a
+// Claude host: covered when it is one of the five hosts or a name under anthropic.com, claude.ai
+// or claude.com (the names themselves included); known when it is one of the five hosts, which
+// Judge decides. A covered host that is not known asks, never
 // automatically (OtherHost), unless a policy rule decides it: the caller applies the rule.
 func Governs(host string) (covered, known bool) {
-	h := normHost(host)
+	h := floor.HostOf(host)
 	for _, k := range hosts {
 		if h == k {
 			return true, true
@@ -86,15 +87,15 @@ func Governs(host string) (covered, known bool) {
 // OtherHost is the decision for a covered host that is not one of the five hosts when no policy
 // rule decides it: ASK, NeverAuto, rule RuleHost.
 func OtherHost(host string) Judgement {
-	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", floor.Shown(normHost(host), 80))})
+	return ask(RuleHost, false, []string{fmt.Sprintf("%s is an Anthropic host that the gate has no Claude API checks for", hostShown(host))})
 }
 
-func normHost(h string) string {
-	h = strings.ToLower(h)
-	if name, port, ok := strings.Cut(h, ":"); ok && isDigits(port) {
-		h = name
+// hostShown is a host as a reason quotes it: normalised when the floor reads it as a host.
+func hostShown(h string) string {
+	if n := floor.HostOf(h); n != "" {
+		h = n
 	}
-	return strings.TrimSuffix(h, ".")
+	return floor.Shown(h, floor.MaxShown)
 }
 
 // Judge decides one request to one of the five hosts (for any other host it asks, rule
@@ -110,7 +111,7 @@ func normHost(h string) string {
 // are free only when every reading is the path as sent.
 func Judge(r Request) Judgement {
 	if _, known := Governs(r.Host); !known {
-		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", floor.Shown(normHost(r.Host), 80))})
+		return ask(RuleHost, false, []string{fmt.Sprintf("%s is not one of the Claude API hosts this check decides", hostShown(r.Host))})
 	}
 	escaped, _, _ := strings.Cut(r.Path, "?")
 	clean := policy.CleanPath(escaped)
@@ -128,7 +129,7 @@ func Judge(r Request) Judgement {
 		return j
 	}
 	plain := policy.LoosePaths(clean) == [3]string{clean, clean, clean} // no case, slash or parameter games
-	if plain && (strings.HasPrefix(clean, "/v1/oauth/") || normHost(r.Host) == "claude.ai" && strings.HasPrefix(clean, "/oauth/")) {
+	if plain && (strings.HasPrefix(clean, "/v1/oauth/") || floor.HostOf(r.Host) == "claude.ai" && strings.HasPrefix(clean, "/oauth/")) {
 		return Judgement{Decision: policy.Decision{Verdict: policy.Free, Rule: RuleOAuth, Reason: "an OAuth sign-in or token request"}}
 	}
 	if read {
@@ -225,13 +226,4 @@ func methodShown(m string) string {
 		return m[:16] + "…"
 	}
 	return m
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

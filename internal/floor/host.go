@@ -61,6 +61,34 @@ func Host(raw string) (string, *Refusal) {
 	return asciiHost(raw)
 }
 
+// HostOf is the host that s names, normalised by Host: s is a host, or a host and port as
+// Authority splits them ("example.com:443", "[::1]:443"). It is "" when the floor refuses the
+// host (an IP literal, userinfo, a malformed name or port). Every package that compares a host
+// a caller hands it (claudeapi, secrets) reads it with HostOf, so that one host has one
+// spelling: "EXAMPLE.com.", "example.com:443" and "ｅxample.com" are "example.com".
+func HostOf(s string) string {
+	if h, r := Host(s); r == nil {
+		return h
+	}
+	if h, _, r := Authority(s, 443); r == nil {
+		return h
+	}
+	return ""
+}
+
+// NamesHost reports whether a TLS server name (SNI) names host, a host as Host returns it: the
+// name, read by Host, is host, and it is ASCII, as a server name is sent (an internationalised
+// name goes as its xn-- A-label). A server name carries no port.
+func NamesHost(serverName, host string) bool {
+	for i := 0; i < len(serverName); i++ {
+		if serverName[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	h, r := Host(serverName)
+	return r == nil && h == host
+}
+
 // userinfo refuses a host with an '@'. What stands before the last '@' may be
 // a credential, so the reason repeats only what follows it.
 func userinfo(raw string) *Refusal {

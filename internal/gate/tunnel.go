@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
@@ -222,11 +222,10 @@ func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, 
 	conf.NextProtos = protos
 	conf.Certificates = []tls.Certificate{*cert}
 	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		sni := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
-		if sni != host {
-			why := fmt.Sprintf("the TLS server name %q is not %s %q", trim(hello.ServerName), what, host)
-			if sni == "" {
-				why = "the client sent no TLS server name (SNI); it must name " + what + " " + strconv.Quote(host)
+		if !floor.NamesHost(hello.ServerName, host) {
+			why := fmt.Sprintf("the TLS server name %s is not %s %s", floor.Shown(hello.ServerName, 64), what, floor.Shown(host, floor.MaxShown))
+			if hello.ServerName == "" {
+				why = "the client sent no TLS server name (SNI); it must name " + what + " " + floor.Shown(host, floor.MaxShown)
 			}
 			sniErr.Store(&why)
 			return nil, errors.New("lockhttp: server name mismatch")
@@ -282,13 +281,6 @@ func clientRejected(err error) bool {
 	}
 	s := err.Error()
 	return strings.Contains(s, "remote error") || strings.Contains(s, "connection reset") || strings.Contains(s, "bad record MAC")
-}
-
-func trim(s string) string {
-	if len(s) > 64 {
-		return s[:64]
-	}
-	return s
 }
 
 // serveTunnel hands a decrypted request to the proxy, where it is decided like any other: its

@@ -338,16 +338,6 @@ func hostMatch(patterns []string, host string) bool {
 	return false
 }
 
-// normHost lowercases host and drops a trailing dot and a port, without allocating when it is
-// already normal.
-func normHost(h string) string {
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		h = h[:i]
-	}
-	h = strings.TrimSuffix(h, ".")
-	return strings.ToLower(h)
-}
-
 // Built-in host patterns of each kind.
 var (
 	hostsGitHub      = []string{"github.com", "*.github.com", "*.githubusercontent.com", "ghcr.io"}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/floor"
 )
 
 // sensitiveParams are query parameter names (lower case, compared after removing '-' and '_')
@@ -83,7 +85,7 @@ func (d *Detector) MaskURL(u *url.URL) string {
 	}
 	c.Host = d.MaskText(c.Host)
 	if ep := c.EscapedPath(); ep != "" {
-		if mp := d.maskPath(c.Hostname(), ep); mp != ep {
+		if mp := d.maskPath(slackHookHost(&c), ep); mp != ep {
 			c.RawPath = mp
 			if p, err := url.PathUnescape(mp); err == nil {
 				c.Path = p
@@ -109,10 +111,20 @@ func (d *Detector) MaskURL(u *url.URL) string {
 	return c.String()
 }
 
+// slackHookHost reports whether u's host is Slack's webhook host: as the floor reads it, or, for a
+// host the floor refuses (which never goes out, but whose record is kept), as net/url splits it,
+// in any case and with final dots. Masking takes the wider reading.
+func slackHookHost(u *url.URL) bool {
+	if h := floor.HostOf(u.Host); h != "" {
+		return h == "hooks.slack.com"
+	}
+	return strings.EqualFold(strings.TrimRight(u.Hostname(), "."), "hooks.slack.com")
+}
+
 // maskPath masks the credentials in an escaped path, segment by segment. A Slack webhook's
-// path is the credential itself.
-func (d *Detector) maskPath(host, ep string) string {
-	if strings.EqualFold(host, "hooks.slack.com") && strings.HasPrefix(ep, "/services/") && len(ep) > len("/services/") {
+// path (slack: the host is hooks.slack.com) is the credential itself.
+func (d *Detector) maskPath(slack bool, ep string) string {
+	if slack && strings.HasPrefix(ep, "/services/") && len(ep) > len("/services/") {
 		return "/services/" + url.PathEscape(Mask(string(KindSlack), "hooks.slack.com"+ep))
 	}
 	if d.MaskText(ep) == ep {

@@ -8,12 +8,13 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
 // Request is what Scan looks at: one request as the gate would send it on.
 type Request struct {
-	Host  string // normalised host it goes to
+	Host  string // the host it goes to, read by floor.HostOf (a host the floor refuses matches no pattern but "*")
 	Path  string // escaped path
 	Query string // raw query
 	// Header holds the end-to-end headers that go to the origin; the caller removes its own
@@ -83,7 +84,7 @@ func (d *Detector) Scan(r *Request) []Finding {
 	if r == nil {
 		return nil
 	}
-	s := scan{d: d, host: normHost(r.Host)}
+	s := scan{d: d, host: floor.HostOf(r.Host)}
 	s.request(r)
 	return s.result()
 }
@@ -93,7 +94,7 @@ func (d *Detector) Scan(r *Request) []Finding {
 // request with E_SECRET_EGRESS.
 func (d *Detector) Egress(r *Request) *Finding {
 	fs := d.Scan(r)
-	host := normHost(r.Host)
+	host := floor.HostOf(r.Host)
 	for i := range fs {
 		if !hostMatch(fs[i].Hosts, host) {
 			return &fs[i]
