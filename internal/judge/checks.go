@@ -100,7 +100,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		sr := &secrets.Request{Host: host, Path: r.Path, Query: r.Query, Header: r.Header, Body: body, MediaType: r.MediaType}
 		if f := in.Secrets.Egress(sr); f != nil {
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
-				Reason: fmt.Sprintf("a %s credential (%s, %s) would go to %s, which it does not belong to", kindWords(f.Kind), f.Where, f.Hash, host)}
+				Reason: fmt.Sprintf("%s (%s, %s) would go to %s, which it does not belong to", credentialWords(f.Kind), f.Where, f.Hash, host)}
 		}
 	}
 	// The host's [[inject]] rule applies while the gate holds its secret; an optional one whose
@@ -270,10 +270,15 @@ func tooLarge(why string) policy.Decision {
 	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeBodyTooLarge, Rule: "buffer_limit", Reason: why}
 }
 
-func kindWords(k secrets.Kind) string {
+// credentialWords names a credential of kind k in a reason, with its article: "a github
+// credential", "an anthropic credential", "a secret the gate injects (name) credential".
+func credentialWords(k secrets.Kind) string {
 	s := string(k)
 	if name, ok := strings.CutPrefix(s, "injected:"); ok {
-		return "secret the gate injects (" + name + ")"
+		return "a secret the gate injects (" + name + ") credential"
 	}
-	return s
+	if s != "" && strings.IndexByte("aeiou", s[0]) >= 0 {
+		return "an " + s + " credential"
+	}
+	return "a " + s + " credential"
 }
