@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/contentcoding"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
@@ -100,7 +101,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		sr := &secrets.Request{Host: host, Path: r.Path, Query: r.Query, Header: r.Header, Body: body, MediaType: r.MediaType}
 		if f := in.Secrets.Egress(sr); f != nil {
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
-				Reason: fmt.Sprintf("%s (%s, %s) would go to %s, which it does not belong to", credentialWords(f.Kind), f.Where, f.Hash, host)}
+				Reason: fmt.Sprintf("%s (%s, %s) would go to %s, which it does not belong to", credentialWords(f.Kind), f.Where, f.Hash, floor.Shown(host, floor.MaxShown))}
 		}
 	}
 	// The host's [[inject]] rule applies while the gate holds its secret; an optional one whose
@@ -138,7 +139,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 			// The gate adds the container's credential for this host: one the agent sends in
 			// another header, bound to it or not, would go out beside it.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: claudeapi.RuleCredential,
-				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", host, inj.Name, cd.Header)}
+				Reason: fmt.Sprintf("the gate adds the Claude credential to requests to %s (inject rule %q), and the request carries another one in %s; send none", floor.Shown(host, floor.MaxShown), inj.Name, cd.Header)}
 		case cd.New != nil:
 			newCred = cd
 			res.Bind = &Bind{Container: res.Container, Hash: cd.New.Hash, Kind: cd.New.Kind}
@@ -157,18 +158,18 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 		if v, ok := placeholder(in, inj, r); ok {
 			res.Bind, res.TokenAnswer = nil, false
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name,
-				Reason: fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it; the request's %s holds no credential the gate knows (a placeholder), so the gate has nothing to send in its place", inj.Name, inj.Secret, host, v)}
+				Reason: fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it; the request's %s holds no credential the gate knows (a placeholder), so the gate has nothing to send in its place", inj.Name, inj.Secret, floor.Shown(host, floor.MaxShown), v)}
 		}
 	case inj != nil:
 		if r.Scheme != "https" && !inj.HTTP {
 			// The credential would cross the network in clear text.
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name,
-				Reason: fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s over https only, and this request is plain http://; use https://", inj.Name, host)}
+				Reason: fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s over https only, and this request is plain http://; use https://", inj.Name, floor.Shown(host, floor.MaxShown))}
 		}
 		if !have {
-			why := fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it", inj.Name, inj.Secret, host)
+			why := fmt.Sprintf("the policy's inject rule %q adds the secret %q to requests to %s, and the gate's secrets file lacks it", inj.Name, inj.Secret, floor.Shown(host, floor.MaxShown))
 			if in.SecretsErr != nil && !errors.Is(in.SecretsErr, ErrNoSecretsFile) {
-				why = fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s, and the gate's secrets file does not load", inj.Name, host)
+				why = fmt.Sprintf("the policy's inject rule %q adds a secret to requests to %s, and the gate's secrets file does not load", inj.Name, floor.Shown(host, floor.MaxShown))
 			}
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeInject, Rule: "inject:" + inj.Name, Reason: why}
 		}

@@ -351,7 +351,7 @@ func overBudget(res Result, o *budget.Over) policy.Decision {
 			d.Reason = fmt.Sprintf("%s has sent %d bytes in the last hour under budget %q, and the request's %d more would pass bytes_up_per_hour = %q", who, o.Used, o.Budget, o.Amount, policy.FormatSize(o.Max))
 		}
 	case budget.LimitHosts:
-		d.Reason = fmt.Sprintf("%s has sent to %d hosts in the last hour under budget %q (new_hosts_per_hour = %d), and %s is not one of them", who, o.Used, o.Budget, o.Max, res.Host)
+		d.Reason = fmt.Sprintf("%s has sent to %d hosts in the last hour under budget %q (new_hosts_per_hour = %d), and %s is not one of them", who, o.Used, o.Budget, o.Max, floor.Shown(res.Host, floor.MaxShown))
 	default:
 		d.Reason = fmt.Sprintf("the gate's memory for budget counts is full, so it cannot count the request against budget %q; it refuses it rather than let it out uncounted", o.Budget)
 	}

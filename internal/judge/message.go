@@ -61,7 +61,7 @@ func decideMessage(env *Env, m *Message) policy.Decision {
 		if f := env.Checks.Secrets.Egress(sr); f != nil {
 			where := strings.Replace(f.Where, "body", "a "+m.Kind+" message", 1)
 			return policy.Decision{Verdict: policy.Deny, Code: policy.CodeSecretEgress, Rule: "secret:" + string(f.Kind),
-				Reason: fmt.Sprintf("%s (%s, %s) would go to %s through a WebSocket, which it does not belong to", credentialWords(f.Kind), where, f.Hash, m.Host)}
+				Reason: fmt.Sprintf("%s (%s, %s) would go to %s through a WebSocket, which it does not belong to", credentialWords(f.Kind), where, f.Hash, floor.Shown(m.Host, floor.MaxShown))}
 		}
 	}
 	if bs := env.Policy.BudgetsFor(m.Container, m.Host); len(bs) > 0 {

@@ -401,16 +401,16 @@ func IsWebSocket(upgrade string) bool {
 func bindingError(u *url.URL, hostHeader string, tun *Binding) string {
 	if u.IsAbs() {
 		if u.Scheme != tun.Scheme() {
-			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only %s belongs in it", tun.Authority(), floor.Shown(u.Scheme, 16), tun.Scheme())
+			return fmt.Sprintf("a request inside the tunnel to %s names the scheme %s; only %s belongs in it", floor.Shown(tun.Authority(), floor.MaxShown), floor.Shown(u.Scheme, 16), tun.Scheme())
 		}
 		host, port, ref := floor.Authority(u.Host, tun.defaultPort())
 		if ref != nil || host != tun.Host || port != tun.Port {
-			return fmt.Sprintf("a request inside the tunnel to %s names another host or port; every request in a tunnel must go to its host and port", tun.Authority())
+			return fmt.Sprintf("a request inside the tunnel to %s names another host or port; every request in a tunnel must go to its host and port", floor.Shown(tun.Authority(), floor.MaxShown))
 		}
 	}
 	host, port, ref := floor.Authority(hostHeader, tun.defaultPort())
 	if ref != nil || host != tun.Host || port != tun.Port {
-		return fmt.Sprintf("the Host header inside the tunnel to %s names another host or port", tun.Authority())
+		return fmt.Sprintf("the Host header inside the tunnel to %s names another host or port", floor.Shown(tun.Authority(), floor.MaxShown))
 	}
 	return ""
 }
