@@ -25,6 +25,8 @@ var pure = []string{
 	"internal/exfil",
 	"internal/budget",
 	"internal/jsonlex",
+	// How a %XX escape and a hex digit are read, for every check that reads them.
+	"internal/percent",
 	"internal/wsframe",
 	// Reads agent bytes from an io.Reader the gate hands it; it dials and listens for nothing.
 	"internal/clienthello",

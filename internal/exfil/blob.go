@@ -3,6 +3,8 @@ package exfil
 import (
 	"fmt"
 	"math"
+
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // A blob is a run of at least minBlob characters from the base64, base64url, base32 or hex
@@ -267,8 +269,8 @@ func charAt[T string | []byte](s T, i int) (int, uint8) {
 // escapeAt reads the escape at s[i]: %2B and %2F are symbols of base64, %3D its padding. It
 // returns the escape's width, class and the byte it stands for.
 func escapeAt[T string | []byte](s T, i int) (int, uint8, byte) {
-	if i+2 < len(s) {
-		switch c := hexVal(s[i+1])<<4 | hexVal(s[i+2]); c {
+	if c, ok := percent.Escape(s, i); ok {
+		switch c {
 		case '+', '/':
 			return 3, clSym, c
 		case '=':
@@ -276,18 +278,6 @@ func escapeAt[T string | []byte](s T, i int) (int, uint8, byte) {
 		}
 	}
 	return 1, clNone, s[i]
-}
-
-func hexVal(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10
-	}
-	return 0xf0 // no escape of interest
 }
 
 // hasPrefix reports whether s[i:] starts with p.
@@ -440,7 +430,7 @@ func isUUID[T string | []byte](s T) bool {
 			if s[i] != '-' {
 				return false
 			}
-		} else if hexVal(s[i]) > 15 {
+		} else if _, ok := percent.Hex(s[i]); !ok {
 			return false
 		}
 	}

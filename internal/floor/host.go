@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockhttp/lockhttp/internal/percent"
 	"golang.org/x/net/idna"
 )
 
@@ -284,19 +285,9 @@ func parseIPv4Number(p string) (uint64, bool) {
 	}
 	var v uint64
 	for i := 0; i < len(p); i++ {
-		c := p[i]
-		var d uint64
-		switch {
-		case '0' <= c && c <= '9':
-			d = uint64(c - '0')
-		case 'a' <= c && c <= 'f':
-			d = uint64(c-'a') + 10
-		case 'A' <= c && c <= 'F':
-			d = uint64(c-'A') + 10
-		default:
-			return 0, false
-		}
-		if d >= base {
+		v8, ok := percent.Hex(p[i])
+		d := uint64(v8)
+		if !ok || d >= base {
 			return 0, false
 		}
 		v = v*base + d

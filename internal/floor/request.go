@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // dohPath is the path RFC 8484 suggests, and every public resolver uses.
@@ -69,7 +71,7 @@ func isDoHPath(p string) bool {
 		if strings.IndexByte(p, '%') < 0 {
 			break
 		}
-		d := unescape(p)
+		d := percent.Decode(p, false)
 		if d == p {
 			break
 		}
@@ -87,37 +89,6 @@ func isDoHPath(p string) bool {
 	}
 	rest := p[len(dohPath):]
 	return rest == "" || rest[0] == '/' || rest[0] == ';'
-}
-
-// unescape decodes every valid %XX in s and leaves any other '%' as it is.
-func unescape(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			h, ok1 := unhex(s[i+1])
-			l, ok2 := unhex(s[i+2])
-			if ok1 && ok2 {
-				b.WriteByte(h<<4 | l)
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // isDoHMediaType reports whether v, one media type with optional parameters,

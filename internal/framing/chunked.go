@@ -1,5 +1,7 @@
 package framing
 
+import "github.com/lockhttp/lockhttp/internal/percent"
+
 // Bounds of a chunked body's framing.
 const (
 	// MaxChunkLine bounds a chunk-size line, extensions and CRLF included; net/http's own reader
@@ -67,7 +69,8 @@ func (c *Chunked) Scan(p []byte) (n int, done bool, err *Error) {
 					return c.fail(i, bad("chunk size longer than %d hex digits", maxSizeDigits))
 				}
 				c.digits++
-				c.size = c.size<<4 | uint64(unhex(b))
+				v, _ := percent.Hex(b) // a hex digit: classes says so
+				c.size = c.size<<4 | uint64(v)
 			case b == ';' && c.digits > 0:
 				c.state = csExt
 			case b == '\r' && c.digits > 0:
@@ -193,14 +196,4 @@ func (c *Chunked) keep(b byte) {
 	} else {
 		c.nlen = maxName + 1
 	}
-}
-
-func unhex(b byte) byte {
-	switch {
-	case b <= '9':
-		return b - '0'
-	case b <= 'F':
-		return b - 'A' + 10
-	}
-	return b - 'a' + 10
 }

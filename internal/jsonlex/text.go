@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // plain holds the bytes a string's text may hold as they are, without a check: printable ASCII
@@ -261,15 +263,8 @@ func hex4(b []byte) (rune, bool) {
 	}
 	var r rune
 	for _, c := range b[:4] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
+		d, ok := percent.Hex(c)
+		if !ok {
 			return 0, false
 		}
 		r = r<<4 | rune(d)

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // segKind is how one pattern segment matches one path segment.
@@ -207,8 +209,11 @@ func cleanPath(escaped string) (clean string, params bool) {
 	}
 	for i := 0; i < len(escaped); i++ {
 		c := escaped[i]
-		if c == '%' && i+2 < len(escaped) && ishex(escaped[i+1]) && ishex(escaped[i+2]) {
-			v := unhex(escaped[i+1])<<4 | unhex(escaped[i+2])
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if v, ok := percent.Escape(escaped, i); ok {
 			if isUnreserved(v) {
 				b.WriteByte(v)
 			} else {
@@ -354,20 +359,6 @@ func removeDots(p string) string {
 
 func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
-}
-
-func ishex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
 }
 
 func upper(c byte) byte {

@@ -6,41 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-// percentDecode decodes %XX escapes (and '+' as a space when plus is set), keeping malformed
-// escapes as written. It returns s itself when there is nothing to decode.
-func percentDecode(s string, plus bool) string {
-	i := strings.IndexByte(s, '%')
-	if plus {
-		if j := strings.IndexByte(s, '+'); j >= 0 && (i < 0 || j < i) {
-			i = j
-		}
-	}
-	if i < 0 {
-		return s
-	}
-	b := make([]byte, 0, len(s))
-	b = append(b, s[:i]...)
-	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '%' && i+2 < len(s):
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
-			if ok1 && ok2 {
-				b = append(b, hi<<4|lo)
-				i += 2
-				continue
-			}
-			b = append(b, c)
-		case c == '+' && plus:
-			b = append(b, ' ')
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
-
 // decodeBase64 decodes a token in the standard or URL alphabet, padded or not; ok is false
 // when tok is not base64 of one alphabet.
 func decodeBase64(tok string) ([]byte, bool) {

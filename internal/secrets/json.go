@@ -78,19 +78,6 @@ func unescapeJSON(dst []byte, s string) []byte {
 	return jsonlex.AppendUnescaped(dst, bytesOf(s))
 }
 
-// unhex is the value of a hex digit.
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
 // jsonHasKey reports whether s is a JSON object with a member named key.
 func jsonHasKey(s, key string) bool {
 	var l jsonlex.Lexer

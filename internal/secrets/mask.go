@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockhttp/lockhttp/internal/floor"
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // sensitiveParams are query parameter names (lower case, compared after removing '-' and '_')
@@ -287,14 +288,14 @@ func (d *Detector) encodedWord(w string) (hit, bool) {
 	if strings.IndexByte(w, '%') >= 0 || strings.IndexByte(w, '+') >= 0 {
 		// '+' is a space in a query or form; try it both ways (base64 uses it too).
 		for _, plus := range []bool{false, true} {
-			d1 := percentDecode(w, plus)
+			d1 := percent.Decode(w, plus)
 			if d1 == w {
 				continue
 			}
 			if h, ok := try(d1); ok {
 				return h, true
 			}
-			if d2 := percentDecode(d1, plus); d2 != d1 {
+			if d2 := percent.Decode(d1, plus); d2 != d1 {
 				if h, ok := try(d2); ok {
 					return h, true
 				}

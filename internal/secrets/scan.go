@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
+	"github.com/lockhttp/lockhttp/internal/percent"
 )
 
 // Request is what Scan looks at: one request as the gate would send it on.
@@ -147,13 +148,13 @@ func (s *scan) decoded(v string, p *place, plus, raw bool) {
 	if raw {
 		s.text(v, p)
 	}
-	d1 := percentDecode(v, plus)
+	d1 := percent.Decode(v, plus)
 	if d1 == v {
 		return
 	}
 	s.work += len(v)
 	s.text(d1, p)
-	if d2 := percentDecode(d1, plus); d2 != d1 {
+	if d2 := percent.Decode(d1, plus); d2 != d1 {
 		s.work += len(d1)
 		s.text(d2, p)
 	}
@@ -254,7 +255,7 @@ func (s *scan) params(text string, base int, raw []hit, prefix string, rank int)
 		name, val, _ := strings.Cut(text[start:end], "=")
 		p := place{rank: rank, prefix: prefix, name: name}
 		if strings.IndexByte(name, '%') >= 0 || strings.IndexByte(name, '+') >= 0 {
-			p.name = percentDecode(name, true)
+			p.name = percent.Decode(name, true)
 			s.decoded(name, &p, true, false)
 		}
 		for hi < len(raw) && raw[hi].off-base < end {

@@ -24,6 +24,8 @@ func TestDeps(t *testing.T) {
 		"github.com/lockhttp/lockhttp/internal/atomicfile": true,
 		// What crosses its socket: the signing request and answer, health.
 		"github.com/lockhttp/lockhttp/internal/signerapi": true,
+		// How floor reads a hex digit; it imports nothing.
+		"github.com/lockhttp/lockhttp/internal/percent": true,
 		// Leaves shared by every server of the project, with nothing of the gate's in them: how a
 		// reason cuts a host, and how an answer is written.
 		"github.com/lockhttp/lockhttp/internal/display":  true,
