@@ -28,6 +28,7 @@ import (
 	// bundle only when the system's is missing.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/auditdb"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
@@ -513,12 +514,12 @@ func upstreamCredential(file string) (auth *egress.ProxyAuth, from string, err e
 			return nil, "", fmt.Errorf("-upstream-credentials-file: %w", err)
 		}
 		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxCredentialFile+1))
-		if err != nil {
-			return nil, "", fmt.Errorf("-upstream-credentials-file %s: %w", file, err)
-		}
-		if len(data) > maxCredentialFile {
+		data, err := atomicfile.Read(f, file, maxCredentialFile)
+		switch {
+		case errors.Is(err, atomicfile.ErrTooLarge):
 			return nil, "", fmt.Errorf("-upstream-credentials-file %s holds more than %d bytes: give a file with user:password alone", file, maxCredentialFile)
+		case err != nil:
+			return nil, "", fmt.Errorf("-upstream-credentials-file %s: %w", file, err)
 		}
 		raw, from = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r"), "file"
 	}

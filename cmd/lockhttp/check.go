@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -34,7 +35,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	status := 0
 	for _, path := range fs.Args() {
-		data, err := readBounded(path, maxExplainPolicy)
+		data, err := atomicfile.ReadFile(path, maxExplainPolicy)
 		if err != nil {
 			fmt.Fprintf(stderr, "lockhttp check: %v\n", err)
 			status = 2

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
@@ -472,7 +473,7 @@ func loadExplainPolicy(policyPath, state string) (pol *policy.Policy, used strin
 	case policyPath != "" && state != "":
 		return nil, "", &usageError{"give --policy FILE or --state DIR, not both: --state decides with the console's approved policy, --policy with a file"}
 	case policyPath != "":
-		data, err := readBounded(policyPath, maxExplainPolicy)
+		data, err := atomicfile.ReadFile(policyPath, maxExplainPolicy)
 		if err != nil {
 			return nil, "", fmt.Errorf("policy: %w", err)
 		}
@@ -501,7 +502,7 @@ func approvedPolicy(state string) (*policy.Policy, string, error) {
 	if fi.IsDir() {
 		path = filepath.Join(state, consoleStateFile)
 	}
-	data, err := readBounded(path, maxConsoleState)
+	data, err := atomicfile.ReadFile(path, maxConsoleState)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", &usageError{fmt.Sprintf("no approved policy in %s: it has no %s, so no console has run with it (lox run --state %s); give --policy FILE or --state DIR (lox run's state directory)", state, consoleStateFile, state)}
 	}
@@ -537,27 +538,10 @@ func approvedPolicy(state string) (*policy.Policy, string, error) {
 		return nil, "", fmt.Errorf("console state %s: %w; the file was edited by hand", path, err)
 	}
 	used := fmt.Sprintf("policy %s, the approved policy of the console at %s", shortVersion(pol.Version), state)
-	if onDisk, err := readBounded(a.Name, maxExplainPolicy); err == nil && policy.Hash(onDisk) != a.Version {
+	if onDisk, err := atomicfile.ReadFile(a.Name, maxExplainPolicy); err == nil && policy.Hash(onDisk) != a.Version {
 		used += fmt.Sprintf(" (the file %s differs from it; the gate does not decide with the file)", a.Name)
 	}
 	return pol, used, nil
-}
-
-// readBounded reads the file path, refusing one larger than limit.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes; check the path", path, limit)
-	}
-	return data, nil
 }
 
 // shortVersion is a policy version as lox and the console show it: sha256: and 12 hex digits.

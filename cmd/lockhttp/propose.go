@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/asklog"
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/propose"
@@ -92,7 +93,7 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *policyFile != "":
 		name = *policyFile
-		if text, err = readBounded(*policyFile, maxProposePolicy); err != nil {
+		if text, err = atomicfile.ReadFile(*policyFile, maxProposePolicy); err != nil {
 			fmt.Fprintln(stderr, "lockhttp propose: policy:", err)
 			return 1
 		}
@@ -196,7 +197,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // stateDir is a directory of lox run's state: the one its up.json names under field, else
 // STATE/def.
 func stateDir(state, field, def string) string {
-	if data, err := readBounded(filepath.Join(state, "up.json"), 1<<20); err == nil {
+	if data, err := atomicfile.ReadFile(filepath.Join(state, "up.json"), 1<<20); err == nil {
 		var up map[string]any
 		if json.Unmarshal(data, &up) == nil {
 			if d, ok := up[field].(string); ok && d != "" {
@@ -214,7 +215,7 @@ func approvedText(state string) (string, []byte, error) {
 	if fi, err := os.Stat(state); err == nil && fi.IsDir() {
 		path = filepath.Join(state, consoleStateFile)
 	}
-	data, err := readBounded(path, maxConsoleState)
+	data, err := atomicfile.ReadFile(path, maxConsoleState)
 	if err != nil {
 		return "", nil, fmt.Errorf("no approved policy: %w; give --state DIR (lox run's state directory) or --policy FILE", err)
 	}

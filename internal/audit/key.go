@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 )
 
 // The audit key: an Ed25519 key of the gate's own (not the CA's), in two files beside each other:
@@ -97,7 +99,7 @@ func EncodePublicKey(pub ed25519.PublicKey) []byte {
 
 // ReadPublicKey reads a public key file (PEM, as the .pub file beside the key).
 func ReadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := readBounded(path)
+	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +120,7 @@ func ReadPublicKey(path string) (ed25519.PublicKey, error) {
 
 // readPrivateKey reads the private half.
 func readPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := readBounded(path)
+	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -137,18 +139,16 @@ func readPrivateKey(path string) (ed25519.PrivateKey, error) {
 	return priv, nil
 }
 
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, pathError("read", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, pathError("read", path, err)
-	}
-	if len(data) > maxKeyFile {
+// readKeyFile reads a key or head file of the audit, bounded (atomicfile.ReadFile), with the
+// audit's errors.
+func readKeyFile(path string) ([]byte, error) {
+	data, err := atomicfile.ReadFile(path, maxKeyFile)
+	var tl *atomicfile.TooLargeError
+	switch {
+	case errors.As(err, &tl):
 		return nil, fmt.Errorf("audit: %s: larger than %d bytes: not a key file", path, maxKeyFile)
+	case err != nil:
+		return nil, pathError("read", path, err)
 	}
 	return data, nil
 }
@@ -286,7 +286,7 @@ func (h *Head) appendSlot(b []byte) []byte {
 // ReadHead reads a head file (DIR/head.json, or a checkpoint) and returns the newest head in it
 // whose signature verifies with one of keys; with no keys, or none verifying, the newest.
 func ReadHead(path string, keys ...ed25519.PublicKey) (*Head, error) {
-	data, err := readBounded(path)
+	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func ReadHead(path string, keys ...ed25519.PublicKey) (*Head, error) {
 // a killed gate cannot leave one torn, only a crash of the machine while it wrote one (the head
 // is not fsync'ed), or someone who spoiled it. A slot never written is not in the file.
 func SpoiledSlots(path string, keys ...ed25519.PublicKey) ([]int, error) {
-	data, err := readBounded(path)
+	data, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,14 +42,7 @@ func read(path string) ([]byte, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s has mode %04o: others can read it; chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxSize)
-	}
-	return data, nil
+	return atomicfile.Read(f, path, maxSize)
 }
 
 // file is the secrets file:

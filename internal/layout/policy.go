@@ -3,7 +3,6 @@ package layout
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,7 +37,7 @@ func SeedPolicy(dir, shipped string) ([]string, error) {
 	pf, err := os.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		data, err := readBounded(shipped)
+		data, err := atomicfile.ReadFile(shipped, maxPolicy)
 		if err != nil {
 			return nil, fmt.Errorf("the shipped policy: %w", err)
 		}
@@ -81,20 +80,4 @@ func owner(fi fs.FileInfo) string {
 		return fmt.Sprintf("%d:%d", st.Uid, st.Gid)
 	}
 	return "unknown"
-}
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicy+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxPolicy {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxPolicy)
-	}
-	return data, nil
 }

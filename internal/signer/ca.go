@@ -233,7 +233,7 @@ func ReplaceCA(dir string, now time.Time, rand io.Reader) (*CA, Replaced, error)
 		ca, err := InitCA(dir, now, rand)
 		return ca, r, err
 	}
-	if data, err := readBounded(filepath.Join(dir, CertFile)); err == nil {
+	if data, err := atomicfile.ReadFile(filepath.Join(dir, CertFile), maxPEMFile); err == nil {
 		if block, _ := pem.Decode(data); block != nil && block.Type == "CERTIFICATE" {
 			r.OldSHA256 = fmt.Sprintf("%X", sha256.Sum256(block.Bytes))
 		}
@@ -332,7 +332,7 @@ func loadCA(dir string, now time.Time) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	certPEM, err := readBounded(certPath)
+	certPEM, err := atomicfile.ReadFile(certPath, maxPEMFile)
 	if err != nil {
 		return nil, fmt.Errorf("load CA: %w", err)
 	}
@@ -384,14 +384,14 @@ func readKey(path string) (crypto.Signer, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("load CA: %s has mode %04o, which lets group or others read the CA key; run chmod 600 %s", path, perm, path)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
-	if err != nil {
+	data, err := atomicfile.Read(f, path, maxPEMFile)
+	switch {
+	case errors.Is(err, atomicfile.ErrTooLarge):
+		return nil, fmt.Errorf("load CA: %s is larger than %d bytes; it is not a key file", path, maxPEMFile)
+	case err != nil:
 		return nil, fmt.Errorf("load CA: %s: %w", path, err)
 	}
 	defer clear(data)
-	if len(data) > maxPEMFile {
-		return nil, fmt.Errorf("load CA: %s is larger than %d bytes; it is not a key file", path, maxPEMFile)
-	}
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PRIVATE KEY" {
 		return nil, fmt.Errorf("load CA: %s holds no PRIVATE KEY (PKCS#8) PEM block; it should be the ca-key.pem written by `signer init`", path)
@@ -407,22 +407,6 @@ func readKey(path string) (crypto.Signer, error) {
 		return nil, fmt.Errorf("load CA: %s holds a key of type %T, which cannot sign", path, k)
 	}
 	return signer, nil
-}
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxPEMFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes; it is not a certificate file", path, maxPEMFile)
-	}
-	return data, nil
 }
 
 // WriteReplaceSummary tells the operator what ReplaceCA did in dir, and what every agent must

@@ -20,6 +20,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/layout"
@@ -205,7 +206,7 @@ func (r *agentRun) prepare(caCert string) error {
 		return err
 	}
 	r.caPEM, r.bundle = filepath.Join(root, "ca.pem"), filepath.Join(root, BundleFile)
-	ca, err := readBounded(caCert, 1<<20)
+	ca, err := atomicfile.ReadFile(caCert, 1<<20)
 	if err != nil {
 		return fmt.Errorf("the CA certificate: %w", err)
 	}
@@ -446,7 +447,7 @@ const neededCaps = 1<<0 | 1<<5 | 1<<6 | 1<<7 | 1<<12 | 1<<21
 
 // privileged refuses, naming the fix, when lox lacks neededCaps.
 func privileged() error {
-	data, _ := readBounded("/proc/self/status", 64<<10)
+	data, _ := atomicfile.ReadFile("/proc/self/status", 64<<10)
 	if capsHeld(data)&neededCaps == neededCaps {
 		return nil
 	}
@@ -473,7 +474,7 @@ func uidInUse(uid int) (pid int, name string, ok bool) {
 		if err != nil {
 			continue
 		}
-		data, err := readBounded(filepath.Join("/proc", e.Name(), "status"), 64<<10)
+		data, err := atomicfile.ReadFile(filepath.Join("/proc", e.Name(), "status"), 64<<10)
 		if err != nil {
 			continue
 		}
@@ -582,21 +583,4 @@ func related(a, b string) bool {
 		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
 	return inside(a, b) || inside(b, a)
-}
-
-// readBounded reads at most limit bytes of path; a longer file is an error.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is over %d bytes", path, limit)
-	}
-	return data, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -67,10 +68,10 @@ func checkAgentReads(o Options, state, polPath string, uid, gid int) error {
 // state), those that can be read.
 func policyTexts(polPath, state string) [][]byte {
 	var out [][]byte
-	if data, err := readBounded(polPath, 4<<20); err == nil {
+	if data, err := atomicfile.ReadFile(polPath, 4<<20); err == nil {
 		out = append(out, data)
 	}
-	if data, err := readBounded(filepath.Join(state, "console-state.json"), 16<<20); err == nil {
+	if data, err := atomicfile.ReadFile(filepath.Join(state, "console-state.json"), 16<<20); err == nil {
 		var st struct {
 			Approved *struct {
 				TOML string `json:"toml"`

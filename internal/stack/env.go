@@ -162,7 +162,7 @@ func caBundle(ca []byte) (bundle []byte, from string) {
 // writeBundle writes the bundle of the CA certificate caCert to path (0644), atomically, and
 // says so on w when there are no system roots to put in it.
 func writeBundle(path, caCert string, w io.Writer) error {
-	ca, err := readBounded(caCert, 1<<20)
+	ca, err := atomicfile.ReadFile(caCert, 1<<20)
 	if err != nil {
 		return fmt.Errorf("the CA certificate: %w", err)
 	}
@@ -188,7 +188,7 @@ func systemRoots() (pem []byte, from string) {
 		candidates = append([]string{f}, candidates...)
 	}
 	for _, c := range candidates {
-		if data, err := readBounded(c, 16<<20); err == nil && len(data) > 0 {
+		if data, err := atomicfile.ReadFile(c, 16<<20); err == nil && len(data) > 0 {
 			return data, c
 		}
 	}

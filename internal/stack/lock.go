@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 )
 
 // LockFile is the lock file in the state directory. A running stack holds an exclusive flock on
@@ -76,10 +78,10 @@ func lockState(state string) (*os.File, error) {
 // its up.json when that names the same pid.
 func busy(state string) *BusyError {
 	e := &BusyError{State: state}
-	if data, err := readBounded(filepath.Join(state, LockFile), maxLockRead); err == nil {
+	if data, err := atomicfile.ReadFile(filepath.Join(state, LockFile), maxLockRead); err == nil {
 		e.PID, _ = strconv.Atoi(strings.TrimSpace(string(data)))
 	}
-	if data, err := readBounded(filepath.Join(state, UpFile), maxLockRead); err == nil {
+	if data, err := atomicfile.ReadFile(filepath.Join(state, UpFile), maxLockRead); err == nil {
 		var up Up
 		if json.Unmarshal(data, &up) == nil && (e.PID == 0 || up.PIDs["lox"] == e.PID) {
 			e.Proxy = up.Gate
@@ -94,7 +96,7 @@ func busy(state string) *BusyError {
 // removeOwnUp removes state's up.json when this process wrote it, and leaves any other.
 func removeOwnUp(state string) {
 	path := filepath.Join(state, UpFile)
-	data, err := readBounded(path, maxLockRead)
+	data, err := atomicfile.ReadFile(path, maxLockRead)
 	if err != nil {
 		return
 	}

@@ -557,14 +557,15 @@ func claudeKey(o *Options, state string) error {
 	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		fmt.Fprintf(o.Stderr, "lox: warning: %s has mode %04o: others can read the Claude key; chmod 600 %s\n", o.ClaudeKeyFile, fi.Mode().Perm(), o.ClaudeKeyFile)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
+	data, err := atomicfile.Read(f, o.ClaudeKeyFile, maxKeyFile)
+	switch {
+	case errors.Is(err, atomicfile.ErrTooLarge):
+		return fmt.Errorf("--claude-key-file %s holds more than %d bytes: give a file with the key alone", o.ClaudeKeyFile, maxKeyFile)
+	case err != nil:
 		return fmt.Errorf("--claude-key-file: %w", err)
 	}
 	key := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
 	switch {
-	case len(data) > maxKeyFile:
-		return fmt.Errorf("--claude-key-file %s holds more than %d bytes: give a file with the key alone", o.ClaudeKeyFile, maxKeyFile)
 	case key == "":
 		return fmt.Errorf("--claude-key-file %s is empty: put the Claude API key in it", o.ClaudeKeyFile)
 	case strings.ContainsAny(key, "\r\n"):
