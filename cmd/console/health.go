@@ -1,13 +1,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 )
 
 // healthz answers the container's healthcheck (console health): 200 once the console serves an
@@ -30,11 +31,8 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("console health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	hub := fs.String("hub", "http://127.0.0.1:3131", "the hub's `URL` (the console's -hub-listen, as this process reaches it)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cmdmain.Parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console health: unexpected argument %q; it takes -hub URL only\n", fs.Arg(0))

@@ -8,17 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
@@ -40,7 +38,6 @@ type options struct {
 	// supervisorUIDs may report restarts of the stack's processes (lox run's uid).
 	supervisorUIDs unixsock.UIDs
 	watch          time.Duration
-	logLevel       string
 
 	hubListen    string
 	hubState     string
@@ -51,13 +48,13 @@ type options struct {
 	phoneURL     string
 	caCert       string
 	tui          bool
-	version      bool
 
 	metricsListen string
 	// gateAudit is the gate's audit directory, which :propose learns from.
 	gateAudit string
 	// agentUIDs are the uids agents run as on this machine (lox run -- COMMAND's).
 	agentUIDs unixsock.UIDs
+	cmdmain.Flags
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -72,7 +69,6 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.supervisorUIDs, "supervisor-uid", "uid allowed to report restarts of the stack's processes (lox run passes its own; repeatable): each is written to the console's audit and shown on its terminal; default: none, no restart reports")
 	fs.Var(&o.agentUIDs, "agent-uid", "the uid an agent runs as on this machine (lox run -- COMMAND passes its agent's; repeatable): a policy whose [[notify]] channel has insecure_loopback is refused, since the agent could bind its port and approve its own requests; default: none")
 	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.hubListen, "hub-listen", "", "host the hub on this TCP address (the gate's and the facades' API); empty: no hub, every ASK is refused with E_NO_CONSOLE")
 	fs.StringVar(&o.hubState, "hub-state", "", "the hub's state file (tickets and decisions across restarts; required with -hub-listen)")
 	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's Ed25519 key file, created if missing with its public half next to it as FILE.pub for the gate (required with -hub-listen)")
@@ -84,11 +80,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.caCert, "ca-cert", "", "the CA certificate `FILE` agents trust (lox run's ca.pem), named in the terminal UI's header beside the proxy's address; empty: not named")
 	fs.StringVar(&o.gateAudit, "gate-audit", "", "the gate's audit directory, which :propose in the terminal learns from (read only); default: the one lox run's up.json beside -state names")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
-	fs.BoolVar(&o.version, "version", false, "print the console's version (module version, revision, build) and exit")
+	o.Flags.Define(fs, "the console")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.version {
+	if o.Version {
 		return o, nil
 	}
 	if fs.NArg() > 0 {
@@ -117,22 +113,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o, err := parse(args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "console:", err)
-		return 2
+		return cmdmain.UsageExit("console", err, stderr)
 	}
-	if o.version {
-		fmt.Fprintln(stdout, buildinfo.Line("console"))
-		return 0
+	log, code, ok := o.Start("console", stdout, stderr)
+	if !ok {
+		return code
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "console: -log-level %q: use debug, info, warn or error\n", o.logLevel)
-		return 2
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	reg := metrics.NewRegistry("console", buildinfo.Read().String())
 	var ml net.Listener
 	if o.metricsListen != "" {
@@ -167,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "console:", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Signals()
 	defer stop()
 	go c.Watch(ctx, o.watch)
 	rlog := &restarts.Log{} // lox's restarts of the stack's processes, for the terminal

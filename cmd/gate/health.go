@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/gate"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -21,11 +22,8 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gate health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	admin := fs.String("admin", "", "the gate's admin socket (its -admin; required)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cmdmain.Parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 || *admin == "" {
 		fmt.Fprintln(stderr, "usage: gate health -admin SOCKET (the gate's -admin socket)")

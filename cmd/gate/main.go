@@ -17,7 +17,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -32,6 +31,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/auditdb"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/consoleclient"
 	"github.com/lockhttp/lockhttp/internal/dnsanswer"
@@ -70,15 +70,14 @@ type options struct {
 	hubKey                      string
 	secrets                     string
 	poll                        time.Duration
-	logLevel                    string
 	allowRoot                   bool
 	adminUIDs                   unixsock.UIDs
 	pprof                       bool
-	version                     bool
 	metricsListen               string
 	metricsSigner               bool
 	otlpEndpoint                string
 	transparent                 string
+	cmdmain.Flags
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -103,7 +102,6 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; empty: none")
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
 	fs.DurationVar(&o.poll, "poll", 2*time.Second, "how often to fetch the policy from the console")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxConns, "max-conns", 4096, "the most client connections held at once (at it, a new one takes the place of the oldest)")
 	fs.IntVar(&o.maxConnsPerSource, "max-conns-per-source", 256, "the most client connections from one source address (past it, the source's oldest is closed)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this TCP address (host:port); empty: none")
@@ -112,11 +110,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.transparent, "transparent", "", "an IPv4 address of this machine where the gate also serves clients that ignore the proxy: DNS on port 53 (every A query answered with this address), TLS and plain HTTP on 80, 443 and every port of the policy's allow_ports (decided by the TLS server name or the Host), and the proxy on -listen's port; empty: none")
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
-	fs.BoolVar(&o.version, "version", false, "print the gate's version (module version, revision, build) and exit")
+	o.Flags.Define(fs, "the gate")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.version {
+	if o.Version {
 		return o, nil
 	}
 	if fs.NArg() > 0 {
@@ -167,27 +165,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o, err := parse(args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "gate:", err)
-		return 2
+		return cmdmain.UsageExit("gate", err, stderr)
 	}
-	if o.version {
-		fmt.Fprintln(stdout, buildinfo.Line("gate"))
-		return 0
+	log, code, ok := o.Start("gate", stdout, stderr)
+	if !ok {
+		return code
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "gate: -log-level %q: use debug, info, warn or error\n", o.logLevel)
-		return 2
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if os.Geteuid() == 0 && !o.allowRoot {
 		fmt.Fprintln(stderr, "gate: refusing to run as root; run it as its own user (uid 10003 in the compose setup), or pass -allow-root for local development")
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Signals()
 	defer stop()
 	if err := serve(ctx, o, log); err != nil {
 		fmt.Fprintln(stderr, "gate:", err)

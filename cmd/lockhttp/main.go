@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/layout"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
@@ -69,7 +69,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return runCAInit(args[2:], stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, buildinfo.Line("lockhttp"))
+		cmdmain.PrintVersion(stdout, "lockhttp")
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

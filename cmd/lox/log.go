@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
@@ -60,7 +59,7 @@ func runLog(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "lox log: %s does not exist yet; waiting for the gate to write it\n", *dir)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Signals()
 	defer stop()
 	// -n counts what is shown: read more of the day's end than that (a filter skips records, and
 	// a line may not be one), and print the last n of what passes.

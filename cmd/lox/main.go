@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/enclosure"
 	"github.com/lockhttp/lockhttp/internal/stack"
@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "env":
 		return runEnv(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, buildinfo.Line("lox"))
+		cmdmain.PrintVersion(stdout, "lox")
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -205,7 +205,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.Agent == nil {
-		ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stopSignals := cmdmain.Signals()
 		defer stopSignals()
 		if err := stack.Run(ctx, o); err != nil {
 			fmt.Fprintln(stderr, "lox:", err)

@@ -10,18 +10,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
+	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -46,7 +44,7 @@ Run "signer init -h" or "signer serve -h" for the flags of each.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdmain.Signals()
 	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, euid: os.Geteuid(), now: time.Now})
 	stop()
 	os.Exit(code)
@@ -71,7 +69,7 @@ func run(ctx context.Context, args []string, e env) int {
 	case args[0] == "serve":
 		return runServe(ctx, args[1:], e)
 	case args[0] == "--version" || args[0] == "-version" || args[0] == "version":
-		fmt.Fprintln(e.stdout, buildinfo.Line("signer"))
+		cmdmain.PrintVersion(e.stdout, "signer")
 		return 0
 	case args[0] == "health":
 		return runHealth(args[1:], e)
@@ -102,11 +100,8 @@ func parseFlags(flags *flag.FlagSet, args []string, e env) int {
 		}
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cmdmain.Parse(flags, args); !ok {
+		return code
 	}
 	if flags.NArg() > 0 {
 		fmt.Fprintf(e.stderr, "signer %s: unexpected argument %q; it takes flags only (see signer %s -h)\n", flags.Name(), flags.Arg(0), flags.Name())
@@ -144,8 +139,8 @@ type serveOptions struct {
 	dev        bool
 	rate       float64
 	burst      int
-	logLevel   string
 	metrics    string
+	cmdmain.Flags
 }
 
 func runServe(ctx context.Context, args []string, e env) int {
@@ -160,7 +155,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags.BoolVar(&o.dev, "dev", false, "local development: allow running as root")
 	flags.Float64Var(&o.rate, "rate", signer.DefaultRate, "issue `N` certificates a second on average, across all callers")
 	flags.IntVar(&o.burst, "burst", signer.DefaultBurst, "issue up to `N` certificates at once before --rate applies")
-	flags.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	o.Flags.DefineLogLevel(flags)
 	flags.StringVar(&o.metrics, "metrics-listen", "", "also serve Prometheus metrics at /metrics on this TCP `ADDR` (host:port); empty: on the socket only (GET /metrics, for the allowed uids: the gate's -metrics-signer)")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
@@ -185,14 +180,13 @@ func runServe(ctx context.Context, args []string, e env) int {
 	if err != nil || mode > 0o777 {
 		return fail(2, "--socket-mode %q: use an octal file mode such as 0660", o.socketMode)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fail(2, "--log-level %q: use debug, info, warn or error", o.logLevel)
+	log, err := o.Logger(e.stderr)
+	if err != nil {
+		return fail(2, "--log-level %v", err)
 	}
 	if e.euid == 0 && !o.dev {
 		return fail(1, "refusing to run as root: run the signer as its own user, the only one that can read the CA key (uid 10004 in compose); --dev allows root for local development")
 	}
-	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	if slices.Contains(o.allow, e.euid) && !o.dev {
 		log.Warn("an allowed uid is the signer's own: that process could read the CA key; run the gate as another user", "uid", e.euid)
 	}

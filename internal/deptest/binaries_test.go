@@ -51,12 +51,12 @@ var binaries = []binary{{
 	cmd: "cmd/signer",
 	// The signer's process holds the CA key: it links its own server, the contract it serves,
 	// how a host is normalised (and the hex digits floor reads with), its socket, atomic writes,
-	// the shared leaves (display, httpjson, the metric names, --version) and nothing else of
-	// this module: no gate, hub or console code and none of the project's network clients
-	// (signerclient, hubclient, consoleclient).
+	// the shared leaves (display, httpjson, the metric names, --version, every binary's start)
+	// and nothing else of this module: no gate, hub or console code and none of the project's
+	// network clients (signerclient, hubclient, consoleclient).
 	only: []string{
 		"internal/signer", "internal/signerapi", "internal/floor", "internal/percent", "internal/unixsock", "internal/atomicfile",
-		"internal/display", "internal/httpjson", "internal/metrics", "internal/buildinfo",
+		"internal/display", "internal/httpjson", "internal/metrics", "internal/buildinfo", "internal/cmdmain",
 	},
 	// Of other modules: the token bucket, the Prometheus client (its page on the socket and on
 	// --metrics-listen) with what it needs, and the x/ modules under floor's host names. No
