@@ -34,10 +34,10 @@ const Prefix = "fp2:"
 // (JSON with other white space) are two requests.
 func Of(r *Request) string {
 	h := sha256.New()
-	field(h, "container", r.Container)
-	field(h, "method", r.Method)
-	field(h, "url", r.URL)
-	field(h, "media-type", strings.ToLower(r.MediaType))
+	Field(h, "container", r.Container)
+	Field(h, "method", r.Method)
+	Field(h, "url", r.URL)
+	Field(h, "media-type", strings.ToLower(r.MediaType))
 	keys := make([]string, 0, len(r.Header))
 	for k := range r.Header {
 		keys = append(keys, k)
@@ -52,14 +52,17 @@ func Of(r *Request) string {
 	for _, k := range keys {
 		n := strings.ToLower(k)
 		for _, v := range r.Header[k] {
-			field(h, "header", n+": "+v)
+			Field(h, "header", n+": "+v)
 		}
 	}
-	field(h, "body", string(r.Body))
+	Field(h, "body", string(r.Body))
 	return Prefix + hex.EncodeToString(h.Sum(nil))
 }
 
-func field(h hash.Hash, name, value string) {
+// Field writes one named part into h, each of name and value preceded by its length as 8 bytes
+// big-endian, so that no two sequences of parts write the same bytes. Every fingerprint of the
+// project (a request's, an MCP call's, a tool pin's) frames its parts with it.
+func Field(h hash.Hash, name, value string) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
 	h.Write(n[:])

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/jsonlex"
 )
 
@@ -375,7 +376,7 @@ func (a *answer) tool() (Tool, bool) {
 func pin(parts map[string][]byte) string {
 	h := sha256.New()
 	for _, k := range pinned {
-		field(h, k, string(parts[k]))
+		fingerprint.Field(h, k, string(parts[k]))
 	}
 	return PinPrefix + hex.EncodeToString(h.Sum(nil))
 }

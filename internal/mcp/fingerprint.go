@@ -2,9 +2,9 @@ package mcp
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"hash"
+
+	"github.com/lockhttp/lockhttp/internal/fingerprint"
 )
 
 // CallPrefix starts every call fingerprint; it names the encoding, so that a change of encoding
@@ -37,25 +37,15 @@ func (m *Message) Call(container, endpoint string) Call {
 // empty one differ (canonical JSON is never empty).
 func (c Call) Fingerprint() string {
 	h := sha256.New()
-	field(h, "container", c.Container)
-	field(h, "endpoint", c.Endpoint)
-	field(h, "method", c.Method)
+	fingerprint.Field(h, "container", c.Container)
+	fingerprint.Field(h, "endpoint", c.Endpoint)
+	fingerprint.Field(h, "method", c.Method)
 	if c.HasTarget {
-		field(h, "target", c.Target)
+		fingerprint.Field(h, "target", c.Target)
 	} else {
-		field(h, "no-target", "")
+		fingerprint.Field(h, "no-target", "")
 	}
-	field(h, "arguments", string(c.Arguments))
-	field(h, "rest", string(c.Rest))
+	fingerprint.Field(h, "arguments", string(c.Arguments))
+	fingerprint.Field(h, "rest", string(c.Rest))
 	return CallPrefix + hex.EncodeToString(h.Sum(nil))
-}
-
-func field(h hash.Hash, name, value string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
-	h.Write(n[:])
-	h.Write([]byte(name))
-	binary.BigEndian.PutUint64(n[:], uint64(len(value)))
-	h.Write(n[:])
-	h.Write([]byte(value))
 }
