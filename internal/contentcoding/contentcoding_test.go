@@ -308,7 +308,7 @@ func TestDecodeBrWindow(t *testing.T) {
 		empty24 = []byte{0x3f}
 	)
 	const (
-		shipped = 8 << 20 // shipped/default.toml's buffer_limit
+		shipped = 8 << 20 // policy/default.toml's buffer_limit
 		largest = 256 << 20
 	)
 	type brCase struct {

@@ -22,10 +22,10 @@ import (
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
-	"github.com/lockhttp/lockhttp/shipped"
+	shipped "github.com/lockhttp/lockhttp/policy"
 )
 
-// shippedWithFloor is shipped/default.toml with nothing but a test's floor additions: the
+// shippedWithFloor is policy/default.toml with nothing but a test's floor additions: the
 // loopback range, the origin's port, and each of names sent to 127.0.0.1.
 func shippedWithFloor(t *testing.T, port int, names ...string) string {
 	t.Helper()
@@ -40,7 +40,7 @@ func shippedWithFloor(t *testing.T, port int, names ...string) string {
 		{"[floor.hosts]\n# name = \"address\", consulted before DNS.\n", "[floor.hosts]\n# name = \"address\", consulted before DNS.\n" + hosts.String()},
 	} {
 		if strings.Count(text, r[0]) != 1 {
-			t.Fatalf("shipped/default.toml no longer holds %q once", r[0])
+			t.Fatalf("policy/default.toml no longer holds %q once", r[0])
 		}
 		text = strings.Replace(text, r[0], r[1], 1)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
 
-// startClaudeKey starts the stand-in and lox run with shipped/default.toml (its inject rule for
+// startClaudeKey starts the stand-in and lox run with policy/default.toml (its inject rule for
 // the Claude API) and loxFlags.
 func startClaudeKey(t *testing.T, loxFlags ...string) *anthropicEnv {
 	t.Helper()

@@ -23,7 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/stack"
 	"github.com/lockhttp/lockhttp/internal/testkit"
-	"github.com/lockhttp/lockhttp/shipped"
+	shipped "github.com/lockhttp/lockhttp/policy"
 	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"github.com/vishvananda/netlink"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/policy"
-	"github.com/lockhttp/lockhttp/shipped"
+	shipped "github.com/lockhttp/lockhttp/policy"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 
 const messagesBody = `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
 
-// shippedPolicy is shipped/default.toml; the tests' requests name its container, "local".
+// shippedPolicy is policy/default.toml; the tests' requests name its container, "local".
 func shippedPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
 	p, err := policy.Load("default.toml", shipped.Default)
@@ -146,7 +146,7 @@ func TestShippedPolicyClaudeCode(t *testing.T) {
 // host while the gate lacks its secret, the agent's own credential included.
 func TestOptionalInjectIsExplicit(t *testing.T) {
 	if strings.Count(string(shipped.Default), "\noptional = true\n") != 1 {
-		t.Fatal("shipped/default.toml no longer holds its inject rule's optional = true once")
+		t.Fatal("policy/default.toml no longer holds its inject rule's optional = true once")
 	}
 	text := strings.Replace(string(shipped.Default), "\noptional = true\n", "\n", 1)
 	p, err := policy.Load("default.toml", []byte(text))

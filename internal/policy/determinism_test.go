@@ -27,7 +27,7 @@ func policyFiles(t testing.TB) (good, bad []string) {
 	t.Helper()
 	good, _ = filepath.Glob("testdata/good/*.toml")
 	bad, _ = filepath.Glob("testdata/bad/*.toml")
-	good = append(good, "../../shipped/default.toml", "../../compose/policy.toml")
+	good = append(good, "../../policy/default.toml", "../../compose/policy.toml")
 	if len(good) < 5 || len(bad) == 0 {
 		t.Fatalf("no testdata: good %v, bad %v", good, bad)
 	}

@@ -48,7 +48,7 @@ func TestBadFiles(t *testing.T) {
 }
 
 func TestShippedDefaultLoads(t *testing.T) {
-	data, err := os.ReadFile("../../shipped/default.toml")
+	data, err := os.ReadFile("../../policy/default.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
-	"github.com/lockhttp/lockhttp/shipped"
+	shipped "github.com/lockhttp/lockhttp/policy"
 )
 
 // Options configure Run.
