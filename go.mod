@@ -76,8 +76,9 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 )
 
-// Test- and bench-only modules: no binary links them (internal/deptest's TestTestOnlyModules
-// holds it).
+// Test-only modules: no binary links them (internal/deptest's TestTestOnlyModules holds it). The
+// benchmarks' programs and the proxies they compare the gate with are a module of their own,
+// bench/go.mod.
 require (
 	// The official Anthropic client: the e2e tests send Claude API calls through the gate with it
 	// (internal/e2e/anthropic_test.go, claudekey_test.go).
@@ -85,8 +86,6 @@ require (
 	// A headless browser: the phone page's tests drive it (internal/phone/browser_test.go and the
 	// e2e phone, compose and ops tests).
 	github.com/chromedp/chromedp v0.23.0
-	// goproxy: the decrypting proxy the TLS benchmarks compare the gate with (bench/goproxymitm).
-	github.com/elazarl/goproxy v1.9.3
 	// The official MCP SDK: real clients and servers of every protocol revision, whose bodies,
 	// headers and answers internal/mcp's tests read (anthropic-sdk-go asks for v1.3.1; no package
 	// of ours imported it before).
@@ -98,7 +97,7 @@ require (
 	github.com/summerwind/h2spec v2.2.1+incompatible // indirect
 )
 
-// What the test- and bench-only modules need, and what the tests of the binaries' modules do
+// What the test-only modules need, and what the tests of the binaries' modules do
 // (go-cmp: netlink's; godebug: Prometheus' testutil).
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

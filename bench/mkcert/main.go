@@ -1,7 +1,7 @@
 // Command mkcert writes a throwaway root and an origin certificate for origin.test and
 // *.bench.test into DIR (root.pem, cert.pem, key.pem), for the benchmark scripts beside it.
 //
-//	go run ./bench/mkcert DIR
+//	go -C bench run ./mkcert DIR  (DIR whole: it runs from bench/, a module of its own)
 package main
 
 import (

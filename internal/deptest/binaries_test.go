@@ -226,11 +226,11 @@ func TestLinkViolations(t *testing.T) {
 	}
 }
 
-// testOnlyMark opens go.mod's blocks of test- and bench-only modules: every require after it.
-const testOnlyMark = "// Test- and bench-only modules"
+// testOnlyMark opens go.mod's blocks of test-only modules: every require after it.
+const testOnlyMark = "// Test-only modules"
 
-// TestTestOnlyModules holds go.mod's test- and bench-only blocks to their comment: no binary
-// links a module they require, on linux, darwin or windows.
+// TestTestOnlyModules holds go.mod's test-only blocks to their comment: no binary links a module
+// they require, on linux, darwin or windows.
 func TestTestOnlyModules(t *testing.T) {
 	data, err := os.ReadFile("../../go.mod")
 	if err != nil {
@@ -262,7 +262,7 @@ func TestTestOnlyModules(t *testing.T) {
 			}
 		}
 		for _, m := range slices.Sorted(maps.Keys(linked)) {
-			t.Errorf("GOOS=%s: a binary links %s (%s), which go.mod lists as test- or bench-only", goos, m, linked[m])
+			t.Errorf("GOOS=%s: a binary links %s (%s), which go.mod lists as test-only", goos, m, linked[m])
 		}
 	}
 }
