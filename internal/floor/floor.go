@@ -142,7 +142,7 @@ func hideTokens(s string, limit int) (out string, cut bool) {
 }
 
 // wordsOnly reports whether every piece of run between '_', '/', '+' and '=' is a word: letters
-// alone, a number of at most maxDateDigits digits, or at most 2 characters ("v1"). A random
+// alone and in one case, a number of at most maxDateDigits digits, or at most 2 characters ("v1"). A random
 // credential mixes letters and digits across a long piece; a run of words is a name a person
 // wrote.
 func wordsOnly(run string) bool {
@@ -156,15 +156,20 @@ func wordsOnly(run string) bool {
 		if len(piece) <= 2 {
 			continue
 		}
-		letters, digits := 0, 0
+		letters, digits, lower, upper := 0, 0, 0, 0
 		for k := 0; k < len(piece); k++ {
-			if '0' <= piece[k] && piece[k] <= '9' {
+			switch c := piece[k]; {
+			case '0' <= c && c <= '9':
 				digits++
-			} else {
-				letters++
+			case 'a' <= c && c <= 'z':
+				lower++
+			case 'A' <= c && c <= 'Z':
+				upper++
 			}
+			letters = len(piece) - digits
 		}
-		if digits > 0 && (letters > 0 || digits > maxDateDigits) {
+		// A word is written in one case; base64 mixes them.
+		if digits > 0 && (letters > 0 || digits > maxDateDigits) || lower > 0 && upper > 0 {
 			return false
 		}
 	}

@@ -71,6 +71,8 @@ func TestHideTokens(t *testing.T) {
 		"hex":         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b",
 		"base64":      "dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ+/Zm9vYmFy==",
 		"long number": "1234567890123456789012",
+		// base64 whose pieces happen to hold letters alone or a short number: its mixed case gives it away
+		"base64 words": "AbCdEfGhIjKlMnOp/QrStUvWxYz+12345678==",
 	}
 	for name, v := range hidden {
 		if got := HideTokens(v); !strings.Contains(got, " characters]") || strings.Contains(got, v[len(v)-8:]) {
