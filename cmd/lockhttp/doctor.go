@@ -95,7 +95,8 @@ func runProbeAgent(args []string, stdout, stderr io.Writer) int {
 	proxy := fs.String("proxy", "", "the gate's proxy URL")
 	ca := fs.String("ca", "", "the lockhttp CA file")
 	dns := fs.String("dns", "", "an outside name to look up")
-	var direct, host, udp listFlag
+	var direct, host, udp, peer listFlag
+	fs.Var(&peer, "peer", "HOST:PORT=WHAT, another agent on the agent network, to connect to directly (repeatable)")
 	fs.Var(&direct, "direct", "HOST:PORT=WHAT outside, to connect to directly (repeatable)")
 	fs.Var(&host, "host", "HOST:PORT=WHAT on this machine, to connect to directly (repeatable)")
 	fs.Var(&udp, "udp", "HOST:PORT=WHAT on this machine, to send a datagram to (repeatable)")
@@ -118,6 +119,10 @@ func runProbeAgent(args []string, stdout, stderr io.Writer) int {
 	for _, d := range host {
 		target, what, _ := strings.Cut(d, "=")
 		p.Host = append(p.Host, doctor.Direct{Target: target, What: what})
+	}
+	for _, d := range peer {
+		target, what, _ := strings.Cut(d, "=")
+		p.Peers = append(p.Peers, doctor.Direct{Target: target, What: what})
 	}
 	out := struct {
 		Agent *doctor.AgentFacts `json:"agent"`

@@ -37,6 +37,8 @@ type AgentProbe struct {
 	Direct []Direct
 	// Host are host:port targets on this machine (the agent network's gateway).
 	Host []Direct
+	// Peers are host:port targets at the other agents' addresses on the agent network.
+	Peers []Direct
 	// UDP are host:port targets on this machine to send one datagram each (udpProbe, Nonce, the
 	// target); the doctor listening there tells which arrived.
 	UDP   []Direct
@@ -69,7 +71,7 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 	a.Route4, a.Route4Err = udpRoute("udp4", routeProbe4)
 	a.Route6, a.Route6Err = udpRoute("udp6", routeProbe6)
 	// The connections and the lookup at once: each that is dropped waits for the timeout.
-	a.Direct, a.Host = make([]Direct, len(p.Direct)), make([]Direct, len(p.Host))
+	a.Direct, a.Host, a.Peers = make([]Direct, len(p.Direct)), make([]Direct, len(p.Host)), make([]Direct, len(p.Peers))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	try := func(into []Direct, i int, d Direct) {
@@ -87,6 +89,9 @@ func ProbeAgent(ctx context.Context, p AgentProbe) *AgentFacts {
 	}
 	for i, d := range p.Host {
 		try(a.Host, i, d)
+	}
+	for i, d := range p.Peers {
+		try(a.Peers, i, d)
 	}
 	wg.Add(1)
 	go func() {

@@ -39,6 +39,7 @@ func Assess(f *Facts) *Report {
 	assessAgent(r, f)
 	assessEnclosure(r, f)
 	assessRootAgents(r, f)
+	assessIsolation(r, f)
 	assessHost(r, f)
 	assessPhone(r, f)
 	assessPhonesReach(r, f)
@@ -328,6 +329,11 @@ func assessSelf(r *Report, f *Facts) {
 		return
 	}
 	switch {
+	case s.PlainCode == "E_SOURCE_UNKNOWN":
+		r.add(Error, "gate", "a request for http://lockhttp.internal/ through %s was refused with E_SOURCE_UNKNOWN: the policy's [sources] names no container for %s, so the gate refuses every request from there; fix: %s",
+			s.Proxy, sourcesOf(f), sourcesFix(f))
+	case s.PlainErr != "" && iccOff(f) && timedOut(s.PlainErr):
+		r.add(Error, "gate", "a request for http://lockhttp.internal/ through %s failed: %s: inter-container traffic is off on the agent network and this machine's firewall does not let agents reach the gate; fix: run compose/firewall.sh (as root) in the deployment directory, after each boot too (docs/deploy.md, \"Host firewall\")", s.Proxy, s.PlainErr)
 	case s.PlainErr != "":
 		r.add(Error, "gate", "a request for http://lockhttp.internal/ through %s failed: %s; fix: check the proxy address agents are given", s.Proxy, s.PlainErr)
 	case s.Plain != nil:
@@ -481,12 +487,14 @@ func assessContainers(r *Report, f *Facts) {
 	seen := map[string]bool{}
 	for _, c := range f.Containers {
 		seen[c.Role] = true
+		assessHolds(r, c)
 		switch c.Role {
 		case "gate", "signer", "console":
 			if c.State != "running" {
-				r.add(Error, "compose", "%s (%s) is %s; fix: docker-compose up -d %s, and see docker-compose logs %s", c.Service, c.Name, c.State, c.Service, c.Service)
+				r.add(Error, "compose", "%s (%s) is %s%s; fix: docker-compose up -d %s, and see docker-compose logs %s", c.Service, c.Name, c.State, downSince(c), c.Service, c.Service)
 				continue
 			}
+			assessServiceLife(r, c)
 			if c.User == "" || c.User == "0" || strings.HasPrefix(c.User, "0:") || strings.HasPrefix(c.User, "root") {
 				r.add(Error, "compose", "%s runs as root; fix: give it its own uid (user: in compose/compose.yaml)", c.Service)
 			}
@@ -506,6 +514,11 @@ func assessContainers(r *Report, f *Facts) {
 			}
 		case "agent":
 			if c.State != "running" {
+				continue
+			}
+			if c.AgentIP == "" {
+				r.add(Error, "compose", "agent %s is not on the agent network (%s): the gate does not stand between it and the internet; fix: networks: [agent] and nothing else in its service (compose/agent.example.yaml)",
+					c.Name, orNone(strings.Join(append(slices.Clip(c.Networks), c.HostNS...), ", ")))
 				continue
 			}
 			var other []string

@@ -147,15 +147,40 @@ func assessHost(r *Report, f *Facts) {
 		}
 		byPort[port] = append(byPort[port], addr)
 	}
-	if len(ports) == 0 {
-		if len(a.Host) > 0 {
-			r.add(OK, "agent-net", "agents reach none of this machine's listening ports (%d tried at its addresses, every docker network's gateway among them)", len(a.Host))
+	// UDP: a service's socket is reached at each address where the doctor's own datagram from
+	// the agent network arrived (UDP has no answer to tell a listener apart from a drop).
+	var udpAt []string
+	for _, u := range a.UDP {
+		if u.Reached {
+			addr, _ := splitTarget(u.Target)
+			udpAt = append(udpAt, addr)
+		}
+	}
+	udpByPort := map[string][]string{}
+	var udpPorts []string
+	for _, l := range a.UDPListen {
+		addr, port := splitTarget(l)
+		for _, at := range udpAt {
+			if (addr == "0.0.0.0" || addr == "[::]" || addr == at) && !slices.Contains(udpByPort[port], at) {
+				if udpByPort[port] == nil {
+					udpPorts = append(udpPorts, port)
+				}
+				udpByPort[port] = append(udpByPort[port], at)
+			}
+		}
+	}
+	if len(ports) == 0 && len(udpPorts) == 0 {
+		if len(a.Host) > 0 || len(a.UDPListen) > 0 {
+			r.add(OK, "agent-net", "agents reach none of this machine's listening ports (%d TCP tried at its addresses, every docker network's gateway among them; %d UDP listening, no datagram from the agent network arrives)", len(a.Host), len(a.UDPListen))
 		}
 		return
 	}
 	fix := hostFirewallFix(a)
 	for _, p := range ports {
 		r.add(Warn, "agent-net", "agents reach port %s of this machine at %s: a service here that listens on every address is open to them; fix: %s", p, strings.Join(byPort[p], ", "), fix)
+	}
+	for _, p := range udpPorts {
+		r.add(Warn, "agent-net", "agents reach UDP port %s of this machine at %s: a service here listens for datagrams there, and the agent network's reach this machine; fix: %s", p, strings.Join(udpByPort[p], ", "), fix)
 	}
 }
 

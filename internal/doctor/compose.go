@@ -49,13 +49,41 @@ type dockerContainer struct {
 		Cmd    []string          `json:"Cmd"`
 		Labels map[string]string `json:"Labels"`
 	} `json:"Config"`
-	State struct {
-		Status string `json:"Status"`
+	Created      time.Time `json:"Created"`
+	RestartCount int       `json:"RestartCount"`
+	State        struct {
+		Status     string    `json:"Status"`
+		ExitCode   int       `json:"ExitCode"`
+		OOMKilled  bool      `json:"OOMKilled"`
+		StartedAt  time.Time `json:"StartedAt"`
+		FinishedAt time.Time `json:"FinishedAt"`
+		Health     *struct {
+			Status string `json:"Status"`
+			Log    []struct {
+				ExitCode int    `json:"ExitCode"`
+				Output   string `json:"Output"`
+			} `json:"Log"`
+		} `json:"Health"`
 	} `json:"State"`
 	HostConfig struct {
 		ReadonlyRootfs bool                     `json:"ReadonlyRootfs"`
 		DNS            []string                 `json:"Dns"`
 		PortBindings   map[string][]portBinding `json:"PortBindings"`
+		Privileged     bool                     `json:"Privileged"`
+		NetworkMode    string                   `json:"NetworkMode"`
+		PidMode        string                   `json:"PidMode"`
+		IpcMode        string                   `json:"IpcMode"`
+		UTSMode        string                   `json:"UTSMode"`
+		UsernsMode     string                   `json:"UsernsMode"`
+		CapAdd         []string                 `json:"CapAdd"`
+		CapDrop        []string                 `json:"CapDrop"`
+		SecurityOpt    []string                 `json:"SecurityOpt"`
+		Devices        []struct {
+			PathOnHost string `json:"PathOnHost"`
+		} `json:"Devices"`
+		RestartPolicy struct {
+			Name string `json:"Name"`
+		} `json:"RestartPolicy"`
 	} `json:"HostConfig"`
 	NetworkSettings struct {
 		Networks map[string]struct {
@@ -166,6 +194,7 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 		IPAM       struct {
 			Config []struct{ Subnet, Gateway string }
 		}
+		Options    map[string]string
 		Containers map[string]struct{}
 	}
 	if out, err := c.docker(ctx, "network", "inspect", "-f", "{{json .}}", agentNet); err == nil && json.Unmarshal(out, &netInfo) == nil {
@@ -177,18 +206,40 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 		return f
 	}
 	agents, _ := c.inspect(ctx, agentIDs)
+	// And the project's own containers that are agents but not on the agent network (one with
+	// the host's network, say): those given the gate as their proxy or the lockhttp CA.
+	onNet := map[string]bool{}
+	for _, a := range agents {
+		onNet[a.ID] = true
+	}
+	for i := range cs {
+		if !onNet[cs[i].ID] && !lockhttpService[cs[i].Config.Labels["com.docker.compose.service"]] && looksLikeAgent(&cs[i]) {
+			agents = append(agents, cs[i])
+		}
+	}
+	dataRoot := ""
+	if out, err := c.docker(ctx, "info", "-f", "{{.DockerRootDir}}"); err == nil {
+		dataRoot = strings.TrimSpace(string(out))
+	}
 	for _, role := range []string{"signer", "console", "gate"} {
 		if d := byService[role]; d != nil {
-			f.Containers = append(f.Containers, containerFacts(d, role))
+			f.Containers = append(f.Containers, containerFacts(d, role, agentNet, dataRoot))
 		}
 	}
 	gate := byService["gate"]
+	var peers []string
 	for i := range agents {
-		if gate != nil && agents[i].ID == gate.ID {
+		if gate != nil && agents[i].ID == gate.ID || agents[i].Config.Labels["lockhttp.doctor"] != "" {
 			continue
 		}
-		f.Containers = append(f.Containers, containerFacts(&agents[i], "agent"))
+		cf := containerFacts(&agents[i], "agent", agentNet, dataRoot)
+		f.Containers = append(f.Containers, cf)
+		if cf.AgentIP != "" && cf.State == "running" {
+			// Any port: a host that answers (even to refuse) is reached.
+			peers = append(peers, net.JoinHostPort(cf.AgentIP, "9")+"=agent "+cf.Name)
+		}
 	}
+	slices.Sort(peers)
 	if gate == nil || byService["signer"] == nil || tools == "" {
 		if tools == "" {
 			f.Stack = "cannot tell the tools image (the project has no volumes service); fix: pass --tools-image lockhttp-tools:TAG"
@@ -214,6 +265,9 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	if gateIP != "" {
 		probe = append(probe, "--transparent")
 	}
+	for _, p := range peers {
+		probe = append(probe, "--peer", p)
+	}
 	var targets []string
 	for name, n := range gate.NetworkSettings.Networks {
 		if name != agentNet && name != hubNet && n.IPAddress != "" {
@@ -236,7 +290,7 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 	if err = errors.Join(err, aerr); err != nil {
 		hostErr = err.Error()
 	}
-	hostT, left := hostTargets(socks, addrs, maxHostTargets)
+	hostT, left := hostTargets(tcpSocks(socks), addrs, maxHostTargets)
 	if left > 0 {
 		hostErr = fmt.Sprintf("%d more host ports not tried (the doctor tries %d)", left, maxHostTargets)
 	}
@@ -272,6 +326,16 @@ func GatherCompose(ctx context.Context, c Compose) *Facts {
 		receivedUDP(udp, nonce, f.Agent.UDP)
 	}
 	f.Agent.HostErr = hostErr
+	if udp != nil {
+		f.Agent.UDPListen = udpListeners(socks, addrs, udp.LocalAddr().(*net.UDPAddr).Port)
+	}
+	if v, ok := netInfo.Options["com.docker.network.bridge.enable_icc"]; ok {
+		icc := v != "false"
+		f.Agent.ICC = &icc
+	} else {
+		icc := true // docker's default
+		f.Agent.ICC = &icc
+	}
 	for _, ipam := range netInfo.IPAM.Config {
 		f.Agent.Subnets = append(f.Agent.Subnets, ipam.Subnet)
 	}
@@ -363,11 +427,94 @@ type probeResult struct {
 	Self  *SelfFacts  `json:"self"`
 }
 
-func containerFacts(d *dockerContainer, role string) ContainerFacts {
+// lockhttpService are the compose file's own services.
+var lockhttpService = map[string]bool{"volumes": true, "signer": true, "console": true, "gate": true}
+
+// looksLikeAgent: a container given the gate as its proxy, or the lockhttp CA volume.
+func looksLikeAgent(d *dockerContainer) bool {
+	for _, e := range d.Config.Env {
+		k, v, _ := strings.Cut(e, "=")
+		if k = strings.ToUpper(k); (k == "HTTP_PROXY" || k == "HTTPS_PROXY") && (strings.Contains(v, "@gate:") || strings.Contains(v, "//gate:")) {
+			return true
+		}
+	}
+	for _, m := range d.Mounts {
+		if m.Type == "volume" && strings.HasSuffix(m.Name, "_ca-public") {
+			return true
+		}
+	}
+	return false
+}
+
+// enginePaths are where this machine's container engines listen and keep their containers'
+// files: a container that mounts one (or a directory above one) controls every container.
+var enginePaths = []string{
+	"/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/docker",
+	"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock",
+	"/run/podman/podman.sock", "/var/run/podman/podman.sock", "/run/crio/crio.sock",
+	"/run/buildkit/buildkitd.sock", "/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
+}
+
+// engineMount reports whether a bind mount of source gives the container engine: one of
+// enginePaths or dataRoot (docker's data directory), a directory above one, or a socket named
+// like an engine's (a rootless docker's or podman's under /run/user).
+func engineMount(source, dataRoot string) bool {
+	src := path.Clean("/" + source)
+	paths := enginePaths
+	if dataRoot != "" {
+		paths = append(slices.Clip(paths), path.Clean(dataRoot))
+	}
+	for _, p := range paths {
+		if src == p || src == "/" || strings.HasPrefix(p, src+"/") {
+			return true
+		}
+	}
+	switch base := path.Base(src); {
+	case strings.HasSuffix(base, "docker.sock"), strings.HasSuffix(base, "podman.sock"),
+		strings.HasSuffix(base, "containerd.sock"), base == "crio.sock", base == "buildkitd.sock":
+		return true
+	}
+	// A user's runtime directory holds a rootless engine's socket.
+	return src == "/run/user" || strings.HasPrefix(src, "/run/user/") && strings.Count(src, "/") <= 3
+}
+
+func containerFacts(d *dockerContainer, role, agentNet, dataRoot string) ContainerFacts {
 	cf := ContainerFacts{Name: strings.TrimPrefix(d.Name, "/"), Service: d.Config.Labels["com.docker.compose.service"], Role: role,
-		State: d.State.Status, User: d.Config.User, ReadOnly: d.HostConfig.ReadonlyRootfs, DNS: d.HostConfig.DNS}
+		State: d.State.Status, User: d.Config.User, ReadOnly: d.HostConfig.ReadonlyRootfs, DNS: d.HostConfig.DNS,
+		Privileged: d.HostConfig.Privileged, CapAdd: d.HostConfig.CapAdd, CapDrop: d.HostConfig.CapDrop,
+		Created: d.Created, StartedAt: d.State.StartedAt, FinishedAt: d.State.FinishedAt, ExitCode: d.State.ExitCode,
+		OOMKilled: d.State.OOMKilled, Restarts: d.RestartCount, Restart: d.HostConfig.RestartPolicy.Name}
 	if cf.Service == "" {
 		cf.Service = cf.Name
+	}
+	if n, ok := d.NetworkSettings.Networks[agentNet]; ok {
+		cf.AgentIP = n.IPAddress
+	}
+	if h := d.State.Health; h != nil {
+		cf.Health = h.Status
+		if len(h.Log) > 0 {
+			last := h.Log[len(h.Log)-1]
+			cf.HealthLog = fmt.Sprintf("exit %d: %s", last.ExitCode, display.Line(strings.TrimSpace(last.Output), 200))
+		}
+	}
+	for _, ns := range []struct{ name, mode string }{{"network", d.HostConfig.NetworkMode}, {"pid", d.HostConfig.PidMode},
+		{"ipc", d.HostConfig.IpcMode}, {"uts", d.HostConfig.UTSMode}, {"userns", d.HostConfig.UsernsMode}} {
+		if ns.mode == "host" || strings.HasPrefix(ns.mode, "container:") {
+			cf.HostNS = append(cf.HostNS, ns.name+" ("+ns.mode+")")
+		}
+	}
+	for _, dev := range d.HostConfig.Devices {
+		cf.Devices = append(cf.Devices, dev.PathOnHost)
+	}
+	for _, o := range d.HostConfig.SecurityOpt {
+		if o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true" {
+			cf.NoNewPrivileges = true
+		}
+	}
+	for _, m := range d.Mounts {
+		if m.Type == "bind" && engineMount(m.Source, dataRoot) {
+			cf.Engine = append(cf.Engine, m.Source)
+		}
 	}
 	for n := range d.NetworkSettings.Networks {
 		cf.Networks = append(cf.Networks, n)

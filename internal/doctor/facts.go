@@ -239,6 +239,7 @@ type SelfFacts struct {
 	CAFile string `json:"ca_file,omitempty"` // the CA the client trusted; "": no decrypted request
 	// Plain is http://lockhttp.internal/; Decrypted is https://lockhttp.internal/.
 	PlainErr     string           `json:"plain_err,omitempty"`
+	PlainCode    string           `json:"plain_code,omitempty"` // the gate's refusal code (E_SOURCE_UNKNOWN), if it refused
 	Plain        *gate.SelfAnswer `json:"plain,omitempty"`
 	DecryptedErr string           `json:"decrypted_err,omitempty"`
 	Decrypted    *gate.SelfAnswer `json:"decrypted,omitempty"`
@@ -297,6 +298,15 @@ type AgentFacts struct {
 	GateIP         string           `json:"gate_ip,omitempty"`
 	Transparent    *gate.SelfAnswer `json:"transparent,omitempty"`
 	TransparentErr string           `json:"transparent_err,omitempty"`
+	// ICC is the agent network's inter-container traffic (its bridge's enable_icc option):
+	// false, the shipped setting, keeps agents from reaching each other; nil: not said.
+	ICC *bool `json:"icc,omitempty"`
+	// Peers are TCP connections from the probe to each agent's address on the agent network
+	// (reached: an agent reaches another).
+	Peers []Direct `json:"peers,omitempty"`
+	// UDPListen are this machine's UDP sockets an agent could send to (on every address, or on
+	// one of its addresses that is not loopback), as ADDR:PORT.
+	UDPListen []string `json:"udp_listen,omitempty"`
 	// DNS is a lookup of an outside name through the agent's resolver.
 	DNSName  string   `json:"dns_name"`
 	DNSAddrs []string `json:"dns_addrs,omitempty"`
@@ -326,4 +336,35 @@ type ContainerFacts struct {
 	DNS       []string `json:"dns,omitempty"` // its resolvers (compose's dns:)
 	CAVars    []string `json:"ca_vars,omitempty"`
 	CAMounted bool     `json:"ca_mounted"`
+	// AgentIP is its address on the agent network ("": not on it).
+	AgentIP string `json:"agent_ip,omitempty"`
+
+	// What it holds of this machine (docker inspect's HostConfig and mounts): Engine are its bind
+	// mounts that give the container engine (the docker, containerd or podman socket, or the
+	// engine's data directory, or a directory above one), through which it reads any container's
+	// files, the signer's CA key among them.
+	Engine     []string `json:"engine,omitempty"`
+	Privileged bool     `json:"privileged,omitempty"`
+	// HostNS are the namespaces it shares with this machine or another container: "network",
+	// "pid", "ipc", "uts", "userns", each with what it shares ("network (host)",
+	// "pid (container:abc)").
+	HostNS  []string `json:"host_ns,omitempty"`
+	CapAdd  []string `json:"cap_add,omitempty"`
+	CapDrop []string `json:"cap_drop,omitempty"`
+	Devices []string `json:"devices,omitempty"` // host devices given to it (PathOnHost)
+	// NoNewPrivileges: security_opt no-new-privileges.
+	NoNewPrivileges bool `json:"no_new_privileges,omitempty"`
+
+	// Its life as docker tells it: created, the last start and exit, the exit's code and
+	// whether the kernel killed it for memory, how often docker restarted it (its restart
+	// policy; docker counts from the container's creation), and its health check.
+	Created    time.Time `json:"created"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	ExitCode   int       `json:"exit_code,omitempty"`
+	OOMKilled  bool      `json:"oom_killed,omitempty"`
+	Restarts   int       `json:"restarts,omitempty"`
+	Restart    string    `json:"restart,omitempty"` // its restart policy (unless-stopped)
+	Health     string    `json:"health,omitempty"`  // healthy, unhealthy, starting; "": no check
+	HealthLog  string    `json:"health_log,omitempty"`
 }

@@ -15,20 +15,23 @@ import (
 // maxHostTargets bounds the host ports the agent probe tries.
 const maxHostTargets = 128
 
-// listenSock is one TCP socket in the LISTEN state on this machine.
+// listenSock is one socket on this machine that waits for peers: TCP in the LISTEN state, or
+// UDP bound and not connected.
 type listenSock struct {
 	Addr netip.Addr
 	Port uint16
+	UDP  bool
 }
 
-// listening reads the LISTEN sockets of /proc/net/tcp and tcp6 under procNet.
+// listening reads the waiting sockets of /proc/net/tcp, tcp6, udp and udp6 under procNet.
 func listening(procNet string) ([]listenSock, error) {
 	var out []listenSock
-	for _, name := range []string{"tcp", "tcp6"} {
+	for _, name := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		udp := strings.HasPrefix(name, "udp")
 		f, err := os.Open(procNet + "/" + name)
 		if err != nil {
-			if name == "tcp6" && os.IsNotExist(err) {
-				continue // no IPv6 in this kernel
+			if name != "tcp" && os.IsNotExist(err) {
+				continue // no IPv6 in this kernel, or a copy without UDP
 			}
 			return nil, err
 		}
@@ -36,7 +39,9 @@ func listening(procNet string) ([]listenSock, error) {
 		sc.Scan() // the header
 		for sc.Scan() {
 			fs := strings.Fields(sc.Text())
-			if len(fs) < 4 || fs[3] != "0A" { // 0A: TCP_LISTEN
+			// TCP: 0A, TCP_LISTEN. UDP: 07 (TCP_CLOSE's number), bound and not connected to a
+			// peer (a connected socket takes only its peer's datagrams).
+			if len(fs) < 4 || !udp && fs[3] != "0A" || udp && (fs[3] != "07" || strings.Trim(fs[2], "0:") != "") {
 				continue
 			}
 			s, err := parseProcAddr(fs[1])
@@ -44,6 +49,7 @@ func listening(procNet string) ([]listenSock, error) {
 				f.Close()
 				return nil, fmt.Errorf("%s/%s: %w", procNet, name, err)
 			}
+			s.UDP = udp
 			out = append(out, s)
 		}
 		err = sc.Err()
@@ -53,6 +59,37 @@ func listening(procNet string) ([]listenSock, error) {
 		}
 	}
 	return out, nil
+}
+
+// tcpSocks are the TCP sockets of socks.
+func tcpSocks(socks []listenSock) []listenSock {
+	var out []listenSock
+	for _, s := range socks {
+		if !s.UDP {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// udpListeners are the UDP sockets of socks an agent could send to, as ADDR:PORT: bound to every
+// address, or to one of addrs; not the doctor's own (port own). Sorted, each once.
+func udpListeners(socks []listenSock, addrs []hostAddr, own int) []string {
+	var out []string
+	for _, s := range socks {
+		if !s.UDP || int(s.Port) == own && s.Addr.IsUnspecified() {
+			continue
+		}
+		mine := s.Addr.IsUnspecified()
+		for _, a := range addrs {
+			mine = mine || s.Addr == a.Addr
+		}
+		if t := netip.AddrPortFrom(s.Addr, s.Port).String(); mine && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // parseProcAddr parses /proc/net/tcp's "0100007F:0BB8": the address in 32-bit words of host

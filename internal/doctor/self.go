@@ -33,6 +33,10 @@ func SelfRequests(ctx context.Context, proxy, caFile string) *SelfFacts {
 	var perr error
 	if s.Plain, perr = selfGet(ctx, client, "http://"+floor.SelfName+"/"); perr != nil {
 		s.PlainErr = perr.Error()
+		var ref *refusal
+		if errors.As(perr, &ref) {
+			s.PlainCode = ref.code
+		}
 	}
 	if caFile == "" {
 		return s
@@ -69,7 +73,7 @@ func selfGet(ctx context.Context, c *http.Client, u string) (*gate.SelfAnswer, e
 		if code := resp.Header.Get(gate.HeaderCode); code != "" {
 			why = code + ": " + firstLine(why, "Why:")
 		}
-		return nil, fmt.Errorf("answered %d (%s)", resp.StatusCode, display.Line(why, 300))
+		return nil, &refusal{code: resp.Header.Get(gate.HeaderCode), text: fmt.Sprintf("answered %d (%s)", resp.StatusCode, display.Line(why, 300))}
 	}
 	var a gate.SelfAnswer
 	if err := json.Unmarshal(body, &a); err != nil || a.Gate != "lockhttp" {
@@ -77,6 +81,11 @@ func selfGet(ctx context.Context, c *http.Client, u string) (*gate.SelfAnswer, e
 	}
 	return &a, nil
 }
+
+// refusal is an answer of the gate other than 200: its code (E_SOURCE_UNKNOWN), if it named one.
+type refusal struct{ code, text string }
+
+func (r *refusal) Error() string { return r.text }
 
 // firstLine returns the text after prefix on the line that starts with it, or s.
 func firstLine(s, prefix string) string {
