@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"time"
 
@@ -118,6 +119,8 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root", "/vol", "the `DIR` the volumes are mounted under")
 	policyDir := fs.String("policy-dir", "", "the operator's policy `DIR` (a host directory): checked, and given the shipped policy on the first start")
 	shipped := fs.String("shipped-policy", "", "the shipped policy `FILE` copied into --policy-dir when it has no policy.toml")
+	subnet := fs.String("agent-subnet", "", "the agent network's `SUBNET` (LOCKHTTP_AGENT_SUBNET): the copied policy's [sources] names it")
+	gateIP := fs.String("gate-ip", "", "the gate's `ADDRESS` on the agent network (LOCKHTTP_GATE_IP): it must be in --agent-subnet")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -128,6 +131,14 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "lockhttp volumes: --policy-dir and --shipped-policy go together")
 		return 2
 	}
+	var agentNet netip.Prefix
+	if *subnet != "" || *gateIP != "" {
+		var err error
+		if agentNet, err = layout.AgentNetwork(*subnet, *gateIP); err != nil {
+			fmt.Fprintln(stderr, "lockhttp volumes:", err)
+			return 1
+		}
+	}
 	done, err := layout.Prepare(*root)
 	for _, d := range done {
 		fmt.Fprintln(stdout, d)
@@ -137,7 +148,7 @@ func runVolumes(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *policyDir != "" {
-		done, err := layout.SeedPolicy(*policyDir, *shipped)
+		done, err := layout.SeedPolicy(*policyDir, *shipped, agentNet)
 		for _, d := range done {
 			fmt.Fprintln(stdout, d)
 		}

@@ -99,6 +99,21 @@ func Prepare(root string) ([]string, error) {
 		}
 		done = append(done, fmt.Sprintf("%s %d:%d %04o (the CA's %s, the signer's)", p, SignerUID, Group, f.mode, f.name))
 	}
+	// What a restore copied into the services' volumes (as root, or as whoever made the backup)
+	// becomes the service's again: each file and directory in them, owned by the volume's
+	// owner and the lockhttp group, its mode kept.
+	for _, v := range []struct {
+		path string
+		uid  int
+	}{{"console", ConsoleUID}, {"hub", ConsoleUID}, {"audit", GateUID}} {
+		n, err := ownContents(filepath.Join(root, v.path), v.uid, Group)
+		if err != nil {
+			return done, err
+		}
+		if n > 0 {
+			done = append(done, fmt.Sprintf("%s: %d files and directories given back to %d:%d (a restore copied them in)", filepath.Join(root, v.path), n, v.uid, Group))
+		}
+	}
 	// The gate's token for the hub: readable by the console (which checks it) and the gate.
 	tok := filepath.Join(root, "hub", "gate.token")
 	if _, err := os.Stat(tok); errors.Is(err, os.ErrNotExist) {
@@ -146,6 +161,33 @@ func Prepare(root string) ([]string, error) {
 	}
 	done = append(done, fmt.Sprintf("%s %d:%d 0600 (the gate's secrets file)", sec, GateUID, GateUID))
 	return done, nil
+}
+
+// ownContents gives what dir holds (not dir itself) to uid:gid where it belongs to another,
+// links aside; it returns how many it changed.
+func ownContents(dir string, uid, gid int) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir || d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
+			return nil
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("%s: chown %d:%d: %w (run this as root)", p, uid, gid, err)
+		}
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // SecretsFile is the gate's secrets file, relative to the volumes' root.

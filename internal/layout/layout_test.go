@@ -2,6 +2,8 @@ package layout
 
 import (
 	"crypto/rand"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
+	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
 
@@ -90,7 +93,7 @@ func TestSeedPolicy(t *testing.T) {
 	}
 	t.Run("the first start copies the shipped policy", func(t *testing.T) {
 		d := mk(t, 0o755)
-		done, err := SeedPolicy(d, shipped)
+		done, err := SeedPolicy(d, shipped, netip.Prefix{})
 		if err != nil || len(done) != 1 || !strings.Contains(done[0], "copied on the first start") {
 			t.Fatalf("%v %v", done, err)
 		}
@@ -102,7 +105,7 @@ func TestSeedPolicy(t *testing.T) {
 	t.Run("an existing policy is left as it is", func(t *testing.T) {
 		d := mk(t, 0o755)
 		os.WriteFile(filepath.Join(d, PolicyFile), []byte("# mine\nversion = 1\n"), 0o644)
-		done, err := SeedPolicy(d, shipped)
+		done, err := SeedPolicy(d, shipped, netip.Prefix{})
 		data, _ := os.ReadFile(filepath.Join(d, PolicyFile))
 		if err != nil || string(data) != "# mine\nversion = 1\n" || !strings.Contains(done[0], "left as it is") {
 			t.Fatalf("%v %v %q", done, err, data)
@@ -129,9 +132,96 @@ func TestSeedPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.setup(t)
-			if _, err := SeedPolicy(d, shipped); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := SeedPolicy(d, shipped, netip.Prefix{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The agent network's settings: a subnet and the gate's address in it, which docker can give.
+func TestAgentNetwork(t *testing.T) {
+	for _, tc := range []struct{ subnet, gate, want string }{
+		{"10.213.10.0/24", "10.213.10.254", ""},
+		{"10.9.0.0/16", "10.9.255.254", ""},
+		{"10.9.0.5/24", "10.9.0.254", ""}, // not masked: docker masks it too
+		{"10.9.0.0/24", "10.213.10.254", "is not an address of LOCKHTTP_AGENT_SUBNET 10.9.0.0/24: the gate takes it on the agent network; fix: set it with the subnet in .env, at its top (docker gives containers addresses from the bottom): 10.9.0.254"},
+		{"10.9.0.0/24", "10.9.0.1", "its gateway's"},
+		{"10.9.0.0/24", "10.9.0.255", "broadcast"},
+		{"10.9.0.0/24", "10.9.0.0", "own"},
+		{"fd00::/64", "fd00::fe", "give an IPv4 subnet"},
+		{"10.9.0.0/30", "10.9.0.2", "give an IPv4 subnet of at least 8 addresses"},
+		{"nonsense", "10.9.0.2", "LOCKHTTP_AGENT_SUBNET \"nonsense\""},
+		{"10.9.0.0/24", "", "LOCKHTTP_GATE_IP \"\""},
+	} {
+		_, err := AgentNetwork(tc.subnet, tc.gate)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("AgentNetwork(%q, %q) = %v, want %q", tc.subnet, tc.gate, err, tc.want)
+		}
+	}
+}
+
+// The first start copies the shipped compose policy with [sources] naming the subnet of the
+// settings: the gate then knows the agents by it. A policy already there is left, with a line
+// when it does not name the subnet.
+func TestSeedPolicySubnet(t *testing.T) {
+	shipped, _ := filepath.Abs("../../compose/policy.toml")
+	subnet := netip.MustParsePrefix("10.9.0.0/24")
+	d := filepath.Join(t.TempDir(), "policy")
+	os.Mkdir(d, 0o755)
+	done, err := SeedPolicy(d, shipped, subnet)
+	if err != nil || !strings.Contains(done[0], "its [sources] naming the agent network 10.9.0.0/24") {
+		t.Fatalf("%v %v", done, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(d, PolicyFile))
+	p, err := policy.Load("policy.toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Container(netip.MustParseAddr("10.9.0.7")); got != "agent" {
+		t.Errorf("10.9.0.7 is container %q in the copied policy, want agent:\n%s", got, data)
+	}
+	if got := p.Container(netip.MustParseAddr("10.213.10.7")); got != "" {
+		t.Errorf("the shipped subnet is still container %q", got)
+	}
+	done, err = SeedPolicy(d, shipped, netip.MustParsePrefix("10.8.0.0/24"))
+	if err != nil || len(done) != 2 || !strings.Contains(done[1], "does not name the agent network 10.8.0.0/24") {
+		t.Errorf("a policy naming another subnet: %v %v", done, err)
+	}
+	// A shipped policy without the default subnet cannot be given another.
+	other := filepath.Join(t.TempDir(), "p.toml")
+	os.WriteFile(other, []byte("version = 1\n[sources]\nagent = [\"10.1.0.0/24\"]\n"), 0o644)
+	d2 := filepath.Join(t.TempDir(), "policy")
+	os.Mkdir(d2, 0o755)
+	if _, err := SeedPolicy(d2, other, subnet); err == nil || !strings.Contains(err.Error(), "does not name 10.213.10.0/24") {
+		t.Errorf("err %v", err)
+	}
+}
+
+// A restore copies the services' files in as root: Prepare gives them back.
+func TestPrepareOwnsRestoredFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Prepare chowns: it runs as root")
+	}
+	root := t.TempDir()
+	for _, f := range []string{"console/state.json", "console/audit/2026-01-01.jsonl", "hub/hub-key.pem", "audit/2026-01-01.jsonl"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o700)
+		os.WriteFile(filepath.Join(root, f), []byte("x"), 0o600)
+	}
+	if _, err := Prepare(root); err != nil {
+		t.Fatal(err)
+	}
+	for f, uid := range map[string]uint32{"console/state.json": ConsoleUID, "console/audit": ConsoleUID, "console/audit/2026-01-01.jsonl": ConsoleUID,
+		"hub/hub-key.pem": ConsoleUID, "audit/2026-01-01.jsonl": GateUID} {
+		fi, err := os.Stat(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid || st.Gid != Group || !fi.IsDir() && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %d:%d %v, want %d:%d, mode kept", f, st.Uid, st.Gid, fi.Mode(), uid, Group)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(root, "hub", "gate.token")); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Error("the gate's token is not root's")
 	}
 }
