@@ -41,8 +41,13 @@ func (m *messages) last() []string {
 // runTUI runs the terminal UI on this process's terminal until the user quits or ctx ends. Its
 // header names the proxy's address and caCert, the CA agents trust.
 func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messages, rlog *restarts.Log, caCert string, pr *proposer) error {
+	// Who answers here: LOCKHTTP_OPERATOR (the compose setup's console runs as a uid without a
+	// name), else this user's login name. It names the person, it proves nothing: whoever can
+	// start the console names anyone.
 	name := "console"
-	if u, err := user.Current(); err == nil && u.Username != "" {
+	if n := os.Getenv("LOCKHTTP_OPERATOR"); n != "" {
+		name = n
+	} else if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
 	}
 	cfg := tui.Config{

@@ -89,9 +89,24 @@ func facade(state string) (*hubclient.Facade, error) {
 	return hubclient.NewFacade(up.Hub, tok), nil
 }
 
+// OperatorEnv names the person at a terminal or a command line whose answers are recorded
+// under that name: the compose setup's console has no login of its own (its uid has no name).
+const OperatorEnv = "LOCKHTTP_OPERATOR"
+
+// whoami is the name lox's answers are recorded under: LOCKHTTP_OPERATOR, else this user's login
+// name (its account, then LOGNAME or USER), else its uid. It is what the caller says it is:
+// whoever holds the hub's CLI token may name anyone, and the record shows the name given.
 func whoami() string {
+	if n := os.Getenv(OperatorEnv); n != "" {
+		return n
+	}
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
+	}
+	for _, k := range []string{"LOGNAME", "USER"} {
+		if n := os.Getenv(k); n != "" {
+			return n
+		}
 	}
 	return fmt.Sprint(os.Getuid())
 }

@@ -23,16 +23,27 @@ type Info struct {
 	Modified bool
 	// Go is the toolchain that built the binary (go1.26.8); empty when unknown.
 	Go string
+	// Stamp is what compose/build.sh stamped into the binary (-ldflags -X): git describe
+	// --always --dirty of the checkout, or "tree-" and a hash of its sources outside git. It
+	// tells builds apart where the toolchain records no revision (GOFLAGS=-buildvcs=false).
+	// Empty: not stamped.
+	Stamp string
 }
+
+// stamp is set by the linker: go build -ldflags "-X
+// github.com/lockhttp/lockhttp/internal/buildinfo.stamp=..." (compose/build.sh).
+var stamp string
 
 // Read returns the running binary's build. A binary without build information (never one built
 // by the go command) reads as version "(unknown)".
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: "(unknown)"}
+		return Info{Version: "(unknown)", Stamp: stamp}
 	}
-	return From(bi)
+	i := From(bi)
+	i.Stamp = stamp
+	return i
 }
 
 // From reads an Info out of the toolchain's build information.
@@ -61,6 +72,7 @@ func From(bi *debug.BuildInfo) Info {
 //
 //	version v1.2.0, revision 0123…cdef of 2026-03-01T12:00:00Z (modified), go1.26.8
 //	version (devel), no revision recorded, go1.26.8
+//	version (devel), no revision recorded, build 7b89729-dirty, go1.26.8
 func (i Info) String() string {
 	var b strings.Builder
 	b.WriteString("version ")
@@ -77,6 +89,10 @@ func (i Info) String() string {
 		if i.Modified {
 			b.WriteString(" (modified)")
 		}
+	}
+	if i.Stamp != "" {
+		b.WriteString(", build ")
+		b.WriteString(i.Stamp)
 	}
 	if i.Go != "" {
 		b.WriteString(", ")

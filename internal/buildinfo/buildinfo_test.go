@@ -1,6 +1,9 @@
 package buildinfo
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -9,9 +12,10 @@ import (
 func TestFromAndString(t *testing.T) {
 	const rev = "b36fa75e469e3165cf65438394882336c1e52501"
 	tests := []struct {
-		name string
-		bi   debug.BuildInfo
-		want string
+		name  string
+		bi    debug.BuildInfo
+		stamp string
+		want  string
 	}{
 		{
 			name: "a commit of a clean tree",
@@ -40,10 +44,18 @@ func TestFromAndString(t *testing.T) {
 			bi:   debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.time", Value: "not a time"}}},
 			want: "version (devel), revision " + rev,
 		},
+		{
+			name:  "stamped by compose/build.sh, no revision recorded",
+			bi:    debug.BuildInfo{GoVersion: "go1.26.8"},
+			stamp: "7b89729-dirty",
+			want:  "version (devel), no revision recorded, build 7b89729-dirty, go1.26.8",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := From(&tc.bi).String(); got != tc.want {
+			i := From(&tc.bi)
+			i.Stamp = tc.stamp
+			if got := i.String(); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
@@ -58,5 +70,28 @@ func TestLine(t *testing.T) {
 	}
 	if want := "lox " + Read().String(); got != want {
 		t.Fatalf("Line = %q, want %q", got, want)
+	}
+}
+
+// TestStampLinked: the -X flag compose/build.sh gives the linker reaches Read, with the
+// toolchain's revision off (GOFLAGS=-buildvcs=false): two builds' --version differ by it.
+func TestStampLinked(t *testing.T) {
+	script, err := os.ReadFile("../../compose/build.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flag = "-X github.com/lockhttp/lockhttp/internal/buildinfo.stamp="
+	if !strings.Contains(string(script), flag+"$stamp") {
+		t.Fatalf("compose/build.sh does not stamp with %q", flag)
+	}
+	bin := filepath.Join(t.TempDir(), "stamped")
+	cmd := exec.Command("go", "build", "-ldflags", flag+"abc1234-dirty", "-o", bin, "./testdata/stamped")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil || !strings.Contains(string(out), ", no revision recorded, build abc1234-dirty, ") {
+		t.Fatalf("the stamped binary says %q (%v)", out, err)
 	}
 }
