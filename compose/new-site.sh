@@ -49,10 +49,16 @@ LOCKHTTP_SITE=$site
 LOCKHTTP_TAG=latest
 
 # The hub and the phone page, published on the host: the address and port they listen on there
-# (127.0.0.1: this machine only), and the URL a phone reaches them at (pairing links name it).
+# (127.0.0.1: this machine only; 3139, as lox run's hub takes 3131), and the URL a phone reaches
+# them at (pairing links name it).
 LOCKHTTP_HUB_BIND=127.0.0.1
-LOCKHTTP_HUB_PORT=3131
-LOCKHTTP_PHONE_URL=http://127.0.0.1:3131
+LOCKHTTP_HUB_PORT=3139
+LOCKHTTP_PHONE_URL=http://127.0.0.1:3139
+
+# Who answers at the console's terminal (docker attach): approvals and rejections made there are
+# recorded under this name ("terminal:NAME"). It names a person, it proves nothing: whoever can
+# use docker here can attach, and change it.
+LOCKHTTP_OPERATOR=$(id -un 2>/dev/null || true)
 
 # The gate: extra root certificates for origins (a PEM file put in gate/ here, written as the
 # gate sees it: /etc/lockhttp/gate/NAME), an upstream proxy (http://host:port, never with a
@@ -67,8 +73,9 @@ LOCKHTTP_UPSTREAM_CREDENTIALS=
 # on the egress network or as a service on the hub network. Empty: no traces.
 LOCKHTTP_OTLP_ENDPOINT=
 
-# The agent network's subnet; the policy's [sources] names it. Keep it outside docker's default
-# address pools (172.17-172.31.x.x, 192.168.x.x), which docker's other networks are given from.
+# The agent network's subnet; the policy's [sources] names it (the first start writes it there).
+# Keep it outside docker's default address pools (172.17-172.31.x.x, 192.168.x.x), which
+# docker's other networks are given from. Change it before the first start, with the next.
 LOCKHTTP_AGENT_SUBNET=10.213.10.0/24
 # The gate's address on it (inside the subnet, at its top): the agents' DNS server (dns: in
 # their service), where clients that ignore the proxy variables are decided too.
@@ -85,4 +92,4 @@ version: "3.8"
 services: {}
 END
 echo "$site: the deployment directory (.env, services.yaml, policy/, gate/)"
-echo "next: cd $site && docker-compose up -d"
+echo "next: cd $site && $here/firewall.sh (as root) && docker-compose up -d"

@@ -170,8 +170,12 @@ func assessHost(r *Report, f *Facts) {
 		}
 	}
 	if len(ports) == 0 && len(udpPorts) == 0 {
+		udp := "no datagram from the agent network arrives"
+		if len(udpAt) > 0 {
+			udp = "none where datagrams from the agent network arrive"
+		}
 		if len(a.Host) > 0 || len(a.UDPListen) > 0 {
-			r.add(OK, "agent-net", "agents reach none of this machine's listening ports (%d TCP tried at its addresses, every docker network's gateway among them; %d UDP listening, no datagram from the agent network arrives)", len(a.Host), len(a.UDPListen))
+			r.add(OK, "agent-net", "agents reach none of this machine's listening ports (%d TCP tried at its addresses, every docker network's gateway among them; %d UDP listening, %s)", len(a.Host), len(a.UDPListen), udp)
 		}
 		return
 	}

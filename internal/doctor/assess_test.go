@@ -39,13 +39,13 @@ func healthy() *Facts {
 		Agent: &AgentFacts{Network: "p_agent", Internal: &yes, DefaultRoute4: true, Route4: true, Route6Err: "network is unreachable", DNSName: "example.com", DNSErr: "no such host",
 			Direct:  []Direct{{Target: "172.30.20.2:3130", What: "the gate on p_egress", Err: "timed out"}},
 			Host:    []Direct{{Target: "172.30.10.1:22", What: "port 22 of this machine, at br-1", Err: "timed out"}, {Target: "192.0.2.2:22", What: "port 22 of this machine, at eth0", Err: "timed out"}},
-			Subnets: []string{"172.30.10.0/24"}},
+			Subnets: []string{"172.30.10.0/24"}, ICC: &no},
 		Containers: []ContainerFacts{
 			{Name: "p_signer_1", Service: "signer", Role: "signer", State: "running", User: "10004:10000", Networks: []string{"none"}},
 			{Name: "p_console_1", Service: "console", Role: "console", State: "running", User: "10021:10000"},
 			{Name: "p_gate_1", Service: "gate", Role: "gate", State: "running", User: "10003:10000", ReadOnly: true},
 			{Name: "p_agent_1", Service: "agent", Role: "agent", State: "running", Networks: []string{"p_agent"}, Proxy: true,
-				CAVars: []string{"SSL_CERT_FILE"}, CAMounted: true},
+				CAVars: []string{"SSL_CERT_FILE"}, CAMounted: true, AgentIP: "172.30.10.2", CapDrop: []string{"ALL"}, NoNewPrivileges: true},
 		},
 	}
 }
@@ -95,7 +95,8 @@ func TestHealthyIsAllOK(t *testing.T) {
 		"pairing links name http://127.0.0.1:3131, which answers",
 		"/srv/site/policy/policy.toml on this machine is the policy the console serves (version v1)",
 		`inject "anthropic": its secret "anthropic" loads from /vol/secrets/secrets.toml`,
-		"agents reach none of this machine's listening ports (2 tried"} {
+		"agents reach none of this machine's listening ports (2 TCP tried",
+		"agents cannot reach each other: inter-container traffic is off on p_agent", "no agent can send with another's address: p_agent_1 drop NET_RAW"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())
 		}
@@ -104,6 +105,12 @@ func TestHealthyIsAllOK(t *testing.T) {
 
 // TestEachBreakage changes one fact of a healthy setup and expects exactly the line that says so.
 func TestEachBreakage(t *testing.T) {
+	agent := func(f *Facts) *ContainerFacts { return &f.Containers[3] }
+	twoAgents := func(f *Facts) {
+		b := *agent(f)
+		b.Name, b.AgentIP = "p_agent-b_1", "172.30.10.3"
+		f.Containers = append(f.Containers, b)
+	}
 	cases := []struct {
 		name   string
 		break_ func(f *Facts)
@@ -111,6 +118,56 @@ func TestEachBreakage(t *testing.T) {
 		check  string
 		want   string
 	}{
+		{"an agent with the docker socket", func(f *Facts) { agent(f).Engine = []string{"/var/run/docker.sock"} }, Error, "compose",
+			"agent p_agent_1 mounts /var/run/docker.sock: the container engine, through which it reads every container's files (the signer's CA key among them)"},
+		{"an agent with docker's data", func(f *Facts) { agent(f).Engine = []string{"/var/lib"} }, Error, "compose", "agent p_agent_1 mounts /var/lib: the container engine"},
+		{"a privileged agent", func(f *Facts) { agent(f).Privileged = true }, Error, "compose", "agent p_agent_1 is privileged"},
+		{"an agent with NET_ADMIN", func(f *Facts) { agent(f).CapAdd = []string{"NET_ADMIN"} }, Error, "compose",
+			"agent p_agent_1 is given capabilities: NET_ADMIN (NET_ADMIN and NET_RAW change or forge its address"},
+		{"an agent with SYS_PTRACE", func(f *Facts) { agent(f).CapAdd = []string{"SYS_PTRACE"} }, Error, "compose", "is given capabilities: SYS_PTRACE"},
+		{"an agent sharing the host's processes", func(f *Facts) { agent(f).HostNS = []string{"pid (host)", "ipc (host)"} }, Error, "compose",
+			"agent p_agent_1 shares namespaces it must not: pid (host), ipc (host)"},
+		{"an agent with the host's network", func(f *Facts) {
+			a := agent(f)
+			a.HostNS, a.AgentIP, a.Networks = []string{"network (host)"}, "", []string{"host"}
+		}, Error, "compose", "agent p_agent_1 is not on the agent network (host, network (host)): the gate does not stand between it and the internet"},
+		{"an agent with the gate's network", func(f *Facts) { agent(f).HostNS = []string{"network (container:abc)"} }, Error, "compose", "network (container:abc)"},
+		{"an agent with a device", func(f *Facts) { agent(f).Devices = []string{"/dev/kvm"} }, Error, "compose", "is given this machine's devices: /dev/kvm"},
+		{"the gate with a capability", func(f *Facts) { f.Containers[2].CapAdd = []string{"NET_ADMIN"} }, Error, "compose", "gate (p_gate_1) is given capabilities: NET_ADMIN"},
+		{"one agent keeps NET_RAW", func(f *Facts) { agent(f).CapDrop = nil }, Warn, "isolation",
+			"agent p_agent_1 keeps NET_RAW (docker gives it by default): a process that is root in it sends packets with another container's address"},
+		{"two agents, one keeps NET_RAW", func(f *Facts) { twoAgents(f); f.Containers[4].CapDrop = []string{"NET_ADMIN"} }, Error, "isolation",
+			"agent p_agent-b_1 keeps NET_RAW"},
+		{"two agents reach each other", func(f *Facts) {
+			twoAgents(f)
+			f.Agent.ICC = &yes
+			f.Agent.Peers = []Direct{{Target: "172.30.10.2:9", What: "agent p_agent_1", Reached: true, Err: "refused by a host that was reached"},
+				{Target: "172.30.10.3:9", What: "agent p_agent-b_1", Reached: true, Err: "connected"}}
+		}, Error, "isolation", "the agent network reaches agent p_agent_1 at 172.30.10.2:9 (refused by a host that was reached): agents reach each other's ports; fix: inter-container traffic off"},
+		{"one agent, inter-container traffic on", func(f *Facts) { f.Agent.ICC = &yes }, Warn, "isolation",
+			"inter-container traffic is on for p_agent: agents on it reach each other's ports; fix: com.docker.network.bridge.enable_icc: \"false\""},
+		{"the signer killed by hand", func(f *Facts) {
+			c := &f.Containers[0]
+			c.State, c.ExitCode, c.FinishedAt = "exited", 137, now.Add(-time.Hour)
+		}, Error, "compose", "signer (p_signer_1) is exited since 2026-11-30 11:00:00 UTC (exit code 137, signal 9); docker restarts no container stopped by hand (docker kill, docker stop), whatever its restart policy; fix: docker-compose up -d signer"},
+		{"the gate crashed and was restarted", func(f *Facts) {
+			c := &f.Containers[2]
+			c.Restarts, c.ExitCode, c.OOMKilled = 3, 137, true
+			c.Created, c.FinishedAt, c.StartedAt = now.Add(-48*time.Hour), now.Add(-time.Minute), now.Add(-time.Minute+time.Second)
+		}, Warn, "restarts", "the gate restarted 3 times since its container was created at 2026-11-28 12:00:00 UTC, the last time at 2026-11-30 11:59:01 UTC after it exited at 2026-11-30 11:59:00 UTC (exit code 137, killed for memory (mem_limit)); fix: read why in docker-compose logs gate"},
+		{"the console unhealthy", func(f *Facts) { f.Containers[1].Health, f.Containers[1].HealthLog = "unhealthy", "exit 1: no approved policy" }, Error, "compose",
+			"console (p_console_1) is running but its health check fails (exit 1: no approved policy)"},
+		{"a UDP service on every address", func(f *Facts) {
+			f.Agent.UDP = []Direct{{Target: "172.30.10.1:4242", Reached: true}, {Target: "192.0.2.2:4242"}}
+			f.Agent.UDPListen = []string{"0.0.0.0:53", "127.0.0.1:5353"}
+		}, Warn, "agent-net", "agents reach UDP port 53 of this machine at 172.30.10.1: a service here listens for datagrams there"},
+		{"the sources do not name the agent network", func(f *Facts) {
+			f.Self.Plain, f.Self.PlainCode = nil, "E_SOURCE_UNKNOWN"
+			f.Self.PlainErr = "answered 403 (E_SOURCE_UNKNOWN: [sources] names no container for this connection's address)"
+		}, Error, "gate", `refused with E_SOURCE_UNKNOWN: the policy's [sources] names no container for the agent network's addresses (172.30.10.0/24), so the gate refuses every request from there; fix: name the agent network's subnet in [sources] of policy/policy.toml in the deployment directory (agent = ["172.30.10.0/24"]: LOCKHTTP_AGENT_SUBNET of .env)`},
+		{"the gate out of the agents' reach", func(f *Facts) {
+			f.Self.Plain, f.Self.PlainErr = nil, "Get \"http://lockhttp.internal/\": dial tcp 172.30.10.254:3130: i/o timeout"
+		}, Error, "gate", "this machine's firewall does not let agents reach the gate; fix: run compose/firewall.sh"},
 		{"expired CA", func(f *Facts) { f.CA.NotAfter = now.Add(-time.Hour) }, Error, "ca", "expired on 2026-11-30"},
 		{"CA expiring in 29 days", func(f *Facts) { f.CA.NotAfter = now.Add(29*24*time.Hour + time.Hour) }, Warn, "ca", "in 29 days"},
 		{"CA file missing", func(f *Facts) { f.CA.CertErr = "no such file or directory" }, Error, "ca", "never make a new CA"},

@@ -456,7 +456,8 @@ var enginePaths = []string{
 }
 
 // engineMount reports whether a bind mount of source gives the container engine: one of
-// enginePaths or dataRoot (docker's data directory), a directory above one, or a socket named
+// enginePaths or dataRoot (docker's data directory), a directory above or below one (a volume's
+// files are under the data directory), or a socket named
 // like an engine's (a rootless docker's or podman's under /run/user).
 func engineMount(source, dataRoot string) bool {
 	src := path.Clean("/" + source)
@@ -465,7 +466,7 @@ func engineMount(source, dataRoot string) bool {
 		paths = append(slices.Clip(paths), path.Clean(dataRoot))
 	}
 	for _, p := range paths {
-		if src == p || src == "/" || strings.HasPrefix(p, src+"/") {
+		if src == p || src == "/" || strings.HasPrefix(p, src+"/") || strings.HasPrefix(src, p+"/") {
 			return true
 		}
 	}

@@ -156,7 +156,7 @@ func TestNewSite(t *testing.T) {
 	}
 	env, _ := os.ReadFile(filepath.Join(site, ".env"))
 	for _, want := range []string{"COMPOSE_PROJECT_NAME=lockhttp\n", "COMPOSE_FILE=" + filepath.Join(root, "compose", "compose.yaml") + ":" + filepath.Join(site, "services.yaml") + "\n",
-		"LOCKHTTP_SITE=" + site + "\n", "LOCKHTTP_TAG=latest\n", "LOCKHTTP_HUB_BIND=127.0.0.1\n", "LOCKHTTP_PHONE_URL=http://127.0.0.1:3131\n", "LOCKHTTP_ROOTS=\n"} {
+		"LOCKHTTP_SITE=" + site + "\n", "LOCKHTTP_TAG=latest\n", "LOCKHTTP_HUB_BIND=127.0.0.1\n", "LOCKHTTP_HUB_PORT=3139\n", "LOCKHTTP_PHONE_URL=http://127.0.0.1:3139\n", "LOCKHTTP_AGENT_SUBNET=10.213.10.0/24\n", "LOCKHTTP_GATE_IP=10.213.10.254\n", "LOCKHTTP_ROOTS=\n"} {
 		if !strings.Contains(string(env), want) {
 			t.Errorf(".env lacks %q:\n%s", want, env)
 		}
