@@ -155,7 +155,9 @@ func TestEachBreakage(t *testing.T) {
 			c.Restarts, c.ExitCode, c.OOMKilled = 3, 137, true
 			c.Created, c.FinishedAt, c.StartedAt = now.Add(-48*time.Hour), now.Add(-time.Minute), now.Add(-time.Minute+time.Second)
 		}, Warn, "restarts", "the gate restarted 3 times since its container was created at 2026-11-28 12:00:00 UTC, the last time at 2026-11-30 11:59:01 UTC after it exited at 2026-11-30 11:59:00 UTC (exit code 137, killed for memory (mem_limit)); fix: read why in docker-compose logs gate"},
-		{"the console unhealthy", func(f *Facts) { f.Containers[1].Health, f.Containers[1].HealthLog = "unhealthy", "exit 1: no approved policy" }, Error, "compose",
+		{"the console unhealthy", func(f *Facts) {
+			f.Containers[1].Health, f.Containers[1].HealthLog = "unhealthy", "exit 1: no approved policy"
+		}, Error, "compose",
 			"console (p_console_1) is running but its health check fails (exit 1: no approved policy)"},
 		{"a UDP service on every address", func(f *Facts) {
 			f.Agent.UDP = []Direct{{Target: "172.30.10.1:4242", Reached: true}, {Target: "192.0.2.2:4242"}}
