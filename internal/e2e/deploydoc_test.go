@@ -68,8 +68,8 @@ func readDocBlocks(path string) ([]docBlock, error) {
 
 // deploySteps are docs/deploy.md's test blocks in the order the compose test runs them: the
 // order of the document.
-var deploySteps = []string{"build", "first-start", "roots", "agent", "policy-edit", "secret", "terminal", "pair",
-	"firewall", "verify-log", "restart", "upgrade"}
+var deploySteps = []string{"build", "firewall", "first-start", "roots", "agent", "docker-run", "test-origin", "policy-edit",
+	"secret", "secrets-file", "terminal", "lox", "pair", "prometheus", "verify-log", "restart", "upgrade", "backup", "restore", "replace-ca"}
 
 // commandLines are a script's commands without comments and blank lines.
 func commandLines(script string) []string {
@@ -85,13 +85,42 @@ func commandLines(script string) []string {
 	return out
 }
 
+// unmarkedBlocks are the lines of path's ```sh blocks that no test marker names: commands a
+// reader would copy that no test runs.
+func unmarkedBlocks(path string) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	marked := false
+	for n, l := range strings.Split(string(data), "\n") {
+		switch t := strings.TrimSpace(l); {
+		case strings.HasPrefix(t, "<!-- test: "):
+			marked = true
+		case t == "```sh":
+			if !marked {
+				out = append(out, n+1)
+			}
+			marked = false
+		case t != "":
+			marked = false
+		}
+	}
+	return out, nil
+}
+
 // TestDeployDocBlocks: docs/deploy.md has the test blocks the compose test runs, in its order,
-// and the README's "Deploy it" runs nothing those blocks do not.
+// every sh block of it is one, and the README's "Deploy it" runs nothing those blocks do not.
 func TestDeployDocBlocks(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	blocks, err := readDocBlocks(filepath.Join(root, "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	unmarked, err := unmarkedBlocks(filepath.Join(root, "docs", "deploy.md"))
+	if err != nil || len(unmarked) > 0 {
+		t.Errorf("docs/deploy.md: the sh blocks of lines %v are run by no test (mark each <!-- test: NAME --> and run it in TestComposeDeployment, or fence a synopsis as text) %v", unmarked, err)
 	}
 	var names []string
 	var all []string
