@@ -199,7 +199,7 @@ func hostFirewallFix(a *AgentFacts) string {
 		}
 		rules = append(rules, cmd+" -I INPUT -s "+s+" -j DROP")
 	}
-	return "drop what the agent network sends to this machine: " + orNone(strings.Join(rules, "; ")) + " (docs/deploy.md, \"Host firewall\"), or bind those services to 127.0.0.1"
+	return "drop what the agent network sends to this machine: run compose/firewall.sh as root in the deployment directory, which adds " + orNone(strings.Join(rules, "; ")) + " (docs/deploy.md, \"Host firewall\"), or bind those services to 127.0.0.1"
 }
 
 func splitTarget(t string) (string, string) {

@@ -251,7 +251,7 @@ func TestEachBreakage(t *testing.T) {
 		{"this machine's port reached", func(f *Facts) {
 			f.Agent.Host[0].Reached, f.Agent.Host[0].Err = true, "connected"
 			f.Agent.Host[1].Reached, f.Agent.Host[1].Err = true, "connected"
-		}, Warn, "agent-net", "agents reach port 22 of this machine at 172.30.10.1, 192.0.2.2: a service here that listens on every address is open to them; fix: drop what the agent network sends to this machine: iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
+		}, Warn, "agent-net", "agents reach port 22 of this machine at 172.30.10.1, 192.0.2.2: a service here that listens on every address is open to them; fix: drop what the agent network sends to this machine: run compose/firewall.sh as root in the deployment directory, which adds iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
 		{"hub port not published (internal networks only)", func(f *Facts) {
 			f.Phone.Published, f.Phone.PageURL, f.Phone.Networks = nil, "", map[string]bool{"p_hub": true}
 			f.Phone.URLErr = "connection refused"
@@ -290,7 +290,7 @@ func TestEachBreakage(t *testing.T) {
 		}, Error, "agent-net", "an IPv6 connection to [2001:db8::1]:443 (an outside IPv6 address) got through"},
 		{"UDP reaches this machine", func(f *Facts) {
 			f.Agent.UDP = []Direct{{Target: "172.30.10.1:4242", What: "this machine, at br-1", Reached: true}, {Target: "192.0.2.2:4242"}}
-		}, Warn, "agent-net", "UDP from the agent network reaches this machine (172.30.10.1:4242): a service here that listens for UDP on every address (a resolver, for one) is open to agents; fix: drop what the agent network sends to this machine: iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
+		}, Warn, "agent-net", "UDP from the agent network reaches this machine (172.30.10.1:4242): a service here that listens for UDP on every address (a resolver, for one) is open to agents; fix: drop what the agent network sends to this machine: run compose/firewall.sh as root in the deployment directory, which adds iptables -I INPUT -s 172.30.10.0/24 -j DROP"},
 		{"the gate's DNS not reached", func(f *Facts) { transparentFacts(f); f.Agent.DNSAddrs, f.Agent.DNSErr = nil, "server misbehaving" }, Error, "agent-net",
 			`the agents' resolver did not reach the gate's DNS at 172.30.10.254 (example.com: server misbehaving): docker's resolver (127.0.0.11) does not forward to a server on an internal network in this docker version`},
 		{"outside names resolved elsewhere, with a transparent gate", func(f *Facts) { transparentFacts(f); f.Agent.DNSAddrs = []string{"93.184.215.14"} }, Error, "agent-net", "other addresses than the gate's 172.30.10.254"},

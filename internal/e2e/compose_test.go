@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -45,8 +44,13 @@ func freePort(t *testing.T) int {
 // documented "lockhttp" of a real deployment on this machine.
 const composeProject = "lockhttp-e2e"
 
-// gateIP is the gate's address on the agent network, as compose/new-site.sh sets it.
-const gateIP = "10.213.10.254"
+// The agent network's settings of the test deployment: not new-site.sh's defaults, set in .env
+// before the first start as docs/deploy.md's Settings allow (the copied policy's [sources]
+// follows them).
+const (
+	agentSubnet = "10.213.40.0/24"
+	gateIP      = "10.213.40.254"
+)
 
 // deployment is docs/deploy.md followed from the top: a clean checkout in HOME/lockhttp, the
 // deployment directory HOME/lockhttp-site, the doc's test blocks run in order by sh.
@@ -107,7 +111,7 @@ func (d *deployment) agent(args ...string) string {
 
 func (d *deployment) lox(args ...string) (string, error) {
 	full := append([]string{"exec", "-T", "console", "/lox"}, args...)
-	return d.compose(append(full, "--hub", "http://127.0.0.1:3131", "--hub-token", "/vol/console/cli.token")...)
+	return d.compose(append(full, "--hub", "http://127.0.0.1:3131", "--hub-token", "/vol/console/cli.token")...) // inside the console's container
 }
 
 // doctor runs the doctor the doc built, on the deployment directory.
@@ -280,7 +284,7 @@ func TestComposeDeployment(t *testing.T) {
 	d := &deployment{t: t, home: home, checkout: filepath.Join(home, "lockhttp"), site: filepath.Join(home, "lockhttp-site"),
 		env: testEnv(t, home), blocks: blocks}
 	copyCheckout(t, root, d.checkout)
-	keepImages(t, append(tagged(lockhttpImages, "latest", "v2"), "lockhttp-agent:local", "lockhttp-testorigin:e2e"))
+	keepImages(t, append(tagged(lockhttpImages, "latest", "v2"), "lockhttp-agent:local", "lockhttp-testorigin:local", "prometheus-local:latest"))
 	removeProject(composeProject)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -289,62 +293,69 @@ func TestComposeDeployment(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(d.site, ".env")); err == nil {
 			d.compose("down", "-v")
+			// The doc's firewall rules, for the test's subnet, gone with the deployment.
+			cmd := exec.Command(filepath.Join(d.checkout, "compose", "firewall.sh"), "--delete")
+			cmd.Dir = d.site
+			cmd.Run()
 		}
 		removeProject(composeProject)
 	})
 
-	// What the operator has before starting: the internet (here, the test origin, with its TLS
-	// certificate from a private CA whose root the gate is given), and an agent's Dockerfile.
+	// What the operator has before starting: a private CA's root for origins (the roots block),
+	// and an agent's Dockerfile. The internet is the doc's local origin (test-origin).
 	pki := newTestPKI(t)
-	cert := pki.leaf(t, []string{"origin.test", "api.anthropic.com"}, time.Now().Add(24*time.Hour), false)
 	os.WriteFile(filepath.Join(home, "corp-root.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pki.root.Raw}), 0o644)
-	originDir, agentDir := filepath.Join(home, "test-origin"), filepath.Join(home, "my-agent")
-	for _, b := range []struct{ dir, pkg, dockerfile string }{
-		{originDir, "./compose/test/origin", "Dockerfile.origin"},
-		{agentDir, "./compose/test/agent", "Dockerfile.agent"},
-	} {
-		os.MkdirAll(b.dir, 0o755)
-		cmd := exec.Command("go", "build", "-o", b.dir+"/", b.pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b.pkg, err, out)
-		}
-		data, _ := os.ReadFile(filepath.Join(root, "compose", "test", b.dockerfile))
-		os.WriteFile(filepath.Join(b.dir, "Dockerfile"), data, 0o644)
+	agentDir := filepath.Join(home, "my-agent")
+	os.MkdirAll(agentDir, 0o755)
+	cmd := exec.Command("go", "build", "-o", agentDir+"/", "./compose/test/agent")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the test agent: %v\n%s", err, out)
 	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
-	os.WriteFile(filepath.Join(originDir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644)
-	os.WriteFile(filepath.Join(originDir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o644)
+	data, _ := os.ReadFile(filepath.Join(root, "compose", "test", "Dockerfile.agent"))
+	os.WriteFile(filepath.Join(agentDir, "Dockerfile"), data, 0o644)
 
 	start := time.Now()
 	d.step("build")
 	// Before the first start, as the doc's Settings say: the project's name (the test's own), and
-	// the origin in a compose file of the operator's, added to COMPOSE_FILE.
+	// the agent network's subnet with the gate's address in it (not the defaults).
 	d.setEnv("COMPOSE_PROJECT_NAME", composeProject)
-	originYAML := filepath.Join(d.site, "test-origin.yaml")
-	os.WriteFile(originYAML, []byte(`version: "3.8"
-services:
-  origin:
-    build: `+originDir+`
-    image: lockhttp-testorigin:e2e
-    networks:
-      egress: {ipv4_address: 10.213.20.10}
-networks:
-  egress:
-    ipam:
-      config: [{subnet: "10.213.20.0/24"}]
-`), 0o644)
-	d.setEnv("COMPOSE_FILE", d.envValue("COMPOSE_FILE")+":"+originYAML)
+	d.setEnv("LOCKHTTP_AGENT_SUBNET", agentSubnet)
+	d.setEnv("LOCKHTTP_GATE_IP", gateIP)
+	if os.Geteuid() != 0 {
+		t.Fatal("the firewall block needs root (iptables)")
+	}
+	d.step("firewall")
 
 	d.step("first-start")
-	if data, err := os.ReadFile(filepath.Join(d.site, "policy", "policy.toml")); err != nil || !strings.Contains(string(data), "[sources]") {
-		t.Fatalf("the first start did not copy the shipped policy into policy/: %v", err)
+	pol := filepath.Join(d.site, "policy", "policy.toml")
+	if data, err := os.ReadFile(pol); err != nil || !strings.Contains(string(data), "[sources]") || !strings.Contains(string(data), `agent = ["`+agentSubnet+`"]`) {
+		t.Fatalf("the first start did not copy the shipped policy into policy/, its [sources] naming %s: %v\n%s", agentSubnet, err, data)
 	}
 	d.doctorOK("after the first start",
-		[3]string{"OK", "phone", "the phone page answers at http://127.0.0.1:3131/phone/ (published on 127.0.0.1:3131)"},
-		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3131, which answers"},
-		[3]string{"OK", "policy-file", filepath.Join(d.site, "policy", "policy.toml") + " on this machine is the policy the console serves"},
-		[3]string{"OK", "gate", "decides with the console's policy"})
+		[3]string{"OK", "phone", "the phone page answers at http://127.0.0.1:3139/phone/ (published on 127.0.0.1:3139)"},
+		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3139, which answers"},
+		[3]string{"OK", "policy-file", pol + " on this machine is the policy the console serves"},
+		[3]string{"OK", "gate", "decides with the console's policy"},
+		[3]string{"OK", "gate", `answers through http://gate:3130: source "agent"`},
+		[3]string{"OK", "isolation", "agents cannot reach each other: inter-container traffic is off on " + composeProject + "_agent"})
+	t.Run("every service bounded; every binary names its build", func(t *testing.T) {
+		for _, svc := range []string{"volumes", "signer", "console", "gate"} {
+			id := strings.TrimSpace(d.must("ps", "-q", svc))
+			out, _ := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} {{index .HostConfig.LogConfig.Config \"max-size\"}}", id).Output()
+			f := strings.Fields(string(out))
+			if len(f) != 3 || f[0] == "0" || f[1] == "0" || f[1] == "<nil>" || f[2] != "10m" {
+				t.Errorf("%s: memory, pids and log size %q", svc, out)
+			}
+		}
+		// The checkout is a copy without git: build.sh stamps a hash of its sources.
+		for _, img := range []string{"lockhttp-gate:latest", "lockhttp-signer:latest", "lockhttp-tools:latest"} {
+			out, err := exec.Command("docker", "run", "--rm", img, "--version").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), ", build tree-") {
+				t.Errorf("%s --version: %v %s", img, err, out)
+			}
+		}
+	})
 
 	d.step("roots")
 	d.step("agent")
@@ -353,6 +364,8 @@ networks:
 	testkit.WaitFor(t, 60*time.Second, "the agent container, its names answered by the gate", func() bool {
 		return d.agent("dns", "example.com") == "resolved: ["+gateIP+"]"
 	})
+	d.dockerRun(tmux)
+	d.step("test-origin")
 	t.Run("the agent has no route out", func(t *testing.T) {
 		probes := [][]string{
 			{"tcp", "10.213.20.10:80"}, // the origin, directly
@@ -388,13 +401,26 @@ networks:
 	})
 
 	// The operator's policy edit for their origin (sed -i and an editor's write-and-rename: both
-	// replace the file), then the doc's inject rule: loosenings, which wait for review.
-	pol := filepath.Join(d.site, "policy", "policy.toml")
+	// replace the file), then the doc's inject rule: loosenings, which wait for review. [sources]
+	// split as "Agents apart" says: two agents with fixed addresses and rules of their own.
 	if out, err := exec.Command("sed", "-i", `s/^trusted = \[/trusted = ["origin.test", "api.anthropic.com",/`, pol).CombinedOutput(); err != nil {
 		t.Fatalf("sed -i: %v %s", err, out)
 	}
-	data, _ := os.ReadFile(pol)
+	data, _ = os.ReadFile(pol)
+	data = []byte(strings.Replace(string(data), `agent = ["`+agentSubnet+`"]`, `agent = ["10.213.40.0/25"]
+a = ["10.213.40.200/32"]
+b = ["10.213.40.201/32"]`, 1))
 	writeAtomic(t, pol, append(data, []byte(`
+# Container b's posts to /scoped are free; a's are asked about (no rule: origin.test is trusted
+# for reads only).
+[[rule]]
+name = "b-scoped-posts"
+hosts = ["origin.test"]
+methods = ["POST"]
+paths = ["/scoped/**"]
+verdict = "free"
+containers = ["b"]
+
 # The test's origin, playing the internet (api.anthropic.com is mapped to it too).
 [[rule]]
 name = "no-api-posts"
@@ -431,6 +457,12 @@ allow_cidrs = ["10.213.20.0/24"]
 	if _, err := os.Stat(filepath.Join(d.site, "anthropic.key")); err == nil {
 		t.Error("the key file is still there after the doc's shred -u")
 	}
+	// The doc's other way in: a whole secrets file, holding the same key.
+	os.WriteFile(filepath.Join(d.site, "secrets.toml"), []byte("version = 1\n\n[secrets]\nanthropic = \""+key+"\"\n"), 0o600)
+	d.step("secrets-file")
+	if _, err := os.Stat(filepath.Join(d.site, "secrets.toml")); err == nil {
+		t.Error("secrets.toml is still there after the doc's shred -u")
+	}
 
 	// The review, at the console's terminal: docker attach in a real terminal (tmux).
 	d.review(tmux)
@@ -463,9 +495,9 @@ allow_cidrs = ["10.213.20.0/24"]
 		}
 		// The canary: every request the origin saw came from the gate, none from the agent.
 		gid := strings.TrimSpace(d.must("ps", "-q", "gate"))
-		egress, err := exec.Command("docker", "inspect", "-f", `{{(index .NetworkSettings.Networks "`+composeProject+`_egress").IPAddress}}`, gid).Output()
+		egress, err := exec.Command("docker", "inspect", "-f", `{{(index .NetworkSettings.Networks "`+composeProject+`_internet").IPAddress}}`, gid).Output()
 		if err != nil || strings.TrimSpace(string(egress)) == "" {
-			t.Fatalf("the gate's egress address: %v %s", err, egress)
+			t.Fatalf("the gate's address on the origin's network: %v %s", err, egress)
 		}
 		hits := 0
 		for _, line := range strings.Split(d.must("logs", "--no-color", "origin"), "\n") {
@@ -515,6 +547,7 @@ allow_cidrs = ["10.213.20.0/24"]
 		}
 	})
 	d.doctorOK("after the review",
+		[3]string{"OK", "console", "approved by terminal:" + operator(t)},
 		[3]string{"OK", "agent-net", "outside names are answered by the gate with its own address (example.com → " + gateIP + ")"},
 		[3]string{"OK", "agent-net", "a client that ignores the proxy is decided by the gate: http://lockhttp.internal/ by name"},
 		[3]string{"OK", "agent-net", "direct IPv6 egress fails"},
@@ -524,14 +557,11 @@ allow_cidrs = ["10.213.20.0/24"]
 		[3]string{"OK", "compose", "agent network only, proxy set, trusts the CA through"})
 
 	t.Run("a broken secret: the doctor says ERROR and names the fix", func(t *testing.T) {
-		// The doc's other way in, with a file that lacks the key.
-		local := filepath.Join(t.TempDir(), "secrets.toml")
-		os.WriteFile(local, []byte("version = 1\n\n[secrets]\nother = \"not-the-anthropic-key-0123456789\"\n"), 0o600)
-		vid := strings.TrimSpace(d.must("ps", "-q", "volumes"))
-		if out, err := exec.Command("docker", "cp", local, vid+":/vol/secrets/secrets.toml").CombinedOutput(); err != nil {
-			t.Fatalf("docker cp: %v\n%s", err, out)
+		// The doc's other way in again, with a file that lacks the key.
+		os.WriteFile(filepath.Join(d.site, "secrets.toml"), []byte("version = 1\n\n[secrets]\nother = \"not-the-anthropic-key-0123456789\"\n"), 0o600)
+		if out, err := d.sh(d.blockScript("secrets-file")); err != nil {
+			t.Fatalf("the secrets-file block again: %v\n%s", err, out)
 		}
-		d.must("run", "--rm", "volumes")
 		testkit.WaitFor(t, 20*time.Second, "the gate to read the file", func() bool {
 			return strings.HasPrefix(d.agent("key", "https://api.anthropic.com/key"), "status=403 code=E_INJECT")
 		})
@@ -551,15 +581,35 @@ allow_cidrs = ["10.213.20.0/24"]
 		testkit.WaitFor(t, 20*time.Second, "the key back", func() bool { return d.agent("key", "https://api.anthropic.com/key") == saw(key) })
 	})
 
+	d.step("lox")
+	t.Run("two agents apart: neither reaches nor poses as the other; a rule scoped to one", func(t *testing.T) { d.twoAgents(t) })
+	t.Run("agents with what they must not have: the doctor says ERROR for each", func(t *testing.T) { d.badAgents(t) })
+
 	out := d.step("pair")
 	d.pairAndApprove(browser, out)
 
-	// This machine's ports, open to agents until the doc's firewall rule closes them.
+	d.step("prometheus")
+	testkit.WaitFor(t, 90*time.Second, "Prometheus built here scraping the gate and the console", func() bool {
+		out, err := exec.Command("curl", "-s", "--noproxy", "*", "http://127.0.0.1:9090/api/v1/targets").Output()
+		return err == nil && strings.Count(string(out), `"health":"up"`) == 2
+	})
+
+	// This machine's ports, TCP and UDP, open to agents once the firewall's INPUT rule is gone;
+	// the doc's block puts it back.
+	if out, err := exec.Command("iptables", "-D", "INPUT", "-s", agentSubnet, "-j", "DROP").CombinedOutput(); err != nil {
+		t.Fatalf("iptables -D: %v %s", err, out)
+	}
 	l, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	ul, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	udpPort := fmt.Sprint(ul.LocalAddr().(*net.UDPAddr).Port)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -570,19 +620,18 @@ allow_cidrs = ["10.213.20.0/24"]
 		}
 	}()
 	hostPort := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-	out = d.doctorOK("with a port open on every address", [3]string{"WARN", "agent-net", "agents reach port " + hostPort + " of this machine at"})
-	if !hasLine(out, "WARN", "agent-net", "iptables -I INPUT -s 10.213.10.0/24 -j DROP") {
+	out = d.doctorOK("with a port open on every address", [3]string{"WARN", "agent-net", "agents reach port " + hostPort + " of this machine at"},
+		[3]string{"WARN", "agent-net", "agents reach UDP port " + udpPort + " of this machine at"})
+	if !hasLine(out, "WARN", "agent-net", "compose/firewall.sh") || !hasLine(out, "WARN", "agent-net", "iptables -I INPUT -s "+agentSubnet+" -j DROP") {
 		t.Errorf("the WARN does not name the doc's rule:\n%s", out)
 	}
-	if os.Geteuid() != 0 {
-		t.Fatal("the firewall block needs root (iptables)")
+	if fw, err := d.sh(d.blockScript("firewall")); err != nil || !strings.Contains(fw, "added:   iptables -I INPUT -s "+agentSubnet+" -j DROP") {
+		t.Fatalf("the firewall block again: %v\n%s", err, fw)
 	}
-	t.Cleanup(func() { exec.Command("iptables", "-D", "INPUT", "-s", "10.213.10.0/24", "-j", "DROP").Run() })
-	d.step("firewall")
 	out = d.doctorOK("after the firewall rule", [3]string{"OK", "agent-net", "agents reach none of this machine's listening ports"},
 		[3]string{"OK", "agent-net", "UDP from the agent network reaches nothing"})
-	if strings.Contains(out, "agents reach port "+hostPort) {
-		t.Errorf("the port is still reached after the rule:\n%s", out)
+	if strings.Contains(out, "agents reach port "+hostPort) || strings.Contains(out, "UDP port "+udpPort) {
+		t.Errorf("the ports are still reached after the rule:\n%s", out)
 	}
 	if got := d.agent("get", "https://origin.test/after-the-firewall"); !strings.HasPrefix(got, "status=200") {
 		t.Errorf("the gate through the firewall rule: %s", got)
@@ -598,13 +647,13 @@ allow_cidrs = ["10.213.20.0/24"]
 		d.setEnv("LOCKHTTP_HUB_PORT", fmt.Sprint(port))
 		d.must("up", "-d")
 		out, code := d.doctor()
-		if code != 2 || !hasLine(out, "ERROR", "phone", "pairing links name http://127.0.0.1:3131, which does not answer from this machine") ||
+		if code != 2 || !hasLine(out, "ERROR", "phone", "pairing links name http://127.0.0.1:3139, which does not answer from this machine") ||
 			!hasLine(out, "OK", "phone", fmt.Sprintf("the phone page answers at http://127.0.0.1:%d/phone/", port)) {
 			t.Fatalf("a moved port: exit %d\n%s", code, out)
 		}
 		// The fix: the setting back; the doc's restart, next, applies it (and the doctor there
 		// says OK).
-		d.setEnv("LOCKHTTP_HUB_PORT", "3131")
+		d.setEnv("LOCKHTTP_HUB_PORT", "3139")
 	})
 
 	// A full restart: the state is kept, and the gate decides as soon as up -d returns.
@@ -617,7 +666,7 @@ allow_cidrs = ["10.213.20.0/24"]
 		t.Errorf("the CA changed across the restart: %s → %s", caBefore, got)
 	}
 	d.doctorOK("after the restart", [3]string{"OK", "policy-file", "is the policy the console serves"},
-		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3131, which answers"})
+		[3]string{"OK", "phone", "pairing links name http://127.0.0.1:3139, which answers"})
 
 	// The upgrade: a new tag in .env; the settings (the roots, the port, the agent, the origin's
 	// file) and the state stay.
@@ -635,9 +684,7 @@ allow_cidrs = ["10.213.20.0/24"]
 	if got := d.caSHA(); got != caBefore {
 		t.Errorf("the CA changed across the upgrade: %s → %s", caBefore, got)
 	}
-	if d.next != len(d.blocks) {
-		t.Errorf("docs/deploy.md's test blocks from %q on were not run", d.blocks[d.next].Name)
-	}
+	t.Run("a service killed by hand, one that crashes: the doctor says so", func(t *testing.T) { d.serviceDown(t) })
 
 	t.Run("the console away: the gate keeps its policy, ASKs get E_NO_CONSOLE", func(t *testing.T) {
 		d.must("stop", "console")
@@ -653,7 +700,268 @@ allow_cidrs = ["10.213.20.0/24"]
 			return err == nil && strings.HasPrefix(strings.TrimSpace(out), "[")
 		})
 	})
+
+	// Back up, lose everything (the volumes with the containers), restore from the deployment
+	// directory, as the doc says.
+	hubKeyBefore := d.fileSHA("gate", "/vol/hub/hub-key.pem.pub")
+	d.step("backup")
+	d.must("down", "-v")
+	if out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "name="+composeProject+"_ca").Output(); err != nil || strings.Contains(string(out), composeProject+"_ca\n") {
+		t.Fatalf("the ca volume is still there after down -v: %s %v", out, err)
+	}
+	out = d.step("restore")
+	if got := d.caSHA(); got != caBefore {
+		t.Errorf("the restored CA is not the backed-up one: %s → %s", caBefore, got)
+	}
+	if got := d.fileSHA("gate", "/vol/hub/hub-key.pem.pub"); got != hubKeyBefore {
+		t.Errorf("the hub's key changed across the restore: %s → %s", hubKeyBefore, got)
+	}
+	if got := d.agent("key", "https://api.anthropic.com/key"); got != saw(key) {
+		t.Errorf("after the restore (approved policy, secret, roots): %s", got)
+	}
+	for _, want := range [][3]string{{"OK", "console", "approved by terminal:" + operator(t)}, {"OK", "ca-key", "mode 0600, owned by uid 10004"},
+		{"OK", "audit", "being written"}, {"OK", "secrets", `inject "anthropic": its secret "anthropic" loads`}} {
+		if !hasLine(out, want[0], want[1], want[2]) {
+			t.Errorf("the restore's doctor has no %s %s %q:\n%s", want[0], want[1], want[2], out)
+		}
+	}
+	if out, err := d.sh(d.blockScript("verify-log")); err != nil || !strings.Contains(out, "CLEAN: ") {
+		t.Errorf("the restored audit, written on: %v\n%s", err, out)
+	}
+
+	// Replacing the CA on purpose: a new CA, the old one kept aside, agents trusting the new one.
+	d.step("replace-ca")
+	caAfter := d.caSHA()
+	if caAfter == caBefore {
+		t.Error("the CA is the same after replace-ca")
+	}
+	old, err := os.ReadFile(filepath.Join(d.site, "old-ca", "ca.pem"))
+	if err != nil || fmt.Sprintf("%x", sha256.Sum256(old)) != caBefore {
+		t.Errorf("old-ca/ca.pem is not the old CA: %v", err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "a decrypted request trusting the new ca.pem", func() bool {
+		return d.agent("get", "https://origin.test/new-ca") == "status=200 code= ticket= body=origin saw GET /new-ca (0 bytes)"
+	})
+	if d.next != len(d.blocks) {
+		t.Errorf("docs/deploy.md's test blocks from %q on were not run", d.blocks[d.next].Name)
+	}
 	t.Logf("the deployment, followed from the doc, in %s", time.Since(start).Round(time.Second))
+}
+
+// operator is the name compose/new-site.sh wrote in LOCKHTTP_OPERATOR: id -un of the test.
+func operator(t *testing.T) string {
+	out, err := exec.Command("id", "-un").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// fileSHA is the sha256 of a file in a service's container.
+func (d *deployment) fileSHA(svc, path string) string {
+	d.t.Helper()
+	id := strings.TrimSpace(d.must("ps", "-q", svc))
+	dir := d.t.TempDir()
+	if out, err := exec.Command("docker", "cp", id+":"+path, dir).CombinedOutput(); err != nil {
+		d.t.Fatalf("docker cp %s: %v %s", path, err, out)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, filepath.Base(path)))
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+// dockerRun runs the doc's plain docker run agent in a terminal (tmux), as an operator would:
+// it joins the agent network with the hardening the doc gives it, and the doctor finds it, OK,
+// apart from the compose agent; Ctrl-C ends it.
+func (d *deployment) dockerRun(tmux string) {
+	t := d.t
+	t.Helper()
+	b := d.blocks[d.next]
+	if b.Name != "docker-run" {
+		t.Fatalf("the test runs \"docker-run\" next; docs/deploy.md's next test block is %q", b.Name)
+	}
+	d.next++
+	session := fmt.Sprintf("lockhttp-e2e-run-%d", os.Getpid())
+	script := fmt.Sprintf("cd %s && exec env -i %s sh -e -c %s", shellQuote(d.home), strings.Join(quoteAll(d.env), " "), shellQuote(b.Script))
+	newTmuxSession(t, tmux, session, "200x50", script)
+	defer exec.Command(tmux, "kill-session", "-t", session).Run()
+	running := func() []string {
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", "network="+composeProject+"_agent", "--filter", "ancestor=lockhttp-agent:local").Output()
+		return strings.Fields(string(out))
+	}
+	testkit.WaitFor(t, 60*time.Second, "the docker run agent on the agent network", func() bool { return len(running()) == 2 })
+	out := d.doctorOK("with a docker run agent", [3]string{"OK", "isolation", "(2 tried from the agent network, none answered)"},
+		[3]string{"OK", "isolation", "no agent can send with another's address"})
+	if n := strings.Count(out, "agent network only, proxy set, trusts the CA through"); n != 2 {
+		t.Errorf("%d agents OK, want 2:\n%s", n, out)
+	}
+	exec.Command(tmux, "send-keys", "-t", session, "C-c").Run()
+	testkit.WaitFor(t, 30*time.Second, "Ctrl-C to end the docker run agent", func() bool { return len(running()) == 1 })
+}
+
+// agentService is a service of the test's agent image with agent.example.yaml's settings;
+// extra are more lines of the service, volumes more volumes than the CA's.
+func agentService(name, extra string, volumes ...string) string {
+	return `  ` + name + `:
+    image: lockhttp-agent:local
+    dns: ["` + gateIP + `"]
+    environment:
+      HTTP_PROXY: "http://` + name + `:x@gate:3130"
+      HTTPS_PROXY: "http://` + name + `:x@gate:3130"
+      SSL_CERT_FILE: /etc/lockhttp/ca.pem
+    volumes: ["ca-public:/etc/lockhttp:ro"` + strings.Join(quoteYAML(volumes), "") + `]
+` + extra
+}
+
+func quoteYAML(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = `, "` + s + `"`
+	}
+	return out
+}
+
+// withServices adds a compose file of the operator's to COMPOSE_FILE and starts its services;
+// the returned function stops and removes them and the file.
+func (d *deployment) withServices(name, yaml string, services ...string) func() {
+	d.t.Helper()
+	p := filepath.Join(d.site, name)
+	os.WriteFile(p, []byte(yaml), 0o644)
+	before := d.envValue("COMPOSE_FILE")
+	d.setEnv("COMPOSE_FILE", before+":"+p)
+	d.must(append([]string{"up", "-d"}, services...)...)
+	return func() {
+		d.must(append([]string{"rm", "-sf"}, services...)...)
+		d.setEnv("COMPOSE_FILE", before)
+	}
+}
+
+// twoAgents: two agents at fixed addresses, hardened as agent.example.yaml, one of them root:
+// neither reaches the other's port (inter-container traffic off), neither sends with the other's
+// address (no NET_RAW; the kernel refuses another address), the gate tells them apart ([sources]
+// splits the subnet): a rule scoped to b frees b's post and asks about a's, which lox approves
+// under the operator's name. The doctor says they are apart.
+func (d *deployment) twoAgents(t *testing.T) {
+	hardening := `    cap_drop: [ALL]
+    security_opt: ["no-new-privileges:true"]
+    read_only: true
+    mem_limit: 256m
+    pids_limit: 64
+`
+	done := d.withServices("two-agents.yaml", `version: "3.8"
+services:
+`+agentService("a", `    command: ["listen", "8080"]
+    networks: {agent: {ipv4_address: 10.213.40.200}}
+`+hardening)+agentService("b", `    user: "0:0"
+    command: ["listen", "8080"]
+    networks: {agent: {ipv4_address: 10.213.40.201}}
+`+hardening), "a", "b")
+	defer done()
+	in := func(svc string, args ...string) string {
+		out, _ := d.compose(append([]string{"exec", "-T", svc, "/agent"}, args...)...)
+		return strings.TrimSpace(out)
+	}
+	testkit.WaitFor(t, 30*time.Second, "a and b through the gate", func() bool {
+		return strings.HasPrefix(in("a", "get", "https://origin.test/a"), "status=200") && strings.HasPrefix(in("b", "get", "https://origin.test/b"), "status=200")
+	})
+	for _, p := range [][3]string{{"a", "10.213.40.201:8080"}, {"b", "10.213.40.200:8080"}} {
+		if out := in(p[0], "tcp", p[1]); !strings.HasPrefix(out, "failed:") {
+			t.Errorf("%s reaches %s: %s", p[0], p[1], out)
+		}
+	}
+	// b is root in its container: no raw socket, no sending from a's address.
+	if out := in("b", "spoof", "10.213.40.200", gateIP+":3130"); !strings.HasPrefix(out, "failed: raw socket: operation not permitted; from 10.213.40.200:") {
+		t.Errorf("b as a: %s", out)
+	}
+	if out := in("b", "post", "https://origin.test/scoped/x", "from-b"); out != "status=200 code= ticket= body=origin saw POST /scoped/x (6 bytes)" {
+		t.Errorf("b's post, freed by the rule scoped to b: %s", out)
+	}
+	held := make(chan string, 1)
+	go func() { held <- in("a", "post", "https://origin.test/scoped/x", "from-a") }()
+	var id string
+	testkit.WaitFor(t, 20*time.Second, "a's post asked about", func() bool {
+		out, err := d.lox("tickets")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); err == nil && len(f) > 4 && f[3] == "POST" && strings.Contains(line, "/scoped/x") {
+				id = f[0]
+			}
+		}
+		return id != ""
+	})
+	// The doc's lox approve, with the ticket's id.
+	out, err := d.sh("cd " + shellQuote(d.site) + ` && docker-compose exec -T -e LOCKHTTP_OPERATOR="$(id -un)" console /lox approve ` + id + ` --hub http://127.0.0.1:3131 --hub-token /vol/console/cli.token`)
+	if err != nil || !strings.Contains(out, "by cli:"+operator(t)) {
+		t.Errorf("lox approve: %v\n%s", err, out)
+	}
+	select {
+	case got := <-held:
+		if got != "status=200 code= ticket= body=origin saw POST /scoped/x (6 bytes)" {
+			t.Errorf("a's post after the approval: %s", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("a's post not released by the approval")
+	}
+	d.doctorOK("with two agents apart",
+		[3]string{"OK", "isolation", "agents cannot reach each other: inter-container traffic is off on " + composeProject + "_agent (3 tried from the agent network, none answered)"},
+		[3]string{"OK", "isolation", "no agent can send with another's address"})
+}
+
+// badAgents: an agent with the docker socket, one privileged, one with NET_ADMIN: the doctor
+// says ERROR for each, naming it.
+func (d *deployment) badAgents(t *testing.T) {
+	onNet := `    networks: [agent]
+`
+	done := d.withServices("bad-agents.yaml", `version: "3.8"
+services:
+`+agentService("with-socket", onNet, "/var/run/docker.sock:/var/run/docker.sock")+agentService("privileged", onNet+`    privileged: true
+`)+agentService("netadmin", onNet+`    cap_add: [NET_ADMIN]
+`), "with-socket", "privileged", "netadmin")
+	defer done()
+	out, code := d.doctor()
+	for _, want := range []string{
+		"agent " + composeProject + "_with-socket_1 mounts /var/run/docker.sock: the container engine, through which it reads every container's files (the signer's CA key among them)",
+		"agent " + composeProject + "_privileged_1 is privileged",
+		"agent " + composeProject + "_netadmin_1 is given capabilities: NET_ADMIN",
+	} {
+		if !hasLine(out, "ERROR", "compose", want) {
+			t.Errorf("no ERROR compose line with %q", want)
+		}
+	}
+	if code != 2 || t.Failed() {
+		t.Fatalf("the doctor with three agents it must refuse: exit %d\n%s", code, out)
+	}
+}
+
+// serviceDown: the signer killed by hand stays down (docker restarts none stopped by hand) and
+// the doctor says ERROR with the fix; the console's process killed from outside docker is
+// restarted, and the doctor says WARN with how often and when.
+func (d *deployment) serviceDown(t *testing.T) {
+	sid := strings.TrimSpace(d.must("ps", "-q", "signer"))
+	if out, err := exec.Command("docker", "kill", sid).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	out, code := d.doctor()
+	if code != 2 || !hasLine(out, "ERROR", "compose", "signer ("+composeProject+"_signer_1) is exited since ") ||
+		!hasLine(out, "ERROR", "compose", "docker restarts no container stopped by hand (docker kill, docker stop), whatever its restart policy; fix: docker-compose up -d signer") {
+		t.Errorf("the signer killed: exit %d\n%s", code, out)
+	}
+	d.must("up", "-d")
+	cid := strings.TrimSpace(d.must("ps", "-q", "console"))
+	pid, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", cid).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("kill", "-9", strings.TrimSpace(string(pid))).CombinedOutput(); err != nil {
+		t.Fatalf("kill -9 the console: %v %s", err, out)
+	}
+	testkit.WaitFor(t, 60*time.Second, "docker to restart the console, and the hub back", func() bool {
+		n, _ := exec.Command("docker", "inspect", "-f", "{{.RestartCount}} {{.State.Health.Status}}", cid).Output()
+		return strings.TrimSpace(string(n)) == "1 healthy"
+	})
+	out, code = d.doctor()
+	if code != 0 || !hasLine(out, "WARN", "restarts", "the console restarted once since its container was created at ") ||
+		!hasLine(out, "WARN", "restarts", "(exit code 137); fix: read why in docker-compose logs console") {
+		t.Errorf("the console restarted: exit %d\n%s", code, out)
+	}
 }
 
 func tagged(names []string, tags ...string) []string {
@@ -783,7 +1091,7 @@ func (d *deployment) pairAndApprove(browser, pairOut string) {
 	t.Helper()
 	var link string
 	for _, f := range strings.Fields(pairOut) {
-		if strings.HasPrefix(f, "http://127.0.0.1:3131/phone/#pair=") {
+		if strings.HasPrefix(f, "http://127.0.0.1:3139/phone/#pair=") {
 			link = f
 		}
 	}

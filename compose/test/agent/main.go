@@ -10,6 +10,9 @@
 //	agent dns NAME              a DNS lookup
 //	agent noproxy URL [METHOD [BODY]]  a request that ignores the proxy variables (GET by
 //	                            default): its name resolved by the container's resolver
+//	agent listen PORT           serve TCP on PORT (another agent tries to reach it)
+//	agent spoof ADDR HOST:PORT  try to send as ADDR, another container's address: a raw socket,
+//	                            then a connection from ADDR bound with IP_FREEBIND
 //	agent metrics URL [PREFIX]... a Prometheus scrape, ignoring the proxy variables: the status,
 //	                            how many lockhttp families, and the lockhttp_build_info line;
 //	                            then the page's lines that start with a PREFIX ("": all)
@@ -61,6 +64,22 @@ func main() {
 		}
 		c.Close()
 		fmt.Println("connected")
+	case "listen":
+		l, err := net.Listen("tcp", ":"+os.Args[2])
+		if err != nil {
+			fmt.Println("failed:", err)
+			os.Exit(1)
+		}
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "reached")
+			c.Close()
+		}
+	case "spoof":
+		spoof(os.Args[2], os.Args[3])
 	case "dns":
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -132,4 +151,29 @@ func scrape(url string, prefixes []string) {
 	for _, l := range shown {
 		fmt.Println(l)
 	}
+}
+
+// spoof tries to send packets with addr as their source: a raw socket (NET_RAW), then a TCP
+// connection to target from addr, bound with IP_FREEBIND (no capability needed to bind; the
+// kernel refuses to send from an address that is not the container's).
+func spoof(addr, target string) {
+	fd, rawErr := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_RAW)
+	if rawErr == nil {
+		syscall.Close(fd)
+		fmt.Println("spoofed: a raw socket, which sends with any address")
+		return
+	}
+	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)},
+		Control: func(_, _ string, c syscall.RawConn) error {
+			var err error
+			c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_IP, syscall.IP_FREEBIND, 1) })
+			return err
+		}}
+	c, err := d.Dial("tcp", target)
+	if err == nil {
+		c.Close()
+		fmt.Println("spoofed: connected from", addr)
+		return
+	}
+	fmt.Printf("failed: raw socket: %v; from %s: %v\n", rawErr, addr, err)
 }
