@@ -67,12 +67,9 @@ func assessServiceLife(r *Report, c ContainerFacts) {
 	if c.Restarts == 0 {
 		return
 	}
-	how := fmt.Sprintf("exit code %d", c.ExitCode)
-	if c.OOMKilled {
-		how += ", killed for memory (mem_limit)"
-	}
-	r.add(Warn, "restarts", "the %s restarted %s since its container was created at %s, the last time at %s after it exited at %s (%s); fix: read why in docker-compose logs %s (while it is down the gate fails closed)",
-		c.Service, times(c.Restarts), stamp(c.Created), stamp(c.StartedAt), stamp(c.FinishedAt), how, c.Service)
+	// Docker forgets the exit's code when the container runs again: the log tells it.
+	r.add(Warn, "restarts", "the %s restarted %s since its container was created at %s, the last time at %s after it exited at %s; fix: read why in docker-compose logs %s (an exit the log does not explain is a kill: the kernel's at mem_limit, or a signal from outside); while it is down the gate fails closed",
+		c.Service, times(c.Restarts), stamp(c.Created), stamp(c.StartedAt), stamp(c.FinishedAt), c.Service)
 }
 
 // dropsNetRaw: the container cannot open raw sockets (cap_drop ALL or NET_RAW, not added back).

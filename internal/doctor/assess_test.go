@@ -152,9 +152,9 @@ func TestEachBreakage(t *testing.T) {
 		}, Error, "compose", "signer (p_signer_1) is exited since 2026-11-30 11:00:00 UTC (exit code 137, signal 9); docker restarts no container stopped by hand (docker kill, docker stop), whatever its restart policy; fix: docker-compose up -d signer"},
 		{"the gate crashed and was restarted", func(f *Facts) {
 			c := &f.Containers[2]
-			c.Restarts, c.ExitCode, c.OOMKilled = 3, 137, true
+			c.Restarts = 3
 			c.Created, c.FinishedAt, c.StartedAt = now.Add(-48*time.Hour), now.Add(-time.Minute), now.Add(-time.Minute+time.Second)
-		}, Warn, "restarts", "the gate restarted 3 times since its container was created at 2026-11-28 12:00:00 UTC, the last time at 2026-11-30 11:59:01 UTC after it exited at 2026-11-30 11:59:00 UTC (exit code 137, killed for memory (mem_limit)); fix: read why in docker-compose logs gate"},
+		}, Warn, "restarts", "the gate restarted 3 times since its container was created at 2026-11-28 12:00:00 UTC, the last time at 2026-11-30 11:59:01 UTC after it exited at 2026-11-30 11:59:00 UTC; fix: read why in docker-compose logs gate"},
 		{"the console unhealthy", func(f *Facts) {
 			f.Containers[1].Health, f.Containers[1].HealthLog = "unhealthy", "exit 1: no approved policy"
 		}, Error, "compose",

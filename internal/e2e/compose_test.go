@@ -959,7 +959,7 @@ func (d *deployment) serviceDown(t *testing.T) {
 	})
 	out, code = d.doctor()
 	if code != 0 || !hasLine(out, "WARN", "restarts", "the console restarted once since its container was created at ") ||
-		!hasLine(out, "WARN", "restarts", "(exit code 137); fix: read why in docker-compose logs console") {
+		!hasLine(out, "WARN", "restarts", "after it exited at ") || !hasLine(out, "WARN", "restarts", "fix: read why in docker-compose logs console") {
 		t.Errorf("the console restarted: exit %d\n%s", code, out)
 	}
 }
