@@ -83,8 +83,12 @@ LOCKHTTP_GATE_IP=10.213.10.254
 END
 cat >"$site/services.yaml" <<'END'
 # Your services next to lockhttp (docs/deploy.md): agents (compose/agent.example.yaml is the
-# template), an upstream proxy, overrides of lockhttp's services. Paths here are relative to
-# lockhttp's compose directory: write ${LOCKHTTP_SITE}/... for files in this directory.
+# template, with what keeps an agent in its box: cap_drop: [ALL], no-new-privileges, a read-only
+# root, limits; never the docker socket, privileged, the host's namespaces, cap_add or devices,
+# which the doctor refuses), an upstream proxy, overrides of lockhttp's services. Agents with
+# rules of their own get fixed addresses on the agent network, which [sources] names (docs/
+# deploy.md, "Agents apart"). Paths here are relative to lockhttp's compose directory: write
+# ${LOCKHTTP_SITE}/... for files in this directory.
 # A Prometheus that scrapes lockhttp's metrics (gate.hub:9464, which carries the signer's too,
 # and console.hub:9464) joins the hub network, never the agent network (docs/deploy.md, "Metrics").
 version: "3.8"
