@@ -28,59 +28,30 @@ func checkHoldings(s Holdings) error {
 // holds on it (zero for a ticket it does not name), except where a call of the gate is on its
 // way (Asking, Busy), and counts the requests a kill of the gate cut (Cut). Each ticket whose
 // count changed is published. It returns how many changed.
-func (h *Hub) SetHoldings(s Holdings) int {
-	asking := make(map[string]bool, len(s.Asking))
-	for _, fp := range s.Asking {
-		asking[fp] = true
-	}
-	busy := make(map[string]bool, len(s.Busy))
-	for _, id := range s.Busy {
-		busy[id] = true
+func (h *Hub) SetHoldings(s Holdings) int { return h.SetHoldingsAs("", s) }
+
+// SetHoldingsAs is SetHoldings for the gate named gate: what other gates hold stands.
+func (h *Hub) SetHoldingsAs(gate string, s Holdings) int {
+	ctx, cancel := h.ctx()
+	defer cancel()
+	changed, err := h.store.SetHoldings(ctx, gate, s, h.now())
+	if err != nil {
+		h.log.Error("hub: the gate's report of what it holds was not kept; its next one tries again", "err", err)
+		return 0
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	changed := 0
-	for id, n := range s.Cut {
-		t, ok := h.tickets[id]
-		if !ok {
-			continue
-		}
-		t.Cut += n
-		h.changed()
-		h.log.Info("hub: held requests cut by a restart of the gate", "id", t.ID, "cut", n)
-	}
-	for _, t := range h.tickets {
-		if t.Status != Pending || busy[t.ID] || asking[t.Fingerprint] {
-			continue
-		}
-		want := max(0, s.Held[t.ID])
-		gone := t.Gone
-		if want == 0 {
-			switch {
-			case s.Cut[t.ID] > 0:
-				gone = GoneRestart
-			case t.Holders > 0:
-				gone = GoneLeft // a leave that never arrived
-			}
-		}
-		if t.Holders == want && t.Gone == gone {
-			continue
-		}
-		h.log.Info("hub: held requests recounted", "id", t.ID, "was", t.Holders, "now", want)
-		t.Holders, t.Gone = want, gone
-		if want > 0 {
-			t.Gone = ""
-		}
-		changed++
-		h.changed()
+	for i := range changed {
+		t := &changed[i]
+		h.log.Info("hub: held requests recounted", "id", t.ID, "now", t.Holders)
 		h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
 	}
-	return changed
+	return len(changed)
 }
 
 // waitingText is Ticket.Waiting for t: on a pending ticket no request is held on, that none is,
 // why, and what approving it does; on an approved ticket that released none, what the approval
-// stands for and until when. The caller holds mu.
+// stands for and until when.
 func (h *Hub) waitingText(t *Ticket) string {
 	switch {
 	case t.Status == Pending && t.Holders == 0:
@@ -122,13 +93,14 @@ func plural(n int, unit string) string {
 	return fmt.Sprintf("%d %ss", n, unit)
 }
 
-// leave is Leave (LeaveCut when cut), then the ticket's new count published, so that every
-// facade shows it.
-func (h *Hub) leave(id string, cut bool) {
-	h.leaveAs(id, cut)
+// leave is Leave (LeaveCut when cut) from gate, then the ticket's new count published, so that
+// every facade shows it.
+func (h *Hub) leave(gate, id string, cut bool) {
+	t, ok := h.leaveAs(gate, id, cut)
+	if !ok || t.Status != Pending {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.tickets[id]; ok && t.Status == Pending {
-		h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
-	}
+	h.publish(Event{Type: "ticket", Ticket: h.copyTicket(&t)})
 }

@@ -55,7 +55,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad ask: " + err.Error()})
 			return
 		}
-		ans, err := h.Ask(req)
+		ans, err := h.AskAs(gateOf(r), req)
 		if err != nil {
 			httpjson.Write(w, 400, apiError{err.Error()})
 			return
@@ -68,7 +68,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad claim: " + err.Error()})
 			return
 		}
-		d, err := h.Claim(req.ID, req.Fingerprint)
+		d, err := h.ClaimAs(gateOf(r), req.ID, req.Fingerprint)
 		if err != nil {
 			httpjson.Write(w, statusOf(err), apiError{err.Error()})
 			return
@@ -83,7 +83,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad leave: " + err.Error()})
 			return
 		}
-		h.leave(req.ID, req.Cut)
+		h.leave(gateOf(r), req.ID, req.Cut)
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("POST /v1/gate/holdings", func(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +96,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad holdings: " + err.Error()})
 			return
 		}
-		h.SetHoldings(s)
+		h.SetHoldingsAs(gateOf(r), s)
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("POST /v1/gate/state", func(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +105,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad state: " + err.Error()})
 			return
 		}
-		h.SetGateState(s)
+		h.SetGateStateAs(gateOf(r), s)
 		w.WriteHeader(204)
 	})
 	mux.HandleFunc("POST /v1/gate/issued", func(w http.ResponseWriter, r *http.Request) {
@@ -139,9 +139,17 @@ func requireToken(token string, next http.Handler) http.Handler {
 			return
 		}
 		connlimit.Trust(r.Context())
+		if g := r.Header.Get(hubapi.HeaderGate); g != "" && !cleanToken(g, 64) {
+			httpjson.Write(w, 400, apiError{hubapi.HeaderGate + " must be 1 to 64 letters, digits, '.', '_', '-' or ':'"})
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// gateOf is the gate's name on r (hubapi.HeaderGate, checked by requireToken): "" when it
+// names none.
+func gateOf(r *http.Request) string { return r.Header.Get(hubapi.HeaderGate) }
 
 func statusOf(err error) int {
 	switch {

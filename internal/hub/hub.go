@@ -5,19 +5,15 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
 	"github.com/lockhttp/lockhttp/internal/hubapi"
@@ -53,8 +49,11 @@ type Auditor interface {
 
 // Config is what a Hub needs.
 type Config struct {
-	// StatePath is the state file (tickets, decisions, grants), written atomically on every
-	// change. Empty: state in memory only.
+	// Store keeps the tickets, decisions and grants. Nil: an embedded store (NewFileStore) on
+	// StatePath.
+	Store Store
+	// StatePath is the embedded store's state file (tickets, decisions, grants), written
+	// atomically on every change. Empty: state in memory only. Unused with Store.
 	StatePath string
 	// Key signs decisions for the gate.
 	Key ed25519.PrivateKey
@@ -80,48 +79,50 @@ type Config struct {
 	Metrics *metrics.Hub
 }
 
+// storeTimeout bounds one call to the store.
+const storeTimeout = 10 * time.Second
+
+// gateStale is how long the counts of a gate that stopped calling stand: a gate reports what
+// it holds every 5 s while its event stream is up.
+const gateStale = 30 * time.Second
+
 // Hub holds the tickets.
 type Hub struct {
-	cfg Config
-	now func() time.Time
-	log *slog.Logger
+	cfg   Config
+	now   func() time.Time
+	log   *slog.Logger
+	store Store
 
 	mu      sync.Mutex
-	tickets map[string]*Ticket      // guarded by mu
-	byFP    map[string]string       // guarded by mu: fingerprint → id of its latest ticket
-	grants  map[string]time.Time    // guarded by mu: "container|host|port" → until
-	gate    GateState               // guarded by mu
 	subs    map[chan Event]struct{} // guarded by mu
-	dirty   bool                    // guarded by mu: the state file is behind
 	limited map[string]time.Time    // guarded by mu: when each container's last "limit" event went out
 }
 
-// state is the state file.
-type state struct {
-	Version int                  `json:"version"`
-	Tickets []*Ticket            `json:"tickets"`
-	Grants  map[string]time.Time `json:"grants"`
-}
-
-// New loads the state file (if any) and returns the hub. Tickets that were pending stay pending
-// with their expiry; held requests lost with a restart are not counted as holders.
+// New opens the store (the embedded one on StatePath unless Store is set) and returns the hub.
+// Tickets that were pending stay pending with their expiry; held requests lost with a restart
+// of an embedded store's hub are not counted as holders.
 func New(cfg Config) (*Hub, error) {
 	if cfg.Key == nil {
 		return nil, errors.New("hub: no signing key")
 	}
-	h := &Hub{cfg: cfg, now: cfg.Now, log: cfg.Log, tickets: map[string]*Ticket{}, byFP: map[string]string{},
-		grants: map[string]time.Time{}, subs: map[chan Event]struct{}{}, limited: map[string]time.Time{}}
-	if h.now == nil {
-		h.now = time.Now
+	h := &Hub{cfg: cfg, log: cfg.Log, store: cfg.Store, subs: map[chan Event]struct{}{}, limited: map[string]time.Time{}}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
 	}
+	// Every time the hub keeps is to the microsecond, as a database keeps it.
+	h.now = func() time.Time { return now().Truncate(time.Microsecond) }
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.StatePath != "" {
-		if err := h.load(); err != nil {
+	if h.store == nil {
+		fs, err := NewFileStore(cfg.StatePath, h.log)
+		if err != nil {
 			return nil, err
 		}
+		h.store = fs
 	}
+	h.store.Watch(h.remote)
 	return h, nil
 }
 
@@ -139,6 +140,10 @@ func (h *Hub) window() time.Duration {
 	return DefaultAuthWindow
 }
 
+func (h *Hub) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
 // PublicKey is the key the gate verifies decisions with.
 func (h *Hub) PublicKey() ed25519.PublicKey { return h.cfg.Key.Public().(ed25519.PublicKey) }
 
@@ -148,12 +153,12 @@ func newTicketID() string {
 	return "t" + hex.EncodeToString(b[:])
 }
 
-func grantKey(container, host string, port int) string {
-	return container + "|" + host + "|" + strconv.Itoa(port)
-}
-
 // Ask is the gate's question for a request the policy asks about. See the Outcome constants.
-func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
+func (h *Hub) Ask(req AskRequest) (AskAnswer, error) { return h.AskAs("", req) }
+
+// AskAs is Ask from the gate named gate (hubapi.HeaderGate): the requests each gate holds are
+// counted apart, so that one gate's report of what it holds leaves the others' standing.
+func (h *Hub) AskAs(gate string, req AskRequest) (AskAnswer, error) {
 	if req.Fingerprint == "" || req.Container == "" {
 		return AskAnswer{}, errors.New("hub: a ticket needs a container and a fingerprint")
 	}
@@ -164,138 +169,80 @@ func (h *Hub) Ask(req AskRequest) (AskAnswer, error) {
 		return AskAnswer{}, errors.New("hub: a binding is for a request ticket, names the ticket's container and a sha256 hex hash")
 	}
 	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if req.Kind == KindConnect {
-		if until, ok := h.grants[grantKey(req.Container, req.Host, req.Port)]; ok && now.Before(until) {
-			t := h.tickets[h.byFP[req.Fingerprint]]
-			if t != nil && t.Status == Approved {
-				return AskAnswer{Outcome: OutcomeApproved, Ticket: *t, Signed: h.signed(t)}, nil
-			}
-		}
-	}
-	if id, ok := h.byFP[req.Fingerprint]; ok {
-		t := h.tickets[id]
-		decidedRecently := t.Decision != nil && now.Sub(t.Decision.At) < h.window()
-		switch {
-		case t.Status == Pending:
-			t.Holders++
-			t.Gone = ""
-			h.changed()
-			h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
-			return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
-		case t.Status == Approved && t.Uses > 0 && decidedRecently:
-			t.Uses--
-			h.changed()
-			return AskAnswer{Outcome: OutcomeApproved, Ticket: *t, Signed: h.signed(t)}, nil
-		case t.Status == Denied && decidedRecently:
-			return AskAnswer{Outcome: OutcomeDenied, Ticket: *t, Signed: h.signed(t)}, nil
-		case t.Status == Expired && !t.Reported && now.Sub(t.Expires) < h.window():
-			t.Reported = true
-			h.changed()
-			return AskAnswer{Outcome: OutcomeExpired, Ticket: *t}, nil
-		}
-	}
-	if n, all := h.pendingOf(req.Container); req.MaxPending > 0 && n >= req.MaxPending || all >= maxPendingAll {
-		if last, ok := h.limited[req.Container]; !ok || now.Sub(last) >= limitEvery {
-			h.limited[req.Container] = now
-			h.publish(Event{Type: "limit", Limit: &Limit{Container: req.Container, Pending: n}})
-			h.log.Warn("hub: a container has as many pending tickets as it may; its new asks are refused", "container", req.Container, "pending", n, "max_pending", req.MaxPending)
-		}
-		h.cfg.Metrics.Limited(req.Container)
-		return AskAnswer{Outcome: OutcomeLimit}, nil
-	}
-	t := &Ticket{
+	t := Ticket{
 		ID: newTicketID(), Kind: req.Kind, Container: req.Container, Agent: req.Agent, Method: req.Method,
 		URL: req.URL, Headers: req.Headers, BodyPreview: req.BodyPreview, BodySize: req.BodySize,
 		Rule: req.Rule, Reason: req.Reason, Fingerprint: req.Fingerprint, Created: now, Expires: now.Add(h.ttl()),
 		NeverAuto: true, Warning: req.Warning, Red: req.Red, Host: req.Host, Port: req.Port, Grant: req.Grant,
-		Bind: req.Bind, Status: Pending, Holders: 1,
+		Bind: req.Bind, Status: Pending,
 	}
-	h.tickets[t.ID] = t
-	h.byFP[t.Fingerprint] = t.ID
-	h.changed()
-	h.publish(Event{Type: "ticket", Ticket: h.copyTicket(t)})
-	h.cfg.Metrics.Opened(t.Container)
-	h.log.Info("hub: new ticket", "id", t.ID, "container", t.Container, "method", t.Method, "url", t.URL, "rule", t.Rule)
-	return AskAnswer{Outcome: OutcomePending, Ticket: *t}, nil
-}
-
-// pendingOf counts the pending tickets of container, and of all containers; the caller holds mu.
-func (h *Hub) pendingOf(container string) (n, all int) {
-	for _, t := range h.tickets {
-		if t.Status == Pending {
-			all++
-			if t.Container == container {
-				n++
-			}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	a, err := h.store.Ask(ctx, StoreAsk{AskRequest: req, Gate: gate, New: t, Now: now, Window: h.window(), MaxPendingAll: maxPendingAll})
+	if err != nil {
+		return AskAnswer{}, storeFailed(err)
+	}
+	switch a.Outcome {
+	case OutcomeLimit:
+		h.mu.Lock()
+		last, ok := h.limited[req.Container]
+		if !ok || now.Sub(last) >= limitEvery {
+			h.limited[req.Container] = now
+			h.publish(Event{Type: "limit", Limit: &Limit{Container: req.Container, Pending: a.Pending}})
+			h.log.Warn("hub: a container has as many pending tickets as it may; its new asks are refused", "container", req.Container, "pending", a.Pending, "max_pending", req.MaxPending)
 		}
+		h.mu.Unlock()
+		h.cfg.Metrics.Limited(req.Container)
+		return AskAnswer{Outcome: OutcomeLimit}, nil
+	case OutcomePending:
+		h.mu.Lock()
+		h.publish(Event{Type: "ticket", Ticket: h.copyTicket(&a.Ticket)})
+		h.mu.Unlock()
+		if a.Created {
+			h.cfg.Metrics.Opened(a.Ticket.Container)
+			h.log.Info("hub: new ticket", "id", a.Ticket.ID, "container", a.Ticket.Container, "method", a.Ticket.Method, "url", a.Ticket.URL, "rule", a.Ticket.Rule)
+		}
+		return AskAnswer{Outcome: OutcomePending, Ticket: a.Ticket}, nil
+	case OutcomeApproved, OutcomeDenied:
+		return AskAnswer{Outcome: a.Outcome, Ticket: a.Ticket, Signed: h.signed(&a.Ticket)}, nil
 	}
-	return n, all
+	return AskAnswer{Outcome: a.Outcome, Ticket: a.Ticket}, nil
 }
 
 // Claim takes the decision of a ticket the caller was holding a request on: for an approval it
 // uses one of its uses. ErrDecided means nothing is left to claim (ask again).
 func (h *Hub) Claim(id, fingerprint string) (*SignedDecision, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, ok := h.tickets[id]
-	if !ok {
-		return nil, ErrNotFound
+	return h.ClaimAs("", id, fingerprint)
+}
+
+// ClaimAs is Claim from the gate named gate (see AskAs).
+func (h *Hub) ClaimAs(gate, id, fingerprint string) (*SignedDecision, error) {
+	ctx, cancel := h.ctx()
+	defer cancel()
+	t, err := h.store.Claim(ctx, id, fingerprint, gate)
+	if err != nil {
+		return nil, storeFailed(err)
 	}
-	if t.Fingerprint != fingerprint {
-		return nil, ErrFingerprint
-	}
-	switch t.Status {
-	case Approved:
-		if t.Uses <= 0 {
-			return nil, ErrDecided
-		}
-		t.Uses--
-		if t.Holders > 0 {
-			t.Holders--
-		}
-		h.changed()
-		return h.signed(t), nil
-	case Denied:
-		if t.Holders > 0 {
-			t.Holders--
-		}
-		h.changed()
-		return h.signed(t), nil
-	}
-	return nil, ErrDecided
+	return h.signed(&t), nil
 }
 
 // Leave tells the hub that a request held on the ticket stopped waiting (E_PENDING, or the
 // client went away).
-func (h *Hub) Leave(id string) { h.leaveAs(id, false) }
+func (h *Hub) Leave(id string) { h.leaveAs("", id, false) }
 
 // LeaveCut tells the hub that a request held on the ticket was cut by the gate's stop: it was
 // answered E_PENDING, and the ticket counts it as cut (Ticket.Cut, GoneRestart).
-func (h *Hub) LeaveCut(id string) { h.leaveAs(id, true) }
+func (h *Hub) LeaveCut(id string) { h.leaveAs("", id, true) }
 
-func (h *Hub) leaveAs(id string, cut bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, ok := h.tickets[id]
-	if !ok {
-		return
+func (h *Hub) leaveAs(gate, id string, cut bool) (Ticket, bool) {
+	ctx, cancel := h.ctx()
+	defer cancel()
+	t, ok, err := h.store.Leave(ctx, id, gate, cut)
+	if err != nil {
+		h.log.Error("hub: a leave was not kept; the gate's next report of what it holds corrects the count", "id", id, "err", err)
+		return Ticket{}, false
 	}
-	if cut {
-		t.Cut++
-		h.changed()
-	}
-	if t.Holders > 0 {
-		t.Holders--
-		h.changed()
-		if t.Holders == 0 && t.Status == Pending {
-			t.Gone = GoneLeft
-			if cut {
-				t.Gone = GoneRestart
-			}
-		}
-	}
+	return t, ok
 }
 
 func (h *Hub) signed(t *Ticket) *SignedDecision {
@@ -316,51 +263,43 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 		return Ticket{}, errors.New("a decision names who made it")
 	}
 	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, ok := h.tickets[id]
-	if !ok {
-		return Ticket{}, ErrNotFound
-	}
-	if t.Fingerprint != fingerprint {
-		return Ticket{}, ErrFingerprint
-	}
-	if t.Status != Pending {
-		return Ticket{}, ErrDecided
-	}
-	if !now.Before(t.Expires) {
-		h.expireLocked(t)
-		return Ticket{}, ErrDecided
-	}
-	if approve && t.Bind != nil {
+	d := Decision{Verdict: Denied, By: by, Reason: reason, At: now}
+	var bind func(Ticket) error
+	if approve {
+		d.Verdict = Approved
 		// The binding first: an approval whose binding is not kept would let this request out
 		// and ask again about the next one, and the human would not know why.
-		if h.cfg.Bind == nil {
-			return Ticket{}, errors.New("this hub cannot bind a Claude credential (it runs without the console): deny the ticket, or list the credential in the policy's [claude] credentials file")
-		}
-		if err := h.cfg.Bind(*t.Bind, by, t.ID); err != nil {
-			h.log.Error("hub: binding the credential failed; the ticket stays pending", "id", t.ID, "err", err)
-			return Ticket{}, fmt.Errorf("not approved: the credential could not be bound (%v); the ticket stays pending", err)
-		}
-	}
-	t.Status = Denied
-	if approve {
-		t.Status = Approved
-		t.Uses = max(1, t.Holders)
-		if t.Kind == KindConnect && t.Grant > 0 {
-			h.grants[grantKey(t.Container, t.Host, t.Port)] = now.Add(t.Grant)
+		bind = func(t Ticket) error {
+			if t.Bind == nil {
+				return nil
+			}
+			if h.cfg.Bind == nil {
+				return errors.New("this hub cannot bind a Claude credential (it runs without the console): deny the ticket, or list the credential in the policy's [claude] credentials file")
+			}
+			if err := h.cfg.Bind(*t.Bind, by, t.ID); err != nil {
+				h.log.Error("hub: binding the credential failed; the ticket stays pending", "id", t.ID, "err", err)
+				return fmt.Errorf("not approved: the credential could not be bound (%v); the ticket stays pending", err)
+			}
+			return nil
 		}
 	}
-	t.Decision = &Decision{Verdict: t.Status, By: by, Reason: reason, At: now}
-	if approve {
-		t.Decision.Released = t.Holders
+	ctx, cancel := h.ctx()
+	defer cancel()
+	t, err := h.store.Decide(ctx, id, fingerprint, d, bind)
+	if errors.Is(err, ErrExpiredNow) {
+		h.expired(t)
+		return Ticket{}, ErrDecided
 	}
-	h.changed()
-	h.publish(Event{Type: "decided", Ticket: h.copyTicket(t)})
-	h.closed(t, facadeName(by), now)
+	if err != nil {
+		return Ticket{}, storeFailed(err)
+	}
+	h.mu.Lock()
+	h.publish(Event{Type: "decided", Ticket: h.copyTicket(&t)})
+	h.mu.Unlock()
+	h.closed(&t, facadeName(by), now)
 	h.log.Info("hub: decided", "id", t.ID, "verdict", t.Status, "by", by, "held", t.Holders)
-	h.record(t, "decided")
-	return *h.copyTicket(t), nil
+	h.record(&t, "decided")
+	return *h.copyTicket(&t), nil
 }
 
 // BindIssued has the console bind a Claude login the gate saw issued to a container, without a
@@ -394,57 +333,28 @@ func cleanToken(s string, n int) bool {
 	return true
 }
 
-// Expire marks pending tickets past their expiry; Run calls it every second.
+// Expire marks pending tickets past their expiry and forgets old ones; Run calls it every
+// second. Each expiry is published, counted and recorded by the hub whose sweep made it.
 func (h *Hub) Expire() {
-	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range h.tickets {
-		if t.Status == Pending && !now.Before(t.Expires) {
-			h.expireLocked(t)
-		}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	gone, err := h.store.Sweep(ctx, h.now(), Retention{Keep: keepDecided, MaxDecided: maxDecided, GateStale: gateStale})
+	if err != nil {
+		h.log.Error("hub: the expiry sweep failed; the next one tries again", "err", err)
+		return
 	}
-	// Forget old decided tickets and grants.
-	for id, t := range h.tickets {
-		if t.Status != Pending && now.Sub(t.Created) > keepDecided {
-			delete(h.tickets, id)
-			if h.byFP[t.Fingerprint] == id {
-				delete(h.byFP, t.Fingerprint)
-			}
-			h.changed()
-		}
-	}
-	// Keep at most maxDecided decided and expired tickets, the latest.
-	var done []*Ticket
-	for _, t := range h.tickets {
-		if t.Status != Pending {
-			done = append(done, t)
-		}
-	}
-	if len(done) > maxDecided {
-		sort.Slice(done, func(i, j int) bool { return done[i].Created.After(done[j].Created) })
-		for _, t := range done[maxDecided:] {
-			delete(h.tickets, t.ID)
-			if h.byFP[t.Fingerprint] == t.ID {
-				delete(h.byFP, t.Fingerprint)
-			}
-		}
-		h.changed()
-	}
-	for k, until := range h.grants {
-		if now.After(until) {
-			delete(h.grants, k)
-			h.changed()
-		}
+	for _, t := range gone {
+		h.expired(t)
 	}
 }
 
-func (h *Hub) expireLocked(t *Ticket) {
-	t.Status = Expired
-	h.changed()
-	h.publish(Event{Type: "expired", Ticket: h.copyTicket(t)})
-	h.closed(t, "", h.now())
-	h.record(t, "expired")
+// expired publishes, counts and records the expiry of t.
+func (h *Hub) expired(t Ticket) {
+	h.mu.Lock()
+	h.publish(Event{Type: "expired", Ticket: h.copyTicket(&t)})
+	h.mu.Unlock()
+	h.closed(&t, "", h.now())
+	h.record(&t, "expired")
 }
 
 func (h *Hub) record(t *Ticket, event string) {
@@ -466,13 +376,13 @@ func (h *Hub) record(t *Ticket, event string) {
 			}
 		}
 	}
-	// The audit write happens under the lock: decisions are rare and must be on record.
 	if err := h.cfg.Audit.Write(context.Background(), r); err != nil {
 		h.log.Error("hub: audit write failed", "err", err)
 	}
 }
 
-// Run expires tickets and writes the state file until ctx ends.
+// Run expires tickets and writes the embedded store's state file until ctx ends, then closes
+// the store.
 func (h *Hub) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -480,6 +390,7 @@ func (h *Hub) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			h.Flush()
+			h.store.Close()
 			return
 		case <-t.C:
 			h.Expire()
@@ -488,73 +399,16 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
-// changed marks the state file behind; the caller holds mu. Writes happen in Flush so that a
-// burst of changes costs one write.
-func (h *Hub) changed() { h.dirty = true }
-
-// Flush writes the state file if it is behind.
+// Flush writes the embedded store's state file if it is behind (a store of its own keeps every
+// change as it is made).
 func (h *Hub) Flush() {
-	if h.cfg.StatePath == "" {
-		return
-	}
-	h.mu.Lock()
-	if !h.dirty {
-		h.mu.Unlock()
-		return
-	}
-	st := state{Version: 1, Grants: map[string]time.Time{}}
-	for _, t := range h.tickets {
-		c := h.copyTicket(t)
-		c.Waiting = "" // said again on every copy handed out
-		st.Tickets = append(st.Tickets, c)
-	}
-	for k, v := range h.grants {
-		st.Grants[k] = v
-	}
-	h.dirty = false
-	h.mu.Unlock()
-	sort.Slice(st.Tickets, func(i, j int) bool { return st.Tickets[i].Created.Before(st.Tickets[j].Created) })
-	data, _ := json.MarshalIndent(st, "", " ")
-	if err := atomicfile.WriteFile(h.cfg.StatePath, data, 0o600); err != nil {
-		h.log.Error("hub: writing the state file failed", "err", err)
-		h.mu.Lock()
-		h.dirty = true
-		h.mu.Unlock()
+	if f, ok := h.store.(interface{ Flush() }); ok {
+		f.Flush()
 	}
 }
 
 // FlushNow writes the state file at once (after a decision, so that a restart keeps it).
 func (h *Hub) FlushNow() { h.Flush() }
-
-func (h *Hub) load() error {
-	f, err := os.Open(h.cfg.StatePath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("hub state: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
-	if err != nil {
-		return fmt.Errorf("hub state %s: %w", h.cfg.StatePath, err)
-	}
-	var st state
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("hub state %s: %w; move it aside to start with no tickets", h.cfg.StatePath, err)
-	}
-	for _, t := range st.Tickets {
-		t.Holders = 0 // the requests that were held did not survive the restart
-		h.tickets[t.ID] = t
-		if prev, ok := h.byFP[t.Fingerprint]; !ok || h.tickets[prev].Created.Before(t.Created) {
-			h.byFP[t.Fingerprint] = t.ID
-		}
-	}
-	for k, v := range st.Grants {
-		h.grants[k] = v
-	}
-	return nil
-}
 
 // copyTicket is t as the hub hands it out: a copy, with Waiting filled.
 func (h *Hub) copyTicket(t *Ticket) *Ticket {
@@ -563,30 +417,18 @@ func (h *Hub) copyTicket(t *Ticket) *Ticket {
 	return c
 }
 
-// cloneTicket is a deep copy of t.
-func cloneTicket(t *Ticket) *Ticket {
-	c := *t
-	c.Headers = append([]Header(nil), t.Headers...)
-	if t.Bind != nil {
-		b := *t.Bind
-		c.Bind = &b
-	}
-	if t.Decision != nil {
-		d := *t.Decision
-		c.Decision = &d
-	}
-	return &c
-}
-
 // Pending lists the pending tickets, newest first.
 func (h *Hub) Pending() []Ticket {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []Ticket
-	for _, t := range h.tickets {
-		if t.Status == Pending {
-			out = append(out, *h.copyTicket(t))
-		}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	ts, err := h.store.Pending(ctx)
+	if err != nil {
+		h.log.Error("hub: reading the pending tickets failed", "err", err)
+		return nil
+	}
+	out := make([]Ticket, 0, len(ts))
+	for i := range ts {
+		out = append(out, *h.copyTicket(&ts[i]))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Created.Equal(out[j].Created) {
@@ -671,13 +513,16 @@ func olderThan(t Ticket, cursor string) bool {
 
 // Recent lists decided and expired tickets, the latest decision first, at most n.
 func (h *Hub) Recent(n int) []Ticket {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []Ticket
-	for _, t := range h.tickets {
-		if t.Status != Pending {
-			out = append(out, *h.copyTicket(t))
-		}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	ts, err := h.store.Decided(ctx)
+	if err != nil {
+		h.log.Error("hub: reading the decided tickets failed", "err", err)
+		return nil
+	}
+	out := make([]Ticket, 0, len(ts))
+	for i := range ts {
+		out = append(out, *h.copyTicket(&ts[i]))
 	}
 	at := func(t Ticket) time.Time {
 		if t.Decision != nil {
@@ -685,7 +530,12 @@ func (h *Hub) Recent(n int) []Ticket {
 		}
 		return t.Expires
 	}
-	sort.Slice(out, func(i, j int) bool { return at(out[i]).After(at(out[j])) })
+	sort.Slice(out, func(i, j int) bool {
+		if !at(out[i]).Equal(at(out[j])) {
+			return at(out[i]).After(at(out[j]))
+		}
+		return out[i].ID > out[j].ID
+	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
 	}
@@ -694,29 +544,54 @@ func (h *Hub) Recent(n int) []Ticket {
 
 // Get returns one ticket.
 func (h *Hub) Get(id string) (Ticket, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t, ok := h.tickets[id]
+	ctx, cancel := h.ctx()
+	defer cancel()
+	t, ok, err := h.store.Get(ctx, id)
+	if err != nil {
+		h.log.Error("hub: reading a ticket failed", "id", id, "err", err)
+		return Ticket{}, false
+	}
 	if !ok {
 		return Ticket{}, false
 	}
-	return *h.copyTicket(t), true
+	return *h.copyTicket(&t), true
 }
 
 // SetGateState records what the gate reported.
-func (h *Hub) SetGateState(s GateState) {
+func (h *Hub) SetGateState(s GateState) { h.SetGateStateAs("", s) }
+
+// SetGateStateAs records what the gate named gate reported.
+func (h *Hub) SetGateStateAs(gate string, s GateState) {
 	s.Reported = h.now()
+	ctx, cancel := h.ctx()
+	defer cancel()
+	if err := h.store.SetGate(ctx, gate, s); err != nil {
+		h.log.Error("hub: keeping the gate's state failed", "err", err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.gate = s
 	h.publish(Event{Type: "gate", Gate: &s})
 }
 
-// GateState is what the gate reported last (zero Reported: never).
+// GateState is what a gate reported last (zero Reported: never).
 func (h *Hub) GateState() GateState {
+	ctx, cancel := h.ctx()
+	defer cancel()
+	g, err := h.store.Gate(ctx)
+	if err != nil {
+		h.log.Error("hub: reading the gate's state failed", "err", err)
+	}
+	return g
+}
+
+// remote publishes what another hub sharing the store changed (Store.Watch).
+func (h *Hub) remote(c Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.gate
+	if c.Ticket != nil {
+		c.Ticket = h.copyTicket(c.Ticket)
+	}
+	h.publish(c)
 }
 
 // Subscribe returns a channel of events and a function that ends the subscription. A

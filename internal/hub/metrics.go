@@ -8,7 +8,7 @@ import (
 )
 
 // closed counts t's outcome (its status now) for the metrics; facade is who decided ("" for an
-// expiry). The caller holds mu.
+// expiry).
 func (h *Hub) closed(t *Ticket, facade string, now time.Time) {
 	outcome := metrics.OutcomeExpired
 	switch t.Status {
@@ -34,23 +34,12 @@ func facadeName(by string) string {
 // MetricsState is what the hub's gauges read at each scrape: the pending tickets of each
 // container (0 for one whose tickets of the last day are all closed), the approvals that still let a request through, the CONNECT grants open.
 func (h *Hub) MetricsState() metrics.HubState {
-	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	st := metrics.HubState{Pending: map[string]int{}}
-	for _, t := range h.tickets {
-		st.Pending[t.Container] += 0 // a container with tickets of the last day shows 0, not nothing
-		switch {
-		case t.Status == Pending:
-			st.Pending[t.Container]++
-		case t.Status == Approved && t.Uses > 0 && t.Decision != nil && now.Sub(t.Decision.At) < h.window():
-			st.Authorisations++
-		}
-	}
-	for _, until := range h.grants {
-		if now.Before(until) {
-			st.Grants++
-		}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	st, err := h.store.Counts(ctx, h.now(), h.window())
+	if err != nil {
+		h.log.Error("hub: reading the counts for the metrics failed", "err", err)
+		return metrics.HubState{Pending: map[string]int{}}
 	}
 	return st
 }

@@ -61,3 +61,10 @@ const HeaderNext = "X-LockHTTP-Next"
 // them carried a token (a local peer by its uid, a remote one by its address); past it, the
 // peer's oldest such connection is closed. A client keeps its connections under it.
 const MaxProbationPerPeer = 32
+
+// HeaderGate names the gate on every call of its API: an instance name the gate picks at its
+// start (1 to 64 letters, digits, '.', '_', '-' and ':'). The hub counts the requests each gate
+// holds apart, so that several gates (and several hubs on one store) share tickets and one
+// gate's report of what it holds leaves the others' counts standing. A call without it is from
+// the one unnamed gate.
+const HeaderGate = "LockHTTP-Gate"
