@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,8 +30,10 @@ const callTimeout = 5 * time.Second
 type Client struct {
 	base  string
 	token string
-	http  *http.Client
-	log   *slog.Logger
+	// gate names this gate to the hub (hubapi.HeaderGate): new at every start.
+	gate string
+	http *http.Client
+	log  *slog.Logger
 	// key returns the hub's public key; it is read until it succeeds (the hub writes it on its
 	// first start, which may come after the gate's).
 	key func() (ed25519.PublicKey, error)
@@ -56,8 +60,10 @@ func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var name [8]byte
+	rand.Read(name[:])
 	return &Client{
-		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log,
+		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log, gate: "g" + hex.EncodeToString(name[:]),
 		http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: maxConns, MaxConnsPerHost: maxConns,
 			IdleConnTimeout: 90 * time.Second}},
 		waiters: map[string]map[chan hubapi.Ticket]struct{}{},
@@ -103,6 +109,7 @@ func (c *Client) callHeader(ctx context.Context, method, path string, in, out an
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set(hubapi.HeaderGate, c.gate)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -285,6 +292,7 @@ func (c *Client) stream(ctx context.Context) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set(hubapi.HeaderGate, c.gate)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -300,6 +308,9 @@ func (c *Client) stream(ctx context.Context) error {
 	rctx, stopReports := context.WithCancel(ctx)
 	defer stopReports()
 	go c.reportHoldings(rctx)
+	// A decision whose event this stream never carried (a hub that lost its store's
+	// notification, a stream cut between two lines) is found by rereading.
+	go c.rereadEvery(rctx)
 	// The hub writes a line at least every 15 s: 45 s of silence means it is gone.
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	lines := make(chan []byte)
@@ -338,6 +349,24 @@ func (c *Client) stream(ctx context.Context) error {
 			if ev.Type == "decided" || ev.Type == "expired" {
 				c.notify(*ev.Ticket)
 			}
+		}
+	}
+}
+
+// rereadEvery is how often the gate rereads the tickets its requests wait on while its event
+// stream is up.
+const rereadEvery = 3 * time.Second
+
+// rereadEvery rereads the tickets requests wait on every rereadEvery until ctx ends.
+func (c *Client) rereadEvery(ctx context.Context) {
+	t := time.NewTicker(rereadEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.resync(ctx)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func TestHoldingsFollowTheRequests(t *testing.T) {
 		t.Fatalf("after two asks: the gate holds %d, the hub counts %d", e.held(id), e.holders(t, id))
 	}
 	// An ask whose answer the gate never saw: the hub counts one more than the gate holds.
-	e.hub.Ask(askReq("fp1:a"))
+	e.hub.AskAs(e.c.gate, askReq("fp1:a"))
 	// A leave that failed (the hub stalled): the gate stops holding, the hub never heard.
 	down := New("http://127.0.0.1:1", gateToken, nil, nil)
 	down.holds.held[id] = 1
@@ -119,8 +119,8 @@ func TestHoldingsReportedOnConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.hub.SetHoldings(hubapi.Holdings{}) // as after a restart of the hub: no holders
-	e.hub.Ask(askReq("fp1:z"))           // a ticket the gate does not hold on
+	e.hub.SetHoldingsAs(e.c.gate, hubapi.Holdings{}) // as after a restart of the hub: no holders
+	e.hub.AskAs(e.c.gate, askReq("fp1:z"))           // an ask whose answer the gate never saw
 	go e.c.Run(ctx)
 	testkit.WaitFor(t, 5*time.Second, "the counts set by the gate", func() bool {
 		var z int
