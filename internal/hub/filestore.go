@@ -117,7 +117,9 @@ func (s *FileStore) Ask(_ context.Context, q StoreAsk) (StoreAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := q.Now
-	s.seen[q.Gate] = now
+	if _, ok := s.seen[q.Gate]; !ok {
+		s.seen[q.Gate] = now
+	}
 	if q.Kind == KindConnect {
 		if until, ok := s.grants[grantKey(q.Container, q.Host, q.Port)]; ok && now.Before(until) {
 			if t := s.tickets[s.byFP[q.Fingerprint]]; t != nil && t.Status == Approved {
@@ -264,6 +266,16 @@ func (s *FileStore) SetHoldings(_ context.Context, gate string, h Holdings, now 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen[gate] = now
+	type was struct {
+		n    int
+		gone string
+	}
+	before := map[string]was{}
+	for _, t := range s.tickets {
+		if t.Status == Pending {
+			before[t.ID] = was{t.Holders, t.Gone}
+		}
+	}
 	for id, n := range h.Cut {
 		t, ok := s.tickets[id]
 		if !ok {
@@ -276,18 +288,19 @@ func (s *FileStore) SetHoldings(_ context.Context, gate string, h Holdings, now 
 	}
 	var out []Ticket
 	for _, t := range s.tickets {
-		if t.Status != Pending || busy[t.ID] || asking[t.Fingerprint] {
+		b, ok := before[t.ID]
+		if !ok {
 			continue
 		}
-		before, gone := t.Holders, t.Gone
-		g := s.held[t.ID]
-		if want := max(0, h.Held[t.ID]); g[gate] != want {
-			s.hold(t, gate, want-g[gate])
-		} else {
-			s.recount(t)
+		if !busy[t.ID] && !asking[t.Fingerprint] {
+			if g, want := s.held[t.ID], max(0, h.Held[t.ID]); g[gate] != want {
+				s.hold(t, gate, want-g[gate])
+			}
+		} else if h.Cut[t.ID] == 0 {
+			continue
 		}
-		t.Gone = goneAfter(t.Holders, before, gone, h.Cut[t.ID] > 0)
-		if t.Holders != before || t.Gone != gone {
+		t.Gone = goneAfter(t.Holders, b.n, b.gone, h.Cut[t.ID] > 0)
+		if t.Holders != b.n || t.Gone != b.gone {
 			s.dirty = true
 			out = append(out, *cloneTicket(t))
 		}

@@ -1,6 +1,6 @@
 // Package testkit holds what the tests of every package share, for _test.go files only: a
-// settable clock, a buffer safe for concurrent writes, a wait for a condition with a deadline
-// and the request ids an audit directory records.
+// settable clock, a buffer safe for concurrent writes, a wait for a condition with a deadline,
+// the request ids an audit directory records and a PostgreSQL server of a test's own.
 package testkit
 
 import (

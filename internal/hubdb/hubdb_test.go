@@ -1,0 +1,132 @@
+package hubdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hub/storetest"
+	"github.com/lockhttp/lockhttp/internal/testkit"
+)
+
+var (
+	dbN  int
+	dbMu sync.Mutex
+)
+
+// server is a PostgreSQL server of the test's own.
+func server(t *testing.T) *testkit.Postgres {
+	t.Helper()
+	return testkit.StartPostgres(t)
+}
+
+// freshDB makes an empty database on p and returns its DSN.
+func freshDB(t *testing.T, p *testkit.Postgres) string {
+	t.Helper()
+	dbMu.Lock()
+	dbN++
+	name := fmt.Sprintf("hub%d", dbN)
+	dbMu.Unlock()
+	conn, err := pgx.Connect(context.Background(), p.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(p.DSN, "dbname=postgres", "dbname="+name, 1)
+}
+
+func open(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The PostgreSQL store passes the stores' conformance suite, replicas included.
+func TestConformance(t *testing.T) {
+	p := server(t)
+	storetest.Run(t, func(t *testing.T) hub.Store {
+		return open(t, freshDB(t, p))
+	}, func(t *testing.T) (hub.Store, hub.Store) {
+		dsn := freshDB(t, p)
+		return open(t, dsn), open(t, dsn)
+	})
+}
+
+// 1,000 rounds of 50 concurrent retries, on two replicas, spend a single-use authorisation
+// exactly once per round.
+func TestSingleUseThousandRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 rounds")
+	}
+	p := server(t)
+	dsn := freshDB(t, p)
+	storetest.SpendRounds(t, &twoReplicas{Store: open(t, dsn), b: open(t, dsn)}, 1000, 50)
+}
+
+// twoReplicas sends every other ask to the second store.
+type twoReplicas struct {
+	*Store
+	b *Store
+	n atomic.Int64
+}
+
+func (r *twoReplicas) Ask(ctx context.Context, q hub.StoreAsk) (hub.StoreAnswer, error) {
+	if r.n.Add(1)%2 == 0 {
+		return r.b.Ask(ctx, q)
+	}
+	return r.Store.Ask(ctx, q)
+}
+
+// The schema is migrated once, by whichever replica starts first, and a database migrated by a
+// newer release is refused with the fix.
+func TestMigrations(t *testing.T) {
+	p := server(t)
+	dsn := freshDB(t, p)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), Options{DSN: dsn})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			s.Close()
+		}()
+	}
+	wg.Wait()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var v int
+	if err := conn.QueryRow(context.Background(), "SELECT version FROM lockhttp_hub_schema").Scan(&v); err != nil || v != SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, SchemaVersion)
+	}
+	if _, err := conn.Exec(context.Background(), "UPDATE lockhttp_hub_schema SET version = version + 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), Options{DSN: dsn})
+	if !errors.Is(err, ErrSchemaNewer) || !strings.Contains(err.Error(), "run the console of the release that migrated it") {
+		t.Fatalf("a newer schema: %v", err)
+	}
+	if _, err := Open(context.Background(), Options{DSN: "postgres://u:hunter2@[::1"}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("a bad DSN: %v", err)
+	}
+}
