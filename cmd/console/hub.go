@@ -7,15 +7,50 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubdb"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/traffic"
 )
+
+// hubDSNEnv holds the hub database's DSN when -hub-dsn-file does not name a file.
+const hubDSNEnv = "LOCKHTTP_HUB_DSN"
+
+// openHubStore opens the store -hub-store names: the state file, or the PostgreSQL database
+// whose DSN -hub-dsn-file or LOCKHTTP_HUB_DSN holds (never the command line, where every user
+// of the machine reads it).
+func openHubStore(ctx context.Context, o *options, log *slog.Logger) (hub.Store, error) {
+	if o.hubStore != "postgres" {
+		return hub.NewFileStore(o.hubState, log)
+	}
+	dsn := os.Getenv(hubDSNEnv)
+	if o.hubDSNFile != "" {
+		data, err := os.ReadFile(o.hubDSNFile)
+		if err != nil {
+			return nil, fmt.Errorf("-hub-dsn-file: %w", err)
+		}
+		dsn = strings.TrimSpace(string(data))
+	}
+	if dsn == "" {
+		return nil, fmt.Errorf("-hub-store postgres needs the database's DSN in -hub-dsn-file FILE or %s", hubDSNEnv)
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := hubdb.Open(octx, hubdb.Options{DSN: dsn, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("hub: tickets and decisions in PostgreSQL", "schema", hubdb.SchemaVersion)
+	return s, nil
+}
 
 // hubServer is the hub this console hosts.
 type hubServer struct {
@@ -53,8 +88,13 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	// So is a Claude login the gate saw issued to a container, without a ticket.
 	issued := func(i hub.Issued) error { return c.BindIssued(i.Container, i.Hash, i.Host, i.Request) }
 	hm := metrics.NewHub(reg)
-	h, err := hub.New(hub.Config{StatePath: o.hubState, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm})
+	store, err := openHubStore(ctx, o, log)
 	if err != nil {
+		return nil, err
+	}
+	h, err := hub.New(hub.Config{Store: store, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm})
+	if err != nil {
+		store.Close()
 		return nil, err
 	}
 	hm.SetState(h.MetricsState)

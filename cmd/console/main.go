@@ -40,6 +40,8 @@ type options struct {
 	watch          time.Duration
 
 	hubListen    string
+	hubStore     string
+	hubDSNFile   string
 	hubState     string
 	hubKey       string
 	hubGateToken string
@@ -70,7 +72,9 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.agentUIDs, "agent-uid", "the uid an agent runs as on this machine (lox run -- COMMAND passes its agent's; repeatable): a policy whose [[notify]] channel has insecure_loopback is refused, since the agent could bind its port and approve its own requests; default: none")
 	fs.DurationVar(&o.watch, "watch", time.Second, "how often to check the policy file for edits")
 	fs.StringVar(&o.hubListen, "hub-listen", "", "host the hub on this TCP address (the gate's and the facades' API); empty: no hub, every ASK is refused with E_NO_CONSOLE")
-	fs.StringVar(&o.hubState, "hub-state", "", "the hub's state file (tickets and decisions across restarts; required with -hub-listen)")
+	fs.StringVar(&o.hubStore, "hub-store", "file", "where the hub keeps its tickets and decisions: \"file\" (-hub-state, this process alone) or \"postgres\" (the database of -hub-dsn-file or "+hubDSNEnv+", shared by every console/hub replica)")
+	fs.StringVar(&o.hubDSNFile, "hub-dsn-file", "", "with -hub-store postgres: a file holding the PostgreSQL DSN of the hub's database (or set "+hubDSNEnv+"); never a DSN on the command line")
+	fs.StringVar(&o.hubState, "hub-state", "", "the hub's state file (tickets and decisions across restarts; required with -hub-listen and -hub-store file)")
 	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's Ed25519 key file, created if missing with its public half next to it as FILE.pub for the gate (required with -hub-listen)")
 	fs.StringVar(&o.hubGateToken, "hub-gate-token", "", "the gate's token file for the hub, created if missing (required with -hub-listen)")
 	fs.StringVar(&o.hubCLIToken, "hub-cli-token", "", "the token file of lox's commands (tickets, approve, deny), created if missing; empty: no CLI facade")
@@ -101,8 +105,23 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if len(o.gateUIDs) == 0 {
 		o.gateUIDs = unixsock.UIDs{os.Geteuid()}
 	}
-	if o.hubListen != "" && (o.hubState == "" || o.hubKey == "" || o.hubGateToken == "") {
-		return nil, errors.New("-hub-listen needs -hub-state, -hub-key and -hub-gate-token")
+	switch o.hubStore {
+	case "file":
+		if o.hubListen != "" && o.hubState == "" {
+			return nil, errors.New("-hub-listen needs -hub-state (or -hub-store postgres)")
+		}
+	case "postgres":
+		if o.hubListen == "" {
+			return nil, errors.New("-hub-store postgres needs -hub-listen: it is where the hub keeps its tickets")
+		}
+		if o.hubState != "" {
+			return nil, errors.New("-hub-state is the file store's; with -hub-store postgres the database holds the tickets: drop -hub-state")
+		}
+	default:
+		return nil, fmt.Errorf("-hub-store %q: use file or postgres", o.hubStore)
+	}
+	if o.hubListen != "" && (o.hubKey == "" || o.hubGateToken == "") {
+		return nil, errors.New("-hub-listen needs -hub-key and -hub-gate-token")
 	}
 	return o, nil
 }

@@ -43,6 +43,7 @@ var binaries = []binary{{
 		"internal/signer":  "the CA key's package: only the signer process holds it (the gate speaks signerapi through signerclient)",
 		"internal/console": "the policy's owner (the gate reads the served policy, consoleapi, through consoleclient)",
 		"internal/hub":     "the tickets' holder and the decisions' signing key (the gate speaks hubapi through hubclient)",
+		"internal/hubdb":   "the hub's tickets in PostgreSQL: only the console/hub writes them",
 		"internal/notify":  "the console's notification channels",
 		"internal/tui":     "the console's terminal",
 		"internal/phone":   "the hub's phone page",
@@ -92,6 +93,7 @@ var binaries = []binary{{
 		"internal/dnsanswer":    "the gate's DNS answers",
 		"internal/signerclient": "the gate's client of the signer",
 		"internal/console":      "the console's server (lox reads its status and policy, consoleapi)",
+		"internal/hubdb":        "the hub's tickets in PostgreSQL (lox reaches them through the hub's API)",
 		"internal/notify":       "the console's notification channels",
 		"internal/tui":          "the console's terminal",
 	},
@@ -104,6 +106,7 @@ var contracts = []string{"internal/signerapi", "internal/hubapi", "internal/cons
 var servesOrCalls = map[string]string{
 	"internal/signer":        "a server",
 	"internal/hub":           "a server",
+	"internal/hubdb":         "the hub's store",
 	"internal/console":       "a server",
 	"internal/gate":          "a server",
 	"internal/notify":        "the console's notification channels",
