@@ -26,13 +26,14 @@ type FileStore struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	tickets map[string]*Ticket        // guarded by mu
-	byFP    map[string]string         // guarded by mu: fingerprint → id of its latest ticket
-	grants  map[string]time.Time      // guarded by mu: "container|host|port" → until
-	held    map[string]map[string]int // guarded by mu: ticket id → gate → requests it holds
-	seen    map[string]time.Time      // guarded by mu: gate → when it last called
-	gate    GateState                 // guarded by mu: the latest report of any gate
-	dirty   bool                      // guarded by mu: the file is behind
+	tickets map[string]*Ticket         // guarded by mu
+	byFP    map[string]string          // guarded by mu: fingerprint → id of its latest ticket
+	grants  map[string]time.Time       // guarded by mu: "container|host|port" → until
+	held    map[string]map[string]int  // guarded by mu: ticket id → gate → requests it holds
+	seen    map[string]time.Time       // guarded by mu: gate → when it last called
+	claimed map[string]map[string]bool // guarded by mu: ticket id → the keys of the claims taken
+	gate    GateState                  // guarded by mu: the latest report of any gate
+	dirty   bool                       // guarded by mu: the file is behind
 }
 
 // fileState is the state file.
@@ -49,7 +50,8 @@ func NewFileStore(path string, log *slog.Logger) (*FileStore, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &FileStore{path: path, log: log, tickets: map[string]*Ticket{}, byFP: map[string]string{},
-		grants: map[string]time.Time{}, held: map[string]map[string]int{}, seen: map[string]time.Time{}}
+		grants: map[string]time.Time{}, held: map[string]map[string]int{}, seen: map[string]time.Time{},
+		claimed: map[string]map[string]bool{}}
 	if path == "" {
 		return s, nil
 	}
@@ -168,7 +170,7 @@ func (s *FileStore) Ask(_ context.Context, q StoreAsk) (StoreAnswer, error) {
 	return StoreAnswer{Outcome: OutcomePending, Ticket: *cloneTicket(t), Created: true}, nil
 }
 
-func (s *FileStore) Claim(_ context.Context, id, fingerprint, gate string) (Ticket, error) {
+func (s *FileStore) Claim(_ context.Context, id, fingerprint, gate, key string) (Ticket, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tickets[id]
@@ -177,6 +179,9 @@ func (s *FileStore) Claim(_ context.Context, id, fingerprint, gate string) (Tick
 	}
 	if t.Fingerprint != fingerprint {
 		return Ticket{}, ErrFingerprint
+	}
+	if key != "" && s.claimed[id][key] {
+		return *cloneTicket(t), nil
 	}
 	switch t.Status {
 	case Approved:
@@ -187,6 +192,12 @@ func (s *FileStore) Claim(_ context.Context, id, fingerprint, gate string) (Tick
 	case Denied:
 	default:
 		return Ticket{}, ErrDecided
+	}
+	if key != "" {
+		if s.claimed[id] == nil {
+			s.claimed[id] = map[string]bool{}
+		}
+		s.claimed[id][key] = true
 	}
 	s.hold(t, gate, -1)
 	s.dirty = true
@@ -364,6 +375,7 @@ func (s *FileStore) Sweep(_ context.Context, now time.Time, r Retention) ([]Tick
 	drop := func(t *Ticket) {
 		delete(s.tickets, t.ID)
 		delete(s.held, t.ID)
+		delete(s.claimed, t.ID)
 		if s.byFP[t.Fingerprint] == t.ID {
 			delete(s.byFP, t.Fingerprint)
 		}

@@ -68,7 +68,11 @@ func (h *Hub) GateHandler(token string) http.Handler {
 			httpjson.Write(w, 400, apiError{"bad claim: " + err.Error()})
 			return
 		}
-		d, err := h.ClaimAs(gateOf(r), req.ID, req.Fingerprint)
+		if req.Key != "" && !cleanToken(req.Key, 64) {
+			httpjson.Write(w, 400, apiError{"bad claim: a key is 1 to 64 letters, digits, '.', '_', '-' or ':'"})
+			return
+		}
+		d, err := h.ClaimAs(gateOf(r), req.ID, req.Fingerprint, req.Key)
 		if err != nil {
 			httpjson.Write(w, statusOf(err), apiError{err.Error()})
 			return

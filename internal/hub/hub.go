@@ -212,14 +212,15 @@ func (h *Hub) AskAs(gate string, req AskRequest) (AskAnswer, error) {
 // Claim takes the decision of a ticket the caller was holding a request on: for an approval it
 // uses one of its uses. ErrDecided means nothing is left to claim (ask again).
 func (h *Hub) Claim(id, fingerprint string) (*SignedDecision, error) {
-	return h.ClaimAs("", id, fingerprint)
+	return h.ClaimAs("", id, fingerprint, "")
 }
 
-// ClaimAs is Claim from the gate named gate (see AskAs).
-func (h *Hub) ClaimAs(gate, id, fingerprint string) (*SignedDecision, error) {
+// ClaimAs is Claim from the gate named gate (see AskAs); a claim whose key (hubapi.ClaimRequest)
+// was taken already is answered again without spending another use.
+func (h *Hub) ClaimAs(gate, id, fingerprint, key string) (*SignedDecision, error) {
 	ctx, cancel := h.ctx()
 	defer cancel()
-	t, err := h.store.Claim(ctx, id, fingerprint, gate)
+	t, err := h.store.Claim(ctx, id, fingerprint, gate, key)
 	if err != nil {
 		return nil, storeFailed(err)
 	}

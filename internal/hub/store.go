@@ -26,8 +26,10 @@ type Store interface {
 	// unique) is made, or joined when an identical one was made meanwhile.
 	Ask(ctx context.Context, q StoreAsk) (StoreAnswer, error)
 	// Claim takes the decision of a ticket gate held a request on: an approval's use (ErrDecided
-	// when none is left) or a denial; gate holds one request fewer. ErrNotFound, ErrFingerprint.
-	Claim(ctx context.Context, id, fingerprint, gate string) (Ticket, error)
+	// when none is left) or a denial; gate holds one request fewer. A claim whose key (not "")
+	// was taken already changes nothing and answers the ticket again. ErrNotFound,
+	// ErrFingerprint.
+	Claim(ctx context.Context, id, fingerprint, gate, key string) (Ticket, error)
 	// Leave: a request gate held on ticket id stopped waiting; cut counts it as cut by the
 	// gate's stop. It returns the ticket as it is now and whether it exists.
 	Leave(ctx context.Context, id, gate string, cut bool) (Ticket, bool, error)

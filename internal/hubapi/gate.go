@@ -23,6 +23,11 @@ type Holdings struct {
 type ClaimRequest struct {
 	ID          string `json:"id"`
 	Fingerprint string `json:"fingerprint"`
+	// Key names the held request's claim, the same on each retry of it (at most 64 letters,
+	// digits, '.', '_', '-' and ':'): a claim whose key the hub took already is answered again
+	// without spending another use, so a retry after a lost answer (a hub killed as it
+	// answered) takes no other request's use. "": none; every claim spends.
+	Key string `json:"key,omitempty"`
 }
 
 // LeaveRequest is the body of POST /v1/gate/leave: a request held on ticket ID stopped waiting.

@@ -163,11 +163,36 @@ func (c *Client) Ask(ctx context.Context, req hubapi.AskRequest) (hubapi.AskAnsw
 	return ans, nil
 }
 
-// Claim takes the decision of a ticket a request was held on; it is verified.
+// claimPatience bounds how long a claim is tried again while the hub does not answer (a hub
+// restarting, or a replica killed as it answered).
+const claimPatience = 30 * time.Second
+
+// Claim takes the decision of a ticket a request was held on; it is verified. The claim has a
+// key of its own (hubapi.ClaimRequest.Key): while the hub does not answer it is sent again,
+// for claimPatience at most, and a hub that took it already answers without spending another
+// use.
 func (c *Client) Claim(ctx context.Context, id, fingerprint string) (*hubapi.SignedDecision, error) {
 	var d hubapi.SignedDecision
+	var k [12]byte
+	rand.Read(k[:])
+	req := hubapi.ClaimRequest{ID: id, Fingerprint: fingerprint, Key: hex.EncodeToString(k[:])}
 	c.releaseStart(id)
-	err := c.call(ctx, "POST", "/v1/gate/claim", hubapi.ClaimRequest{ID: id, Fingerprint: fingerprint}, &d)
+	deadline := time.Now().Add(claimPatience)
+	backoff := 100 * time.Millisecond
+	var err error
+	for {
+		err = c.call(ctx, "POST", "/v1/gate/claim", req, &d)
+		var se *StatusError
+		if err == nil || errors.As(err, &se) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			break
+		}
+		c.log.Warn("hub: claim not answered; sending it again", "ticket", id, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 	c.releaseDone(id)
 	if err != nil {
 		return nil, err

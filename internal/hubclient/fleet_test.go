@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +130,56 @@ func TestGateNamed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 || !strings.Contains(line, hubapi.HeaderGate) {
 		t.Fatalf("a bad gate name: %d %s", resp.StatusCode, line)
+	}
+}
+
+// A claim whose answer is lost (the hub took it, then its connection was cut) is sent again and
+// spends no second use: the other gate's held request still gets its own.
+func TestClaimRetriedSpendsOnce(t *testing.T) {
+	e := newHoldsEnv(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	cut := 1
+	lossy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := r.URL.Path == "/v1/gate/claim" && cut > 0
+		if drop {
+			cut--
+		}
+		mu.Unlock()
+		if !drop {
+			e.hub.GateHandler(gateToken).ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		e.hub.GateHandler(gateToken).ServeHTTP(rec, r) // the hub takes the claim ...
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close() // ... and its answer is lost
+	}))
+	defer lossy.Close()
+	a := New(lossy.URL, gateToken, e.hub.PublicKey(), nil)
+	c := New(e.srv.URL, gateToken, e.hub.PublicKey(), nil)
+	for _, g := range []*Client{a, c} {
+		k, _ := g.key()
+		g.pub.Store(&k)
+	}
+	tk, err := a.Ask(ctx, askReq("fp1:a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ask(ctx, askReq("fp1:a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.hub.Decide(tk.Ticket.ID, "fp1:a", true, "cli:root", ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := a.Claim(ctx, tk.Ticket.ID, "fp1:a"); err != nil || d.Verdict != hubapi.Approved {
+		t.Fatalf("gate A's claim, its first answer lost: %v %v", d, err)
+	}
+	if cut != 0 {
+		t.Fatal("no answer was lost")
+	}
+	if d, err := c.Claim(ctx, tk.Ticket.ID, "fp1:a"); err != nil || d.Verdict != hubapi.Approved {
+		t.Fatalf("gate C's claim after gate A's was sent twice: %v %v", d, err)
 	}
 }

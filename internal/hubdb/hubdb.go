@@ -30,7 +30,7 @@ const migrateLock = 0x6c6f636b68756231 // "lockhub1"
 var migrations = []string{
 	// 1: tickets (a denial remembered, an approval's single-use authorisations and an expiry's
 	// report are a ticket's status, uses and reported), decisions, the requests each gate holds,
-	// CONNECT grants, the gates and their reports.
+	// the claims taken (by their keys), CONNECT grants, the gates and their reports.
 	`CREATE TABLE hub_tickets (
 	id          text PRIMARY KEY,
 	fingerprint text NOT NULL,
@@ -62,6 +62,11 @@ CREATE TABLE hub_holders (
 	gate   text NOT NULL,
 	n      integer NOT NULL CHECK (n >= 0),
 	PRIMARY KEY (ticket, gate)
+);
+CREATE TABLE hub_claims (
+	ticket text NOT NULL REFERENCES hub_tickets (id) ON DELETE CASCADE,
+	key    text NOT NULL,
+	PRIMARY KEY (ticket, key)
 );
 CREATE TABLE hub_grants (
 	container text NOT NULL,

@@ -269,10 +269,31 @@ RETURNING id, xmax = 0`, nt.ID, nt.Fingerprint, nt.Container, nt.Created, nt.Exp
 
 // Claim spends one use of an approval (UPDATE … WHERE uses > 0: two gates never both spend
 // the last) or takes a denial.
-func (s *Store) Claim(ctx context.Context, id, fingerprint, gate string) (hub.Ticket, error) {
+func (s *Store) Claim(ctx context.Context, id, fingerprint, gate, key string) (hub.Ticket, error) {
 	var t hub.Ticket
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var fp, status string
+		if key != "" {
+			// The claim's key first: a retry of a claim taken already answers again. A claim
+			// that fails rolls its key back with it.
+			err := tx.QueryRow(ctx, `SELECT fingerprint FROM hub_tickets WHERE id = $1`, id).Scan(&fp)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return hub.ErrNotFound
+			case err != nil:
+				return err
+			case fp != fingerprint:
+				return hub.ErrFingerprint
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO hub_claims (ticket, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, key)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				t, _, err = getTicket(ctx, tx, id)
+				return err
+			}
+		}
 		err := tx.QueryRow(ctx, `UPDATE hub_tickets SET uses = uses - 1, updated = clock_timestamp()
 WHERE id = $1 AND fingerprint = $2 AND status = 'approved' AND uses > 0 RETURNING fingerprint, status`, id, fingerprint).Scan(&fp, &status)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -149,14 +149,14 @@ func Run(t *testing.T, open Open, shared Shared) {
 			t.Fatalf("a second decision: %v", err)
 		}
 		for _, g := range []string{"gA", "gC"} {
-			if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", g); err != nil || c.Decision == nil || c.Decision.Verdict != hub.Approved {
+			if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", g, ""); err != nil || c.Decision == nil || c.Decision.Verdict != hub.Approved {
 				t.Fatalf("claim of %s: %+v %v", g, c, err)
 			}
 		}
-		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gA"); !errors.Is(err, hub.ErrDecided) {
+		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gA", ""); !errors.Is(err, hub.ErrDecided) {
 			t.Fatalf("a third claim: %v", err)
 		}
-		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:x", "gA"); !errors.Is(err, hub.ErrFingerprint) {
+		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:x", "gA", ""); !errors.Is(err, hub.ErrFingerprint) {
 			t.Fatalf("a claim with another fingerprint: %v", err)
 		}
 		// Every use spent: the next identical request asks again.
@@ -206,6 +206,33 @@ func Run(t *testing.T, open Open, shared Shared) {
 		}
 	})
 
+	t.Run("a claim retried under its key spends one use", func(t *testing.T) {
+		s := open(t)
+		a := ask(t, s, q("fp1:a", "gA", t0))
+		ask(t, s, q("fp1:a", "gC", t0))
+		if _, err := decide(s, a.Ticket.ID, "fp1:a", true, t0); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gA", "k-gA-1"); err != nil || c.Uses != 1 {
+				t.Fatalf("a claim of gate A under its key: uses %d, %v", c.Uses, err)
+			}
+		}
+		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:b", "gA", "k-gA-1"); !errors.Is(err, hub.ErrFingerprint) {
+			t.Fatalf("a claim under a taken key with another fingerprint: %v", err)
+		}
+		if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gC", "k-gC-1"); err != nil || c.Uses != 0 {
+			t.Fatalf("gate C's claim: uses %d, %v", c.Uses, err)
+		}
+		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gC", "k-gC-2"); !errors.Is(err, hub.ErrDecided) {
+			t.Fatalf("a third claim under a new key: %v", err)
+		}
+		// A claim refused keeps no key: it is refused again.
+		if _, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gC", "k-gC-2"); !errors.Is(err, hub.ErrDecided) {
+			t.Fatalf("a refused claim retried: %v", err)
+		}
+	})
+
 	t.Run("a denial answers retries within the window", func(t *testing.T) {
 		s := open(t)
 		a := ask(t, s, q("fp1:a", "gA", t0))
@@ -213,7 +240,7 @@ func Run(t *testing.T, open Open, shared Shared) {
 		if err != nil || tk.Status != hub.Denied || tk.Uses != 0 || tk.Decision.Reason != "no" {
 			t.Fatalf("deny: %+v %v", tk, err)
 		}
-		if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gA"); err != nil || c.Decision.Verdict != hub.Denied {
+		if c, err := s.Claim(ctx, a.Ticket.ID, "fp1:a", "gA", ""); err != nil || c.Decision.Verdict != hub.Denied {
 			t.Fatalf("claim of a denial: %+v %v", c, err)
 		}
 		for range 3 {
