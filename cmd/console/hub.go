@@ -65,7 +65,7 @@ type hubServer struct {
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
 // -phone-url, the phone page.
-func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry) (*hubServer, error) {
+func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry) (*hubServer, error) {
 	key, err := hub.LoadOrCreateKey(o.hubKey)
 	if err != nil {
 		return nil, err
@@ -88,13 +88,8 @@ func serveHub(ctx context.Context, o *options, log *slog.Logger, aw *audit.Write
 	// So is a Claude login the gate saw issued to a container, without a ticket.
 	issued := func(i hub.Issued) error { return c.BindIssued(i.Container, i.Hash, i.Host, i.Request) }
 	hm := metrics.NewHub(reg)
-	store, err := openHubStore(ctx, o, log)
-	if err != nil {
-		return nil, err
-	}
 	h, err := hub.New(hub.Config{Store: store, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm})
 	if err != nil {
-		store.Close()
 		return nil, err
 	}
 	hm.SetState(h.MetricsState)

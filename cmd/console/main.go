@@ -161,7 +161,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out = msgs
 	}
 	cm := metrics.NewConsole(reg)
-	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out, Metrics: cm, AgentUIDs: o.agentUIDs})
+	// The hub's store first: with PostgreSQL it keeps the credential bindings the console serves
+	// too, so that every replica serves the same.
+	var store hub.Store
+	var bindings console.BindingStore
+	if o.hubListen != "" {
+		if store, err = openHubStore(context.Background(), o, log); err != nil {
+			fmt.Fprintln(stderr, "console: hub:", err)
+			return 1
+		}
+		defer store.Close()
+		if bs, ok := store.(console.BindingStore); ok {
+			bindings = bs
+		}
+	}
+	c, err := console.New(console.Config{PolicyPath: o.policy, StatePath: o.state, GateUIDs: o.gateUIDs, Logger: log, Audit: aw, Out: out, Metrics: cm, AgentUIDs: o.agentUIDs,
+		Bindings: bindings})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
@@ -182,7 +197,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var hs *hubServer
 	if o.hubListen != "" {
-		hs, err = serveHub(ctx, o, log, aw, c, reg)
+		hs, err = serveHub(ctx, o, store, log, aw, c, reg)
 		if err != nil {
 			fmt.Fprintln(stderr, "console: hub:", err)
 			return 1

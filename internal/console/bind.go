@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -40,10 +41,131 @@ const maxIssued = 8
 // IssuedBy is Binding.By of the logins the gate saw issued.
 const IssuedBy = "gate"
 
+// BindingStore keeps the bindings where every console replica sharing a hub's store reads them
+// (hubdb); without one they are in the console's state file.
+type BindingStore interface {
+	// UpdateBindings runs f on the bindings as they are, oldest first, and keeps what it
+	// returns, as one step no other replica interleaves; an error of f keeps them as they
+	// were. It returns them as kept.
+	UpdateBindings(ctx context.Context, f func([]Binding) ([]Binding, error)) ([]Binding, error)
+	// ListBindings lists them, oldest first.
+	ListBindings(ctx context.Context) ([]Binding, error)
+	// WatchBindings calls f each time another replica changed them (or may have: after the
+	// store's notifications were lost).
+	WatchBindings(f func())
+}
+
+// errUnchanged ends an update of the bindings that has nothing to change.
+var errUnchanged = errors.New("unchanged")
+
+// keepBindings runs f on the bindings and keeps what it returns: in Config.Bindings, or in the
+// state file. errUnchanged from f keeps them and is no error.
+func (c *Console) keepBindings(f func([]Binding) ([]Binding, error)) error {
+	if st := c.cfg.Bindings; st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var ferr error
+		bs, err := st.UpdateBindings(ctx, func(cur []Binding) ([]Binding, error) {
+			next, err := f(cur)
+			ferr = err
+			return next, err
+		})
+		if ferr != nil {
+			return ferr // the change's own refusal, or errUnchanged
+		}
+		if err != nil {
+			return fmt.Errorf("keeping the binding in the hub's database: %w", err)
+		}
+		c.mu.Lock()
+		c.state.Bound = bs
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Lock()
+	prev := c.state.Bound
+	next, err := f(append([]Binding(nil), prev...))
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.state.Bound = next
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		c.mu.Lock()
+		c.state.Bound = prev
+		c.mu.Unlock()
+		return fmt.Errorf("writing the console's state file: %w", err)
+	}
+	return nil
+}
+
+// bindingsFromStore takes the bindings from Config.Bindings at the console's start, and follows
+// the other replicas' changes. The bindings of a state file written without the store go to the
+// store when it holds none yet.
+func (c *Console) bindingsFromStore() error {
+	file := c.state.Bound
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs, err := c.cfg.Bindings.UpdateBindings(ctx, func(cur []Binding) ([]Binding, error) {
+		if len(cur) > 0 || len(file) == 0 {
+			return nil, errUnchanged
+		}
+		return file, nil
+	})
+	if errors.Is(err, errUnchanged) {
+		bs, err = c.cfg.Bindings.ListBindings(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("console: reading the bindings from the hub's database: %w", err)
+	}
+	if err := checkBindings(bs); err != nil {
+		return fmt.Errorf("console: the hub's database: %w", err)
+	}
+	c.mu.Lock()
+	c.state.Bound = bs
+	c.mu.Unlock()
+	if s := c.cur.Load(); s != nil {
+		c.publish(*s)
+	}
+	c.cfg.Bindings.WatchBindings(c.RefreshBindings)
+	return nil
+}
+
+// RefreshBindings reads the bindings of Config.Bindings again and serves them when they
+// changed (another replica bound or unbound a credential). Watch calls it at every check of the
+// policy file; the store's notifications call it at once.
+func (c *Console) RefreshBindings() {
+	st := c.cfg.Bindings
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bs, err := st.ListBindings(ctx)
+	if err != nil {
+		c.log.Warn("console: reading the bindings from the hub's database failed; the ones read last are served", "err", err)
+		return
+	}
+	if err := checkBindings(bs); err != nil {
+		c.log.Error("console: the hub's database holds bindings the console does not serve", "err", err)
+		return
+	}
+	c.mu.Lock()
+	same := len(bs) == len(c.state.Bound)
+	for i := 0; same && i < len(bs); i++ {
+		same = bs[i].Container == c.state.Bound[i].Container && bs[i].Hash == c.state.Bound[i].Hash
+	}
+	c.state.Bound = bs
+	c.mu.Unlock()
+	if s := c.cur.Load(); s != nil && !same {
+		c.publish(*s)
+	}
+}
+
 // Bind binds the Claude credential whose SHA-256 hex is hash to container, for the human by who
-// approved ticket: the binding is written to the state file and audited before the console
-// serves it, and a binding that cannot be written is an error (the approval then does not
-// stand). Binding a credential already bound changes nothing.
+// approved ticket: the binding is kept (the state file, or the hub's database) and audited
+// before the console serves it, and a binding that cannot be kept is an error (the approval
+// then does not stand). Binding a credential already bound changes nothing.
 func (c *Console) Bind(container, hash, by, ticket string) error {
 	if !claudeapi.IsHash(hash) {
 		return errors.New("a binding names the credential by its SHA-256 in lower-case hex")
@@ -56,25 +178,24 @@ func (c *Console) Bind(container, hash, by, ticket string) error {
 		c.mu.Unlock()
 		return fmt.Errorf("the approved policy has no container %q in [sources]", container)
 	}
-	for _, b := range c.state.Bound {
-		if b.Container == container && b.Hash == hash {
-			c.mu.Unlock()
-			return nil
-		}
-	}
-	if len(c.state.Bound) >= maxBindings {
-		c.mu.Unlock()
-		return fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
-	}
-	prev := c.state.Bound
-	c.state.Bound = append(prev[:len(prev):len(prev)], Binding{Container: container, Hash: hash, By: by, Ticket: ticket, At: c.now()})
 	version := c.state.Approved.Version
 	c.mu.Unlock()
-	if err := c.saveState(); err != nil {
-		c.mu.Lock()
-		c.state.Bound = prev
-		c.mu.Unlock()
-		return fmt.Errorf("writing the console's state file: %w", err)
+	err := c.keepBindings(func(bs []Binding) ([]Binding, error) {
+		for _, b := range bs {
+			if b.Container == container && b.Hash == hash {
+				return nil, errUnchanged
+			}
+		}
+		if len(bs) >= maxBindings {
+			return nil, fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
+		}
+		return append(bs, Binding{Container: container, Hash: hash, By: by, Ticket: ticket, At: c.now()}), nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	c.record(&audit.Record{Event: "policy", Rule: "credential-bound", Policy: version, Container: container, Approver: by, Ticket: ticket,
 		Detail: fmt.Sprintf("Claude credential sha256:%s bound to container %s: its requests with it pass without asking", hash, container)})
@@ -87,10 +208,9 @@ func (c *Console) Bind(container, hash, by, ticket string) error {
 
 // BindIssued binds the Claude login whose SHA-256 hex is hash to container without a ticket: the
 // gate saw the OAuth token endpoint of host issue it to the container, in the answer of its
-// request. Like Bind, the binding is written to the state file and audited (rule
-// "credential-bound", approver "gate", the request's id) before the console serves it; the
-// container keeps at most maxIssued issued logins, its oldest dropped. Binding a login already
-// bound changes nothing.
+// request. Like Bind, the binding is kept and audited (rule "credential-bound", approver
+// "gate", the request's id) before the console serves it; the container keeps at most
+// maxIssued issued logins, its oldest dropped. Binding a login already bound changes nothing.
 func (c *Console) BindIssued(container, hash, host, request string) error {
 	if !claudeapi.IsHash(hash) {
 		return errors.New("a binding names the credential by its SHA-256 in lower-case hex")
@@ -103,42 +223,42 @@ func (c *Console) BindIssued(container, hash, host, request string) error {
 		c.mu.Unlock()
 		return fmt.Errorf("the approved policy has no container %q in [sources]", container)
 	}
-	oldest, issued := -1, 0
-	for i, b := range c.state.Bound {
-		if b.Container != container {
-			continue
-		}
-		if b.Hash == hash {
-			c.mu.Unlock()
-			return nil
-		}
-		if b.Issued != "" {
-			issued++
-			if oldest < 0 {
-				oldest = i
-			}
-		}
-	}
-	prev := c.state.Bound
-	kept := prev[:len(prev):len(prev)]
-	var dropped *Binding
-	if issued >= maxIssued {
-		d := prev[oldest]
-		dropped = &d
-		kept = append(append([]Binding(nil), prev[:oldest]...), prev[oldest+1:]...)
-	}
-	if len(kept) >= maxBindings {
-		c.mu.Unlock()
-		return fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
-	}
-	c.state.Bound = append(kept, Binding{Container: container, Hash: hash, By: IssuedBy, At: c.now(), Issued: host, Request: request})
 	version := c.state.Approved.Version
 	c.mu.Unlock()
-	if err := c.saveState(); err != nil {
-		c.mu.Lock()
-		c.state.Bound = prev
-		c.mu.Unlock()
-		return fmt.Errorf("writing the console's state file: %w", err)
+	var dropped *Binding
+	err := c.keepBindings(func(bs []Binding) ([]Binding, error) {
+		dropped = nil
+		oldest, issued := -1, 0
+		for i, b := range bs {
+			if b.Container != container {
+				continue
+			}
+			if b.Hash == hash {
+				return nil, errUnchanged
+			}
+			if b.Issued != "" {
+				issued++
+				if oldest < 0 {
+					oldest = i
+				}
+			}
+		}
+		kept := bs
+		if issued >= maxIssued {
+			d := bs[oldest]
+			dropped = &d
+			kept = append(append([]Binding(nil), bs[:oldest]...), bs[oldest+1:]...)
+		}
+		if len(kept) >= maxBindings {
+			return nil, fmt.Errorf("the console keeps at most %d bound Claude credentials; list long-lived ones in the policy's [claude] credentials file", maxBindings)
+		}
+		return append(kept, Binding{Container: container, Hash: hash, By: IssuedBy, At: c.now(), Issued: host, Request: request}), nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	detail := fmt.Sprintf("Claude login sha256:%s issued to container %s by %s's token endpoint (the gate's request %s) bound: its requests with it pass without asking", hash, container, host, request)
 	if dropped != nil {
@@ -213,9 +333,9 @@ func checkBindings(bs []Binding) error {
 }
 
 // Unbind removes the binding of container whose hash starts with prefix (at least 12 hex
-// digits, as lox credentials shows it), for the human by: written to the state file and audited
-// before the console stops serving it. A prefix that names no binding, or more than one, is an
-// error that changes nothing.
+// digits, as lox credentials shows it), for the human by: kept (the state file, or the hub's
+// database) and audited before the console stops serving it. A prefix that names no binding,
+// or more than one, is an error that changes nothing.
 func (c *Console) Unbind(container, prefix, by string) (Binding, error) {
 	prefix = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(prefix), "sha256:"))
 	if len(prefix) < 12 || len(prefix) > sha256.Size*2 || !claudeapi.IsHexPrefix(prefix) {
@@ -225,30 +345,30 @@ func (c *Console) Unbind(container, prefix, by string) (Binding, error) {
 		return Binding{}, errors.New("an unbinding names who did it")
 	}
 	c.mu.Lock()
-	at := -1
-	for i, b := range c.state.Bound {
-		if b.Container == container && strings.HasPrefix(b.Hash, prefix) {
-			if at >= 0 {
-				c.mu.Unlock()
-				return Binding{}, fmt.Errorf("more than one credential of %s starts with %s; give more digits", container, prefix)
-			}
-			at = i
-		}
+	version := ""
+	if c.state.Approved != nil {
+		version = c.state.Approved.Version
 	}
-	if at < 0 {
-		c.mu.Unlock()
-		return Binding{}, fmt.Errorf("no credential bound to %s starts with %s; lox credentials lists them", container, prefix)
-	}
-	prev := c.state.Bound
-	gone := prev[at]
-	c.state.Bound = append(append([]Binding(nil), prev[:at]...), prev[at+1:]...)
-	version := c.state.Approved.Version
 	c.mu.Unlock()
-	if err := c.saveState(); err != nil {
-		c.mu.Lock()
-		c.state.Bound = prev
-		c.mu.Unlock()
-		return Binding{}, fmt.Errorf("writing the console's state file: %w", err)
+	var gone Binding
+	err := c.keepBindings(func(bs []Binding) ([]Binding, error) {
+		at := -1
+		for i, b := range bs {
+			if b.Container == container && strings.HasPrefix(b.Hash, prefix) {
+				if at >= 0 {
+					return nil, fmt.Errorf("more than one credential of %s starts with %s; give more digits", container, prefix)
+				}
+				at = i
+			}
+		}
+		if at < 0 {
+			return nil, fmt.Errorf("no credential bound to %s starts with %s; lox credentials lists them", container, prefix)
+		}
+		gone = bs[at]
+		return append(append([]Binding(nil), bs[:at]...), bs[at+1:]...), nil
+	})
+	if err != nil {
+		return Binding{}, err
 	}
 	c.record(&audit.Record{Event: "policy", Rule: "credential-unbound", Policy: version, Container: container, Approver: by, Ticket: gone.Ticket,
 		Detail: fmt.Sprintf("Claude credential sha256:%s unbound from container %s (bound by %s): its requests with it ask again", gone.Hash, container, gone.By)})

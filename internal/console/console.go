@@ -52,6 +52,9 @@ type Config struct {
 	// (policy.RefusedWithAgent): the agent could bind the channel's port and approve its own
 	// requests; such a channel of a policy approved before is never used. Empty: none.
 	AgentUIDs []int
+	// Bindings keeps the credential bindings where every replica of the console reads them (the
+	// hub's database). Nil: in the state file.
+	Bindings BindingStore
 }
 
 // The contract of the console's socket (consoleapi), named here for the console's own code.
@@ -106,6 +109,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if err := c.loadState(); err != nil {
 		return nil, err
+	}
+	if cfg.Bindings != nil {
+		if err := c.bindingsFromStore(); err != nil {
+			return nil, err
+		}
 	}
 	if c.state.Approved == nil {
 		// The first start: the file the operator started the console with is approved.
@@ -313,6 +321,7 @@ func (c *Console) Watch(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 			c.reload()
+			c.RefreshBindings()
 		}
 	}
 }

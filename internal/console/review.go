@@ -249,6 +249,9 @@ func (c *Console) saveState() error {
 	c.mu.Lock()
 	st := c.state
 	st.Version = 1
+	if c.cfg.Bindings != nil {
+		st.Bound = nil // the hub's database keeps them
+	}
 	data, err := json.MarshalIndent(st, "", " ")
 	c.mu.Unlock()
 	if err != nil {

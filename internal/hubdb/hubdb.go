@@ -22,15 +22,19 @@ import (
 // channel is the NOTIFY channel of the hub's changes.
 const channel = "lockhttp_hub"
 
-// migrateLock is the advisory lock that lets one replica at a time migrate the schema.
-const migrateLock = 0x6c6f636b68756231 // "lockhub1"
+// Advisory locks: one replica at a time migrates the schema, or changes the bindings.
+const (
+	migrateLock  = 0x6c6f636b68756231 // "lockhub1"
+	bindingsLock = 0x6c6f636b62696e64 // "lockbind"
+)
 
 // migrations are the schema's versions, in order: migrations[i] takes the schema from version i
 // to i+1. Append only; a released migration never changes.
 var migrations = []string{
 	// 1: tickets (a denial remembered, an approval's single-use authorisations and an expiry's
 	// report are a ticket's status, uses and reported), decisions, the requests each gate holds,
-	// the claims taken (by their keys), CONNECT grants, the gates and their reports.
+	// the claims taken (by their keys), CONNECT grants, the credential bindings (the console's),
+	// the gates and their reports.
 	`CREATE TABLE hub_tickets (
 	id          text PRIMARY KEY,
 	fingerprint text NOT NULL,
@@ -75,6 +79,17 @@ CREATE TABLE hub_grants (
 	until     timestamptz NOT NULL,
 	PRIMARY KEY (container, host, port)
 );
+CREATE TABLE hub_bindings (
+	seq       bigserial PRIMARY KEY,
+	container text NOT NULL,
+	hash      text NOT NULL,
+	by_whom   text NOT NULL,
+	ticket    text NOT NULL DEFAULT '',
+	at        timestamptz NOT NULL,
+	issued    text NOT NULL DEFAULT '',
+	request   text NOT NULL DEFAULT '',
+	UNIQUE (container, hash)
+);
 CREATE TABLE hub_gates (
 	gate     text PRIMARY KEY,
 	seen     timestamptz NOT NULL,
@@ -105,8 +120,11 @@ type Store struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+
+	wmu      sync.Mutex
+	bindings []func() // guarded by wmu: told when another replica changed the bindings
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // Open connects, applies the migrations the database lacks and returns the store. A database

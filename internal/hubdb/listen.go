@@ -63,6 +63,7 @@ func (s *Store) listen(ctx context.Context, f func(hub.Change)) {
 		backoff = 100 * time.Millisecond
 		if !lost.IsZero() {
 			s.catchUp(ctx, time.Since(lost)+catchUpSlack, f)
+			s.bindingsChanged()
 			s.log.Info("hubdb: listening again; the tickets changed meanwhile were reread")
 		}
 		for {
@@ -95,6 +96,8 @@ func (s *Store) handle(ctx context.Context, payload string, f func(hub.Change)) 
 		f(hub.Change{Type: n.T, Ticket: &t})
 	case "limit":
 		f(hub.Change{Type: "limit", Limit: &hub.Limit{Container: n.Container, Pending: n.Pending}})
+	case "bindings":
+		s.bindingsChanged()
 	case "gate":
 		g, err := s.Gate(ctx)
 		if err == nil {
