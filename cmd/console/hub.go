@@ -124,7 +124,10 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 	mux.Handle(notify.Pattern, nt.Handler())
 	c.SetNotifyStatus(nt.Status)
 	if o.phoneURL != "" {
-		ph, err := phone.New(phone.Config{Hub: h, PublicURL: public, Log: log})
+		// With PostgreSQL the pairing links and the paired phones are rows: a phone paired
+		// through one replica is paired on every one.
+		ps, _ := store.(phone.PairingStore)
+		ph, err := phone.New(phone.Config{Hub: h, PublicURL: public, Log: log, Pairings: ps})
 		if err != nil {
 			return nil, fmt.Errorf("-phone-url: %w", err)
 		}

@@ -26,6 +26,7 @@ const channel = "lockhttp_hub"
 const (
 	migrateLock  = 0x6c6f636b68756231 // "lockhub1"
 	bindingsLock = 0x6c6f636b62696e64 // "lockbind"
+	phonesLock   = 0x6c6f636b70686f6e // "lockphon"
 )
 
 // migrations are the schema's versions, in order: migrations[i] takes the schema from version i
@@ -34,7 +35,8 @@ var migrations = []string{
 	// 1: tickets (a denial remembered, an approval's single-use authorisations and an expiry's
 	// report are a ticket's status, uses and reported), decisions, the requests each gate holds,
 	// the claims taken (by their keys), CONNECT grants, the credential bindings (the console's),
-	// the gates and their reports.
+	// the phones' pairing links and paired phones (by their tokens' SHA-256), the gates and
+	// their reports.
 	`CREATE TABLE hub_tickets (
 	id          text PRIMARY KEY,
 	fingerprint text NOT NULL,
@@ -90,6 +92,19 @@ CREATE TABLE hub_bindings (
 	request   text NOT NULL DEFAULT '',
 	UNIQUE (container, hash)
 );
+CREATE TABLE hub_pairings (
+	hash    bytea PRIMARY KEY,
+	expires timestamptz NOT NULL
+);
+CREATE TABLE hub_phones (
+	id          text PRIMARY KEY,
+	hash        bytea NOT NULL UNIQUE,
+	device      text NOT NULL,
+	remote      text NOT NULL,
+	last_remote text NOT NULL,
+	created     timestamptz NOT NULL,
+	last_seen   timestamptz NOT NULL
+);
 CREATE TABLE hub_gates (
 	gate     text PRIMARY KEY,
 	seen     timestamptz NOT NULL,
@@ -122,7 +137,8 @@ type Store struct {
 	cancel context.CancelFunc
 
 	wmu      sync.Mutex
-	bindings []func() // guarded by wmu: told when another replica changed the bindings
+	bindings []func()          // guarded by wmu: told when another replica changed the bindings
+	unpaired []func(id string) // guarded by wmu: told when another replica unpaired a phone
 	wg       sync.WaitGroup
 	once     sync.Once
 }

@@ -98,6 +98,8 @@ func (s *Store) handle(ctx context.Context, payload string, f func(hub.Change)) 
 		f(hub.Change{Type: "limit", Limit: &hub.Limit{Container: n.Container, Pending: n.Pending}})
 	case "bindings":
 		s.bindingsChanged()
+	case "unpaired":
+		s.phoneUnpaired(n.ID)
 	case "gate":
 		g, err := s.Gate(ctx)
 		if err == nil {

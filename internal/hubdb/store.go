@@ -647,6 +647,9 @@ WHERE status = 'pending' AND expires <= $1 RETURNING id`, now)
 		if _, err := tx.Exec(ctx, `DELETE FROM hub_grants WHERE until < $1`, now); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM hub_pairings WHERE expires < $1`, now); err != nil {
+			return err
+		}
 		if r.GateStale > 0 {
 			rows, err := tx.Query(ctx, `WITH stale AS (
 	DELETE FROM hub_holders h USING hub_gates g WHERE g.gate = h.gate AND g.seen < $1 RETURNING h.ticket

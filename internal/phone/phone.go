@@ -48,6 +48,9 @@ type Config struct {
 	Log *slog.Logger
 	// Rand is the source of tokens. Nil: crypto/rand.
 	Rand io.Reader
+	// Pairings keeps the pairing links and the paired phones where every hub replica reads
+	// them (the hub's database). Nil: in this process only.
+	Pairings PairingStore
 }
 
 // Server is the phone page and its API.
@@ -57,6 +60,7 @@ type Server struct {
 	now      func() time.Time
 	log      *slog.Logger
 	rand     io.Reader
+	store    PairingStore
 	limit    *limiter
 	authWait time.Duration // AuthWait; tests shorten it
 
@@ -76,7 +80,7 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{hub: c.Hub, origin: origin, now: c.Now, log: c.Log, rand: c.Rand, authWait: AuthWait,
+	s := &Server{hub: c.Hub, origin: origin, now: c.Now, log: c.Log, rand: c.Rand, store: c.Pairings, authWait: AuthWait,
 		pairings: map[[32]byte]time.Time{}, sessions: map[string]*session{}, done: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
@@ -88,6 +92,9 @@ func New(c Config) (*Server, error) {
 		s.rand = rand.Reader
 	}
 	s.limit = newLimiter(s.now)
+	if s.store != nil {
+		s.store.WatchUnpaired(func(id string) { s.forget(id) })
+	}
 	return s, nil
 }
 

@@ -14,7 +14,8 @@ import (
 	"unicode"
 )
 
-// Session is one paired device. Sessions live in memory only: a hub restart unpairs every phone.
+// Session is one paired device. Without a PairingStore sessions live in memory only: a hub
+// restart unpairs every phone.
 type Session struct {
 	ID     string `json:"id"`     // public name of the session (not its token)
 	Device string `json:"device"` // the name the phone gave; decisions are by "phone:<Device>"
@@ -62,6 +63,14 @@ func (s *Server) NewPairing() (string, error) {
 		return "", err
 	}
 	now := s.now()
+	if s.store != nil {
+		ctx, cancel := storeCtx()
+		defer cancel()
+		if err := s.store.AddPairing(ctx, sha256.Sum256([]byte(tok)), now.Add(PairingTTL), maxPairings); err != nil {
+			return "", fmt.Errorf("phone: keeping the pairing link: %w", err)
+		}
+		return s.origin + "/phone/#pair=" + tok, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for h, exp := range s.pairings {
@@ -95,6 +104,9 @@ func (s *Server) redeem(pairToken, device, remote string) (tok string, sess Sess
 	}
 	now := s.now()
 	want := sha256.Sum256([]byte(pairToken))
+	if s.store != nil {
+		return s.redeemStored(want, pairToken, tok, "p"+hex.EncodeToString(idb), device, remote, now)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var found *[32]byte
@@ -130,6 +142,9 @@ func (s *Server) authenticate(tok, remote string) *session {
 		return nil
 	}
 	h := sha256.Sum256([]byte(tok))
+	if s.store != nil {
+		return s.authenticateStored(h, remote)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var found *session
@@ -147,8 +162,11 @@ func (s *Server) authenticate(tok, remote string) *session {
 // seen records a sign of life of ss (a websocket's pong).
 func (s *Server) seen(ss *session) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	ss.LastSeen = s.now()
+	s.mu.Unlock()
+	if s.store != nil {
+		s.seenStored(ss)
+	}
 }
 
 // revoked reports whether ss was unpaired since it was authenticated.
@@ -163,6 +181,9 @@ func revoked(ss *session) bool {
 
 // Sessions lists the paired devices, oldest first.
 func (s *Server) Sessions() []Session {
+	if s.store != nil {
+		return s.sessionsStored()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Session, 0, len(s.sessions))
@@ -190,6 +211,9 @@ func (s *Server) Revoke(id string) bool {
 
 // Unpair is Revoke that returns the session it ended, for the caller's log line and audit.
 func (s *Server) Unpair(id string) (Session, bool) {
+	if s.store != nil {
+		return s.unpairStored(id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss, ok := s.sessions[id]
