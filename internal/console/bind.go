@@ -62,6 +62,10 @@ var errUnchanged = errors.New("unchanged")
 // state file. errUnchanged from f keeps them and is no error.
 func (c *Console) keepBindings(f func([]Binding) ([]Binding, error)) error {
 	if st := c.cfg.Bindings; st != nil {
+		// One change or reread at a time: each sets the bindings served to what the store held
+		// then, so none may finish after a later one.
+		c.bindMu.Lock()
+		defer c.bindMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var ferr error
@@ -139,6 +143,8 @@ func (c *Console) RefreshBindings() {
 	if st == nil {
 		return
 	}
+	c.bindMu.Lock()
+	defer c.bindMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	bs, err := st.ListBindings(ctx)

@@ -71,6 +71,9 @@ type Console struct {
 
 	cur atomic.Pointer[Served]
 
+	// bindMu orders the changes and rereads of the bindings in Config.Bindings.
+	bindMu sync.Mutex
+
 	mu       sync.Mutex
 	lastSeen string // guarded by mu: the version (hash) of the file as last read
 	fileErr  string // guarded by mu: the error of the file as last read, "" when it loaded

@@ -193,7 +193,7 @@ func (s *FileStore) Claim(_ context.Context, id, fingerprint, gate, key string) 
 	default:
 		return Ticket{}, ErrDecided
 	}
-	if key != "" {
+	if key != "" && t.Status == Approved { // a denial spends nothing: no key kept
 		if s.claimed[id] == nil {
 			s.claimed[id] = map[string]bool{}
 		}

@@ -311,6 +311,12 @@ WHERE id = $1 AND fingerprint = $2 AND status = 'approved' AND uses > 0 RETURNIN
 		} else if err != nil {
 			return err
 		}
+		if key != "" && status == string(hub.Denied) {
+			// A denial spends nothing: its claims keep no key (a gate could add keys without end).
+			if _, err := tx.Exec(ctx, `DELETE FROM hub_claims WHERE ticket = $1 AND key = $2`, id, key); err != nil {
+				return err
+			}
+		}
 		if err := hold(ctx, tx, id, gate, -1); err != nil {
 			return err
 		}
