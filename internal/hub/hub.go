@@ -585,6 +585,25 @@ func (h *Hub) GateState() GateState {
 	return g
 }
 
+// Notify reports whether this hub sends ticket id's notifications: always with a store of its
+// own; with a shared one, only the first hub of the fleet to ask (Noticer), so that a ticket
+// reaches each channel once whichever replica the gate asked and however many see it. On a
+// store error it reports true: a notice sent twice beats one lost.
+func (h *Hub) Notify(id string) bool {
+	n, ok := h.store.(Noticer)
+	if !ok {
+		return true
+	}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	first, err := n.Notice(ctx, id)
+	if err != nil {
+		h.log.Warn("hub: could not learn whether another replica sends the notifications of a ticket; this one sends them", "id", id, "err", err)
+		return true
+	}
+	return first
+}
+
 // remote publishes what another hub sharing the store changed (Store.Watch).
 func (h *Hub) remote(c Change) {
 	h.mu.Lock()

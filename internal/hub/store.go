@@ -64,6 +64,13 @@ type Store interface {
 	Close() error
 }
 
+// Noticer is a store shared by several hubs that names the one hub to send a ticket's
+// notifications: Notice reports true to the first caller for a ticket, false to every other
+// (whichever hub asks). A store of one hub has no need of it.
+type Noticer interface {
+	Notice(ctx context.Context, id string) (bool, error)
+}
+
 // StoreAsk is an ask as the store takes it.
 type StoreAsk struct {
 	AskRequest

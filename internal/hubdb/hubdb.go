@@ -34,7 +34,7 @@ const (
 var migrations = []string{
 	// 1: tickets (a denial remembered, an approval's single-use authorisations and an expiry's
 	// report are a ticket's status, uses and reported), decisions, the requests each gate holds,
-	// the claims taken (by their keys), CONNECT grants, the credential bindings (the console's),
+	// the claims taken (by their keys), the replica that notifies each ticket, CONNECT grants, the credential bindings (the console's),
 	// the phones' pairing links and paired phones (by their tokens' SHA-256), the gates and
 	// their reports.
 	`CREATE TABLE hub_tickets (
@@ -73,6 +73,9 @@ CREATE TABLE hub_claims (
 	ticket text NOT NULL REFERENCES hub_tickets (id) ON DELETE CASCADE,
 	key    text NOT NULL,
 	PRIMARY KEY (ticket, key)
+);
+CREATE TABLE hub_notices (
+	ticket text PRIMARY KEY REFERENCES hub_tickets (id) ON DELETE CASCADE
 );
 CREATE TABLE hub_grants (
 	container text NOT NULL,

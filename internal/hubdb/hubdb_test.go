@@ -2,6 +2,8 @@ package hubdb
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -128,5 +130,45 @@ func TestMigrations(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), Options{DSN: "postgres://u:hunter2@[::1"}); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("a bad DSN: %v", err)
+	}
+}
+
+// Of two replicas, one sends a ticket's notifications, whichever asks first; the other is told
+// not to.
+func TestOneReplicaNotifies(t *testing.T) {
+	p := server(t)
+	dsn := freshDB(t, p)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	var hs []*hub.Hub
+	for range 2 {
+		h, err := hub.New(hub.Config{Store: open(t, dsn), Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for i := range 20 {
+		a, err := hs[i%2].Ask(hub.AskRequest{Kind: hub.KindRequest, Container: "agent", Method: "POST", URL: "https://example.com/", Rule: "r", Fingerprint: fmt.Sprintf("fp1:%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		yes := 0
+		var wg sync.WaitGroup
+		for _, h := range hs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if h.Notify(a.Ticket.ID) {
+					mu.Lock()
+					yes++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if yes != 1 {
+			t.Fatalf("ticket %d: %d replicas send its notifications", i, yes)
+		}
 	}
 }

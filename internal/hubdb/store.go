@@ -756,3 +756,14 @@ func (s *Store) Counts(ctx context.Context, now time.Time, window time.Duration)
 	(SELECT count(*) FROM hub_grants WHERE until > $2)`, now.Add(-window), now).Scan(&st.Authorisations, &st.Grants)
 	return st, err
 }
+
+// Notice is hub.Noticer's: the first replica to insert the ticket's row sends its notifications.
+func (s *Store) Notice(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO hub_notices (ticket) SELECT id FROM hub_tickets WHERE id = $1 ON CONFLICT DO NOTHING`, id)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+var _ hub.Noticer = (*Store)(nil)

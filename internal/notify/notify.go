@@ -174,6 +174,12 @@ func (n *Notifier) ticket(ctx context.Context, t hub.Ticket) {
 		return
 	}
 	n.seen[t.ID] = t.Expires
+	n.mu.Unlock()
+	// Of the hubs sharing a database, one sends each ticket's notifications.
+	if !n.cfg.Hub.Notify(t.ID) {
+		return
+	}
+	n.mu.Lock()
 	var targets []*channel
 	for _, cfg := range chans {
 		c := n.channels[cfg.Name]
