@@ -16,6 +16,9 @@ import (
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
+// benchStores are the stores benchHubs opened, the last last.
+var benchStores []*Store
+
 // benchHubs starts PostgreSQL and returns n hubs (replicas) on one fresh database.
 func benchHubs(b *testing.B, n int) []*hub.Hub {
 	b.Helper()
@@ -34,6 +37,7 @@ func benchHubs(b *testing.B, n int) []*hub.Hub {
 		if err != nil {
 			b.Fatal(err)
 		}
+		benchStores = append(benchStores, s)
 		b.Cleanup(func() { s.Close() })
 		h, err := hub.New(hub.Config{Store: s, Key: key})
 		if err != nil {
@@ -92,4 +96,27 @@ func BenchmarkDecisionsPostgres(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+}
+
+// BenchmarkGateNames: a holder of the gate's token reporting under a new gate name at each call
+// (hubapi.HeaderGate) adds a row a name, until the sweep forgets the names silent for 30 s. It
+// reports the rows and the table's bytes a row, then checks that a sweep 31 s on leaves none.
+func BenchmarkGateNames(b *testing.B) {
+	hs := benchHubs(b, 1)
+	s := benchStores[len(benchStores)-1]
+	for i := range b.N {
+		hs[0].SetHoldingsAs(fmt.Sprintf("g%063d", i), hub.Holdings{})
+	}
+	b.StopTimer()
+	var rows, bytes int64
+	s.pool.QueryRow(context.Background(), `SELECT count(*), pg_total_relation_size('hub_gates') FROM hub_gates`).Scan(&rows, &bytes)
+	b.ReportMetric(float64(rows), "rows")
+	b.ReportMetric(float64(bytes)/float64(max(1, rows)), "bytes/row")
+	if _, err := s.Sweep(context.Background(), time.Now().Add(31*time.Second), hub.Retention{Keep: 24 * time.Hour, GateStale: 30 * time.Second}); err != nil {
+		b.Fatal(err)
+	}
+	s.pool.QueryRow(context.Background(), `SELECT count(*) FROM hub_gates`).Scan(&rows)
+	if rows != 0 {
+		b.Fatalf("%d gate rows after the sweep", rows)
+	}
 }

@@ -676,7 +676,10 @@ RETURNING t.id`, now.Add(-r.GateStale))
 					return err
 				}
 			}
-			if _, err := tx.Exec(ctx, `DELETE FROM hub_gates WHERE seen < $1 AND (reported IS NULL OR reported < $1)`, now.Add(-r.Keep)); err != nil {
+			// A gate silent past GateStale is forgotten (a gate takes a new name at every start),
+			// but for the latest report of any gate, which the facades show as it stands.
+			if _, err := tx.Exec(ctx, `DELETE FROM hub_gates WHERE seen < $1 AND (reported IS NULL OR reported < $1)
+	AND gate <> coalesce((SELECT gate FROM hub_gates WHERE state IS NOT NULL ORDER BY reported DESC LIMIT 1), '')`, now.Add(-r.GateStale)); err != nil {
 				return err
 			}
 		}
