@@ -525,3 +525,78 @@ func TestFleetReleaseLatency(t *testing.T) {
 		t.Logf("approval to release, %s: %d requests, p50 %s, p99 %s, max %s", name, len(l), p(0.50), p(0.99), p(1))
 	}
 }
+
+// TestFleetDocBlock runs docs/fleet.md's console command as a reader would copy it, with its
+// files in a directory of the test's own and its database the test's: the console starts on
+// PostgreSQL, creates the schema and serves. Every sh block of docs/fleet.md is a test block.
+func TestFleetDocBlock(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	doc := filepath.Join(root, "docs", "fleet.md")
+	blocks, err := readDocBlocks(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unmarked, err := unmarkedBlocks(doc); err != nil || len(unmarked) > 0 {
+		t.Fatalf("docs/fleet.md: the sh blocks of lines %v are run by no test %v", unmarked, err)
+	}
+	var script string
+	for _, b := range blocks {
+		if b.Name == "fleet-console" {
+			script = b.Script
+		}
+	}
+	if script == "" {
+		t.Fatalf("docs/fleet.md has no test block fleet-console: %+v", blocks)
+	}
+	pg := startPostgres(t)
+	dir := t.TempDir()
+	for _, d := range []string{"etc", "var", "run"} {
+		must(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "etc", "policy.toml"), []byte("version = 1\ntrusted = [\"github.com\"]\n"), 0o600))
+	addr := freeAddr(t)
+	for old, repl := range map[string]string{
+		"postgres://lockhttp@db.internal:5432/lockhttp_hub?sslmode=verify-full": pg.DSN,
+		"/etc/lockhttp":     filepath.Join(dir, "etc"),
+		"/var/lib/lockhttp": filepath.Join(dir, "var"),
+		"/run/lockhttp":     filepath.Join(dir, "run"),
+		"0.0.0.0:3131":      addr,
+		"\nconsole ":        "\n" + filepath.Join(binDir, "console") + " ",
+	} {
+		if !strings.Contains(script, old) {
+			t.Fatalf("docs/fleet.md's fleet-console block no longer has %q:\n%s", old, script)
+		}
+		script = strings.ReplaceAll(script, old, repl)
+	}
+	cmd := exec.Command("sh", "-ec", script)
+	out := &testkit.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	must(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		<-done
+	}()
+	testkit.WaitFor(t, 30*time.Second, "the console of docs/fleet.md serving its hub", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("the block exited:\n%s", out)
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if fi, err := os.Stat(filepath.Join(dir, "etc", "hub.dsn")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the DSN file: %v %v", fi, err)
+	}
+	f := &fleet{t: t, dsn: pg.DSN}
+	if n := f.count("SELECT version FROM lockhttp_hub_schema"); n < 1 {
+		t.Fatalf("the schema's version in the database: %d\n%s", n, out)
+	}
+}
