@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -169,6 +170,62 @@ func TestOneReplicaNotifies(t *testing.T) {
 		wg.Wait()
 		if yes != 1 {
 			t.Fatalf("ticket %d: %d replicas send its notifications", i, yes)
+		}
+	}
+}
+
+// After its listening connection comes back, a replica rereads the tickets changed while it was
+// away: each is told as its status says.
+func TestCatchUp(t *testing.T) {
+	p := server(t)
+	dsn := freshDB(t, p)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	h, err := hub.New(hub.Config{Store: s1, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(fp string) hub.AskRequest {
+		return hub.AskRequest{Kind: hub.KindRequest, Container: "agent", Method: "POST", URL: "https://example.com/", Rule: "r", Fingerprint: fp}
+	}
+	a, _ := h.Ask(req("fp1:a"))
+	b, _ := h.Ask(req("fp1:b"))
+	if _, err := h.Decide(a.Ticket.ID, "fp1:a", true, "cli:root", ""); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	s2.catchUp(context.Background(), time.Minute, func(c hub.Change) { got[c.Ticket.ID] = c.Type })
+	if got[a.Ticket.ID] != "decided" || got[b.Ticket.ID] != "ticket" {
+		t.Fatalf("caught up %v", got)
+	}
+	// And the listener does it when its connection is cut: a decision made while it was away
+	// is told.
+	told := make(chan hub.Change, 16)
+	s2.Watch(func(c hub.Change) { told <- c })
+	testkit.WaitFor(t, 10*time.Second, "replica 2 listening", func() bool {
+		n, err := s2.Listening(context.Background())
+		return err == nil && n >= 1
+	})
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN lockhttp_hub'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Decide(b.Ticket.ID, "fp1:b", false, "cli:root", "no"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-told:
+			if c.Type == "decided" && c.Ticket != nil && c.Ticket.ID == b.Ticket.ID {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the decision made while the listener was cut was never told")
 		}
 	}
 }
