@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/hub"
-	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // Open returns an empty store for one test.
@@ -655,12 +654,20 @@ type Listener interface {
 func waitListening(t *testing.T, stores ...hub.Store) {
 	t.Helper()
 	for _, s := range stores {
-		if l, ok := s.(Listener); ok {
-			testkit.WaitFor(t, 10*time.Second, "the replicas listening", func() bool {
-				n, err := l.Listening(context.Background())
-				return err == nil && n >= len(stores)
-			})
-			return
+		l, ok := s.(Listener)
+		if !ok {
+			continue
+		}
+		// A wait with a deadline (testkit is for _test.go files only).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if n, err := l.Listening(context.Background()); err == nil && n >= len(stores) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the replicas were not listening within 10 s")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
