@@ -91,6 +91,7 @@ func compareFiles(old, new *Policy) Comparison {
 	c.hostList("jwt.hosts", o.JWT.Hosts, n.JWT.Hosts, false) // a host a JWT may go to more is a loosening
 	c.injections(o.Inject, n.Inject)
 	c.budgets(old.budgets, new.budgets)
+	c.mcp(old, new)
 	c.notify(old.notify, new.notify)
 	if o.Claude.Credentials != n.Claude.Credentials {
 		c.loose("claude.credentials: %q → %q (the file's contents are not compared)", o.Claude.Credentials, n.Claude.Credentials)

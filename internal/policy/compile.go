@@ -93,7 +93,10 @@ type Policy struct {
 	injections  []Injection
 	budgets     []Budget
 	notify      []Notify
-	injectBy    map[string]int // exact host → index in injections
+	// mcp are the [[mcp]] endpoints in file order; mcpByHost finds them by host.
+	mcp       []*MCPEndpoint
+	mcpByHost map[string][]*MCPEndpoint
+	injectBy  map[string]int // exact host → index in injections
 	// ClaudeCredentials is [claude] credentials: the path of the credentials file.
 	ClaudeCredentials string
 	// ClaudeBound maps a container to the SHA-256 hex of each Claude credential a human bound to
@@ -530,6 +533,7 @@ func (d *Document) compile() (*Policy, Errors) {
 	c.hostList(&p.splice, "splice", f.Splice)
 	c.rules(p, f.Rules)
 	c.containerSections(p, f.Containers)
+	c.mcp(p, f.MCP) // after sources and splice
 	c.floor(p, &f.Floor)
 	c.settings(p, &f.Settings)
 	c.secretRules(p, f.Secrets)

@@ -491,6 +491,10 @@ func wantType(path []string) string {
 		return `a size such as "8MiB"`
 	case reflect.TypeOf([]FileRule{}):
 		return "[[rule]] tables"
+	case reflect.TypeOf([]FileMCP{}):
+		return "[[mcp]] tables"
+	case reflect.TypeOf([]FileMCPRule{}):
+		return "[[mcp.rule]] tables"
 	case reflect.TypeOf(map[string]string{}):
 		return "a table of strings"
 	case reflect.TypeOf(map[string][]string{}):
@@ -506,9 +510,12 @@ func wantType(path []string) string {
 func knownKeys(path []string) string {
 	t := reflect.TypeOf(File{})
 	for _, p := range path[:len(path)-1] {
-		if t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		for t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
+			t = t.Elem() // an array of tables: its keys are those of each table
+		}
+		if t.Kind() == reflect.Map {
 			t = t.Elem()
-			continue // the array-of-tables index, or a name of your choice ([container.NAME])
+			continue // a name of your choice ([container.NAME])
 		}
 		if t.Kind() != reflect.Struct {
 			break

@@ -75,9 +75,14 @@ const (
 	ExampleAddress
 	// ExampleInject is a host that receives a credential it did not, or another one.
 	ExampleInject
+	// ExampleMCP is an MCP message (Example.MCP) of a request to an [[mcp]] endpoint, or to
+	// where one was.
+	ExampleMCP
+	// ExampleMCPTunnel is such a message inside a CONNECT tunnel as a gate with a signer opens it.
+	ExampleMCPTunnel
 )
 
-var exampleKinds = [...]string{"request", "tunnel", "connect", "intercept", "splice", "trusted", "address", "inject"}
+var exampleKinds = [...]string{"request", "tunnel", "connect", "intercept", "splice", "trusted", "address", "inject", "mcp", "mcp-tunnel"}
 
 func (k ExampleKind) String() string {
 	if int(k) < len(exampleKinds) {
@@ -94,6 +99,8 @@ type Example struct {
 	Container    string
 	Host         string
 	Method, Path string // requests and tunnels
+	// MCP says what MCP message an ExampleMCP is: "initialize", `tools/call of "read"`.
+	MCP string
 	// Old and New are the decisions, for requests, tunnels and CONNECTs.
 	Old, New Decision
 	// Was and Now describe a host's property (splice, trusted, address, inject) in words.
@@ -129,6 +136,10 @@ func (e Example) what() string {
 		return fmt.Sprintf("%s would be sent to %s, was sent to %s", e.Host, e.Now, e.Was)
 	case ExampleInject:
 		return fmt.Sprintf("requests to %s would carry %s, carried %s", e.Host, e.Now, e.Was)
+	case ExampleMCP:
+		return fmt.Sprintf("MCP %s in %s https://%s%s would be %s, was %s", e.MCP, e.Method, e.Host, e.Path, dec(e.New), dec(e.Old))
+	case ExampleMCPTunnel:
+		return fmt.Sprintf("MCP %s in %s https://%s%s through a CONNECT tunnel would be %s, was %s", e.MCP, e.Method, e.Host, e.Path, dec(e.New), dec(e.Old))
 	}
 	return e.Host
 }
@@ -191,7 +202,90 @@ func differential(old, new *Policy) diffResult {
 			d.host(old, new, h, k.container, shown, i == 0, methods, paths)
 		}
 	}
+	d.mcp(old, new, containers, fill)
 	return d
+}
+
+// mcpProbes are the messages tried on every endpoint, besides a tools/call of each sample tool.
+var mcpProbes = []struct {
+	method string // the HTTP method
+	m      MCPMessage
+}{
+	{"POST", MCPMessage{Kind: MCPProtocol, Method: "initialize"}},
+	{"POST", MCPMessage{Kind: MCPOther, Method: "resources/read"}},
+	{"POST", MCPMessage{Kind: MCPUnknown, Method: "lockhttp/unknown"}},
+	{"GET", MCPMessage{Kind: MCPProtocol, Method: "GET (the server's event stream)"}},
+	{"DELETE", MCPMessage{Kind: MCPProtocol, Method: "DELETE (the end of the session)"}},
+	{"PUT", MCPMessage{Kind: MCPUnknown, Method: "PUT"}},
+}
+
+// mcp decides, under both policies, the MCP messages a request to each endpoint of either may
+// carry (every container; the endpoint's path as written, in upper case and with a trailing
+// slash; the probes above and a tools/call of every sample of the tool patterns on its host),
+// plainly and through a tunnel, as the gate decides them (mcpDecision).
+func (d *diffResult) mcp(old, new *Policy, containers []string, fill string) {
+	type target struct{ host, path string }
+	var targets []target
+	seen := map[target]bool{}
+	for _, p := range []*Policy{old, new} {
+		for _, e := range p.mcp {
+			if e.Host == "" || e.key == "" {
+				continue
+			}
+			for _, path := range []string{e.Path, strings.ToUpper(e.Path), strings.TrimSuffix(e.Path, "/") + "/"} {
+				if t := (target{e.Host, path}); !seen[t] {
+					seen[t] = true
+					targets = append(targets, t)
+				}
+			}
+		}
+	}
+	for _, t := range targets {
+		tools := mcpSamples(t.host, fill, old, new)
+		probes := slices.Clone(mcpProbes)
+		for _, tool := range tools {
+			probes = append(probes, struct {
+				method string
+				m      MCPMessage
+			}{"POST", MCPMessage{Kind: MCPTool, Method: "tools/call", Tool: tool}})
+		}
+		cost := 2 * (2 + len(probes)) * len(containers)
+		if d.evaluated+cost > maxEvaluations {
+			d.truncated = true
+			return
+		}
+		d.evaluated += cost
+		for _, ct := range containers {
+			shown := ""
+			if len(containers) > 1 && (old.scoped || new.scoped) {
+				shown = ct
+			}
+			connect := Request{Host: t.host, Method: "CONNECT", Connect: true, Container: ct}
+			oc, nc := old.Evaluate(connect), new.Evaluate(connect)
+			oi, ni := old.EvaluateIntercept(t.host, ct), new.EvaluateIntercept(t.host, ct)
+			for _, pr := range probes {
+				oe := old.mcpDecision(t.host, pr.method, t.path, ct, pr.m)
+				ne := new.mcpDecision(t.host, pr.method, t.path, ct, pr.m)
+				kind := ExampleMCP
+				if ne.Verdict >= oe.Verdict {
+					oe, ne = tunnelDecision(old, t.host, oc, oi, oe), tunnelDecision(new, t.host, nc, ni, ne)
+					kind = ExampleMCPTunnel
+				}
+				if ne.Verdict < oe.Verdict {
+					d.add(Example{Kind: kind, Container: shown, Host: t.host, Method: pr.method, Path: t.path,
+						MCP: mcpWords(pr.m), Old: oe, New: ne})
+				}
+			}
+		}
+	}
+}
+
+// mcpWords says what an MCP message is, for an example.
+func mcpWords(m MCPMessage) string {
+	if m.Kind == MCPTool {
+		return fmt.Sprintf("tools/call of %q", m.Tool)
+	}
+	return m.Method
 }
 
 // containerKind is a container standing for those that the rules and lists matching one host
@@ -301,7 +395,7 @@ func hostDiffers(old, new *Policy, h, ct string, first bool) bool {
 		_, ok := p.listDeny(p.scopeOf(ct), h)
 		return ok
 	}
-	if denied(old) != denied(new) || old.Trusted(h, ct) != new.Trusted(h, ct) || old.Spliced(h) != new.Spliced(h) {
+	if denied(old) != denied(new) || old.Trusted(h, ct) != new.Trusted(h, ct) || old.Spliced(h) != new.Spliced(h) || old.hasMCP(h) != new.hasMCP(h) {
 		return true
 	}
 	if !first {
@@ -462,6 +556,9 @@ func probeHosts(ps ...*Policy) []string {
 			exact[k] = true
 		}
 		for k := range p.Floor.Hosts {
+			exact[k] = true
+		}
+		for k := range p.mcpByHost {
 			exact[k] = true
 		}
 	}

@@ -285,8 +285,15 @@ type genBudget struct {
 	rpm, bytes, newHosts int
 }
 
+// genMCP is an [[mcp]] endpoint and its rules.
+type genMCP struct {
+	name, host, path string
+	rules            []genRule // hosts and methods unused; paths hold the tools
+}
+
 type genPolicy struct {
 	trusted, deny, splice []string
+	mcp                   []genMCP
 	rules                 []genRule
 	floorHosts            map[string]string
 	inject                []genInject
@@ -298,7 +305,7 @@ type genPolicy struct {
 type genSection struct{ trusted, deny []string }
 
 var (
-	genPatterns = []string{"a.example.com", "*.example.com", "*.a.example.com", "example.com", "c.org", "*"}
+	genPatterns = []string{"a.example.com", "*.example.com", "*.a.example.com", "example.com", "c.org", "*", "mcp.test"}
 	genNames    = []string{"a.example.com", "b.example.com", "example.com", "c.org"}
 	genMethods  = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT"}
 	genSegs     = []string{"a", "b", "x.git", "*", "**", "*.git", "A", "a;p"}
@@ -307,6 +314,13 @@ var (
 	// genContainers are the generated policies' [sources] containers.
 	genContainers = []string{"a", "b"}
 	genLimits     = []int{1, 10, 60, 100}
+	// The [[mcp]] endpoints' hosts (never under a splice pattern: [:5] of genPatterns), paths
+	// and tool patterns; genCalls are the tools the property tests call, beside the patterns'
+	// own samples.
+	genMCPHosts = []string{"mcp.test", "a.example.com"}
+	genMCPPaths = []string{"/mcp", "/m/"}
+	genTools    = []string{"read", "read_*", "*", "DELETE", "del*", "w"}
+	genCalls    = []string{"read", "read_x", "READ", "delete", "DELETE", "Del_x", "deleſe", "w", "W", "other"}
 )
 
 type generator struct{ r chooser }
@@ -369,6 +383,57 @@ func (g generator) section(sections map[string]genSection) {
 	sections[name] = genSection{trusted: g.pick(genPatterns[:5], g.r.Intn(3)), deny: g.pick(genPatterns[:5], g.r.Intn(2))}
 }
 
+// mcpRule is a random rule of an endpoint: its tools in paths.
+func (g generator) mcpRule(i int) genRule {
+	r := genRule{name: fmt.Sprintf("t%d", i), verdict: genVerdicts[g.r.Intn(3)], paths: g.pick(genTools, 1+g.r.Intn(2))}
+	g.scope(&r)
+	return r
+}
+
+// mcpEndpoint is a random endpoint with a few rules.
+func (g generator) mcpEndpoint(i int) genMCP {
+	e := genMCP{name: fmt.Sprintf("m%d", i), host: genMCPHosts[g.r.Intn(len(genMCPHosts))], path: genMCPPaths[g.r.Intn(len(genMCPPaths))]}
+	for j, n := 0, g.r.Intn(3); j < n; j++ {
+		e.rules = append(e.rules, g.mcpRule(j))
+	}
+	return e
+}
+
+// mutateMCP adds, removes, moves or edits an endpoint or one of its rules.
+func (g generator) mutateMCP(p *genPolicy) {
+	if len(p.mcp) == 0 || g.r.Intn(5) == 0 {
+		p.mcp = append(p.mcp, g.mcpEndpoint(10+g.r.Intn(10)))
+		return
+	}
+	i := g.r.Intn(len(p.mcp))
+	e := &p.mcp[i]
+	e.rules = slices.Clone(e.rules)
+	switch g.r.Intn(8) {
+	case 0:
+		p.mcp = slices.Delete(p.mcp, i, i+1)
+	case 1:
+		e.path = genMCPPaths[g.r.Intn(len(genMCPPaths))]
+	case 2:
+		e.rules = append(e.rules, g.mcpRule(10+g.r.Intn(10)))
+	default:
+		if len(e.rules) == 0 {
+			e.rules = append(e.rules, g.mcpRule(10+g.r.Intn(10)))
+			return
+		}
+		j := g.r.Intn(len(e.rules))
+		switch g.r.Intn(4) {
+		case 0:
+			e.rules = slices.Delete(e.rules, j, j+1)
+		case 1:
+			e.rules[j].verdict = genVerdicts[g.r.Intn(3)]
+		case 2:
+			e.rules[j].paths = g.pick(genTools, 1+g.r.Intn(3))
+		default:
+			g.scope(&e.rules[j])
+		}
+	}
+}
+
 func (g generator) policy() genPolicy {
 	p := genPolicy{trusted: g.pick(genPatterns[:5], g.r.Intn(3)), deny: g.pick(genPatterns[:5], g.r.Intn(2)),
 		splice: g.pick(genPatterns[:5], g.r.Intn(2)), floorHosts: map[string]string{}}
@@ -387,6 +452,9 @@ func (g generator) policy() genPolicy {
 	p.sections = map[string]genSection{}
 	for i, n := 0, g.r.Intn(3); i < n; i++ {
 		g.section(p.sections)
+	}
+	for i, n := 0, g.r.Intn(3); i < n; i++ {
+		p.mcp = append(p.mcp, g.mcpEndpoint(i))
 	}
 	return p
 }
@@ -437,12 +505,15 @@ func (g generator) mutate(p genPolicy) genPolicy {
 	for k, v := range p.sections {
 		q.sections[k] = v
 	}
+	q.mcp = slices.Clone(p.mcp)
 	for k := 0; k < 1+g.r.Intn(2); k++ {
 		i := -1
 		if len(q.rules) > 0 {
 			i = g.r.Intn(len(q.rules))
 		}
-		switch g.r.Intn(17) {
+		switch g.r.Intn(20) {
+		case 17, 18, 19:
+			g.mutateMCP(&q)
 		case 14, 15:
 			if i >= 0 {
 				g.scope(&q.rules[i]) // the containers of a rule widened, narrowed or left out
@@ -565,7 +636,55 @@ func (p genPolicy) render() string {
 		sec := p.sections[name]
 		fmt.Fprintf(&b, "[container.%s]\ntrusted = [%s]\ndeny = [%s]\n", name, list(sec.trusted), list(sec.deny))
 	}
+	for _, e := range p.mcp {
+		fmt.Fprintf(&b, "[[mcp]]\nname = %q\nhost = %q\npath = %q\n", e.name, e.host, e.path)
+		for _, r := range e.rules {
+			fmt.Fprintf(&b, "[[mcp.rule]]\nname = %q\ntools = [%s]\nverdict = %q\n", r.name, list(r.paths), r.verdict)
+			if r.containers != nil {
+				fmt.Fprintf(&b, "containers = [%s]\n", list(r.containers))
+			}
+		}
+	}
 	return b.String()
+}
+
+// mcpLoosenedBy is the property tests' own account of an MCP message decided less
+// restrictively for container ct: every message of genCalls and the protocol's kinds, in a
+// request to every endpoint path either policy names, on every endpoint host and as written in
+// upper case, plainly and through a tunnel. It returns what loosened, or "".
+func mcpLoosenedBy(old, new *Policy, ct string) string {
+	msgs := []MCPMessage{{Kind: MCPProtocol, Method: "initialize"}, {Kind: MCPOther, Method: "prompts/get"}, {Kind: MCPUnknown, Method: "x"}}
+	for _, c := range genCalls {
+		msgs = append(msgs, MCPMessage{Kind: MCPTool, Method: "tools/call", Tool: c})
+	}
+	for _, h := range genMCPHosts {
+		for _, path := range append(genMCPPaths, "/MCP/", "/M", "/other") {
+			for _, method := range []string{"POST", "GET", "DELETE", "PATCH"} {
+				// A POST carries a message; a GET or a DELETE none (the stream, the session's
+				// end); another method is none MCP uses.
+				ms := msgs
+				switch method {
+				case "GET", "DELETE":
+					ms = []MCPMessage{{Kind: MCPProtocol, Method: method}}
+				case "PATCH":
+					ms = []MCPMessage{{Kind: MCPUnknown, Method: method}}
+				}
+				for _, m := range ms {
+					od, nd := old.mcpDecision(h, method, path, ct, m), new.mcpDecision(h, method, path, ct, m)
+					if nd.Verdict < od.Verdict {
+						return fmt.Sprintf("MCP %s %s %s%s from %s: %v (%s) → %v (%s)", mcpWords(m), method, h, path, ct, od.Verdict, od.Rule, nd.Verdict, nd.Rule)
+					}
+					tun := func(p *Policy, d Decision) Decision {
+						return tunnelDecision(p, h, p.Evaluate(Request{Host: h, Method: "CONNECT", Connect: true, Container: ct}), p.EvaluateIntercept(h, ct), d)
+					}
+					if ot, nt := tun(old, od), tun(new, nd); nt.Verdict < ot.Verdict {
+						return fmt.Sprintf("MCP %s %s %s%s through a tunnel from %s: %v → %v", mcpWords(m), method, h, path, ct, ot.Verdict, nt.Verdict)
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // loosenedBy is the property tests' own account of "decided less restrictively", written apart
@@ -637,7 +756,7 @@ func budgetLoosened(old, new *Policy, container, host string) string {
 
 var (
 	randHosts = []string{"a.example.com", "b.example.com", "x.a.example.com", "y.x.a.example.com", "example.com", "c.org",
-		"d.c.org", "d.net", "unrelated.io"}
+		"d.c.org", "d.net", "unrelated.io", "mcp.test"}
 	randSegs = []string{"a", "b", "x.git", "A", "y", "%2F", "..", "a;p", "B.GIT", ""}
 )
 
@@ -678,6 +797,11 @@ func checkPair(t *testing.T, r chooser, oldSrc, newSrc string, random int) bool 
 	}
 	if len(d.examples) == 0 && !d.truncated {
 		// The differential check alone is complete for the random requests too.
+		for _, ct := range genContainers {
+			if what := mcpLoosenedBy(old, new, ct); what != "" {
+				t.Fatalf("the differential check found nothing (%d decisions), and %s loosens\nold:\n%s\nnew:\n%s", d.evaluated, what, oldSrc, newSrc)
+			}
+		}
 		for i := 0; i < random; i++ {
 			ct, h, m, p := randomRequest(r)
 			if what := loosenedBy(old, new, ct, h, m, p); what != "" {
@@ -718,6 +842,11 @@ func checkPair(t *testing.T, r chooser, oldSrc, newSrc string, random int) bool 
 			if what := budgetLoosened(old, new, ct, h); what != "" {
 				fail(what)
 			}
+		}
+	}
+	for _, ct := range genContainers {
+		if what := mcpLoosenedBy(old, new, ct); what != "" {
+			fail(what)
 		}
 	}
 	return true

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
@@ -164,8 +165,8 @@ func (p *Policy) forRules(host string, scope int32, fn func(int32)) {
 // evaluateConnect decides a CONNECT at the domain, where the tunnel can carry any request to
 // host unseen. Whole-host rules (no methods, no paths) and rules naming CONNECT decide, the most
 // restrictive winning; a whole-host deny refuses. Without a rule naming CONNECT, a rule that
-// asks about or refuses only some requests to the host makes the tunnel ask, since the tunnel
-// would carry those requests unseen. Nothing matching: ask.
+// asks about or refuses only some requests to the host, or an [[mcp]] endpoint on it, makes the
+// tunnel ask, since the tunnel would carry those requests unseen. Nothing matching: ask.
 func (p *Policy) evaluateConnect(host string, scope int32) Decision {
 	best, restricted := int32(-1), int32(-1)
 	explicit := false
@@ -185,7 +186,7 @@ func (p *Policy) evaluateConnect(host string, scope int32) Decision {
 			}
 		}
 	})
-	if best >= 0 && (p.rules[best].verdict == Deny || explicit || restricted < 0) {
+	if best >= 0 && (p.rules[best].verdict == Deny || explicit || restricted < 0 && (!p.hasMCP(host) || p.rules[best].verdict != Free)) {
 		rl := &p.rules[best]
 		d := Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.reason}
 		if rl.verdict == Deny {
@@ -196,6 +197,11 @@ func (p *Policy) evaluateConnect(host string, scope int32) Decision {
 	if restricted >= 0 {
 		rl := &p.rules[restricted]
 		return Decision{Verdict: Ask, Rule: rl.name, Reason: rl.reason + reasonConnectRule}
+	}
+	if es := p.mcpByHost[host]; len(es) > 0 {
+		// The endpoint's calls are decided one by one, most of them asking: the tunnel would
+		// carry them unseen.
+		return Decision{Verdict: Ask, Rule: RuleDefault, Reason: fmt.Sprintf("the host serves the MCP endpoint %q, whose calls are decided one by one; %s", es[0].Name, reasonConnectDomain)}
 	}
 	return Decision{Verdict: Ask, Rule: RuleDefault, Reason: reasonConnectDomain}
 }

@@ -49,6 +49,42 @@ type File struct {
 	// container alone ([container.NAME]). Empty: the top-level lists apply to every container
 	// alike.
 	Containers map[string]FileContainer `toml:"container"`
+	// MCP are the remote MCP servers whose requests are decided as tool calls, each with its
+	// rules (docs/mcp.md). Empty: none; a request to an MCP server is ordinary HTTP.
+	MCP []FileMCP `toml:"mcp"`
+}
+
+// FileMCP is one [[mcp]]: a remote MCP server (Streamable HTTP) at one host and path, whose
+// requests are read as MCP messages and decided by its rules.
+type FileMCP struct {
+	// Name is required and unique; it names the endpoint in rules, reasons, tickets and the
+	// fingerprint of its calls.
+	Name string `toml:"name"`
+	// Host is the server's exact host name (no wildcard). Required.
+	Host string `toml:"host"`
+	// Path is the endpoint's URL path, as "/mcp". Required. It is matched as the most lenient
+	// server reads a path: in any case, with or without a trailing slash, with ;parameters.
+	Path string `toml:"path"`
+	// Rules decide the tools/call messages by tool. Empty: every tool call asks.
+	Rules []FileMCPRule `toml:"rule"`
+}
+
+// FileMCPRule is one [[mcp.rule]] of an endpoint: a verdict for the calls of some tools.
+type FileMCPRule struct {
+	// Name is required and unique within the endpoint; the decision names the rule
+	// "mcp:<endpoint>:<name>".
+	Name string `toml:"name"`
+	// Tools are the tool names the rule decides: a name, or a pattern where "*" stands for any
+	// run of characters ("read_*", "*"). Required. An ask or deny rule matches names in any
+	// case; a free rule matches them as written.
+	Tools []string `toml:"tools"`
+	// Verdict is "free", "ask" or "deny". Required.
+	Verdict string `toml:"verdict"`
+	// Reason is shown to the agent and the human with the decision. Empty: none.
+	Reason string `toml:"reason"`
+	// Containers are the [sources] containers whose calls the rule decides. Nil (the key left
+	// out): every container. An empty list is an error.
+	Containers []string `toml:"containers"`
 }
 
 // FileContainer is one [container.NAME]: host lists that apply to the requests of that

@@ -34,11 +34,11 @@ func newLocator(src string) *locator {
 			if end < 0 {
 				continue
 			}
-			name := keyParts(line[2:end])
+			name := within(aot, keyParts(line[2:end]))
 			k := locKey(name)
 			idx := aot[k]
 			aot[k] = idx + 1
-			table = append(append([]string{}, name...), itoa(idx))
+			table = append(name, itoa(idx))
 			l.set(table, i+1)
 			continue
 		}
@@ -47,7 +47,7 @@ func newLocator(src string) *locator {
 			if end < 0 {
 				continue
 			}
-			table = keyParts(line[1:end])
+			table = within(aot, keyParts(line[1:end]))
 			l.set(table, i+1)
 			continue
 		}
@@ -75,6 +75,23 @@ func newLocator(src string) *locator {
 		}
 	}
 	return l
+}
+
+// within places a table's name under the arrays of tables it is written in: the [[mcp.rule]]
+// after the second [[mcp]] is mcp, 1, rule. aot counts the tables of each array so far, keyed
+// by its placed name.
+func within(aot map[string]int, name []string) []string {
+	out := make([]string, 0, len(name)+2)
+	for i, part := range name {
+		out = append(out, part)
+		if i == len(name)-1 {
+			break
+		}
+		if n := aot[locKey(out)]; n > 0 {
+			out = append(out, itoa(n-1)) // the array's last table so far
+		}
+	}
+	return out
 }
 
 func (l *locator) set(path []string, line int) {
