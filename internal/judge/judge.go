@@ -113,6 +113,13 @@ type Result struct {
 	Findings  []string
 	// Score is the exfiltration score, when the heuristics ran and it is above zero.
 	Score *exfil.Score
+	// MCP is what the MCP step read of a request to an [[mcp]] endpoint of the policy, or nil.
+	MCP *MCP
+	// Fingerprint is what a ticket for this request is keyed by, when the judge names it: an
+	// MCP call's fingerprint (mcp1:), so that one approval frees that call with those arguments
+	// whatever its JSON-RPC id. Empty: the request's bytes (fingerprint.Of of what the gate
+	// forwards).
+	Fingerprint string
 }
 
 // Memory is what the exfiltration heuristics remember of earlier requests; *exfil.Scorer is
@@ -189,8 +196,9 @@ const (
 // floor's checks of the request's shape (See's refusal), the gate's own name, the floor's checks
 // by name, port and request shape, the deny list and deny rules, secret egress, credential
 // injection, the body size, the Claude API checks, the policy's other rules, the container's
-// budgets (which count what passes them) and the exfiltration heuristics. The first refusal
-// wins. It does no I/O: the floor's address checks happen when the gate dials (see package
+// budgets (which count what passes them) and the exfiltration heuristics; a request to an
+// [[mcp]] endpoint is decided message by message by the endpoint's rules in place of the rules'
+// verdict (decideMCP). The first refusal wins. It does no I/O: the floor's address checks happen when the gate dials (see package
 // egress).
 func Decide(env *Env, r *Request) Result {
 	res := decide(env, r)

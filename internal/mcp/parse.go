@@ -26,6 +26,13 @@ var knownMethods = []string{
 	"notifications/subscriptions/acknowledged", "notifications/tasks/status",
 }
 
+// Known reports whether method is one the protocol defines, in any revision up to 2026-07-28,
+// as written (not in another case).
+func Known(method string) bool {
+	k, ok := knownFolds[foldKey(method)]
+	return ok && k == method
+}
+
 var knownFolds = func() map[string]string {
 	m := make(map[string]string, len(knownMethods))
 	for _, k := range knownMethods {

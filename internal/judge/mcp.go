@@ -1,0 +1,233 @@
+package judge
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/lockhttp/lockhttp/internal/mcp"
+	"github.com/lockhttp/lockhttp/internal/policy"
+)
+
+// Rule names of the MCP step's decisions about a request as a whole (the others are the
+// policy's: policy.RuleMCPProtocol, RuleMCPUnlisted, RuleMCPUnknownMethod, and a rule's own
+// "mcp:<endpoint>:<rule>").
+const (
+	// RuleMCPAmbiguous: a body (or a message of it) that two servers could read two ways
+	// (mcp.Parse's findings): it asks, shown in red, and is never free.
+	RuleMCPAmbiguous = "mcp:ambiguous"
+	// RuleMCPHeader: the Mcp-Method or Mcp-Name header says another call than the body
+	// (mcp.CheckHeaders): refused, E_FLOOR.
+	RuleMCPHeader = "mcp:header"
+)
+
+// MCP is what the MCP step read of a request to an [[mcp]] endpoint of the policy.
+type MCP struct {
+	// Endpoint is the [[mcp]] endpoint's name.
+	Endpoint string
+	// Batch reports a body that is an array of messages.
+	Batch bool
+	// Messages are the messages of a POST's body, in order, each with its decision; none for
+	// a GET or a DELETE.
+	Messages []MCPMessage
+	// Decided is the index in Messages of the message whose decision is the request's (the
+	// first of the most restrictive); -1 when the decision is about the request as a whole (a
+	// GET, a header that contradicts the body, a body that cannot be read).
+	Decided int
+	// Findings say what makes the body or its headers ambiguous, escaped and masked.
+	Findings []string
+	// Fingerprint is the call's fingerprint (mcp.Call.Fingerprint) when the request is one
+	// call: a POST, without a method override, of one request message with no finding. A
+	// ticket for the request is keyed by it (Result.Fingerprint). Empty otherwise: a batch or
+	// an ambiguous body is approved byte for byte.
+	Fingerprint string
+}
+
+// MCPMessage is one message of an MCP body and its decision.
+type MCPMessage struct {
+	// Kind is the message's kind: "request", "notification", "response" or "invalid".
+	Kind string
+	// Method is the JSON-RPC method; Target what it acts on (a tool's name), when HasTarget.
+	Method    string
+	Target    string
+	HasTarget bool
+	// Arguments is the canonical JSON of params.arguments, nil when absent; Rest that of the
+	// other members of params (mcp.Message.Rest).
+	Arguments []byte
+	Rest      []byte
+	// Fingerprint is the fingerprint of the message as a call of the container to the
+	// endpoint, for a request or a notification without a finding.
+	Fingerprint string
+	Decision    policy.Decision
+}
+
+// mcpProtocol are the methods that act on no tool or data of the server, free by default
+// beside the protocol's notifications and the client's responses.
+var mcpProtocol = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "resources/list": true, "resources/templates/list": true, "prompts/list": true,
+}
+
+// kindOf is what the policy decides a well-read message as.
+func kindOf(m *mcp.Message) policy.MCPMessage {
+	switch {
+	case m.Kind == mcp.Response:
+		return policy.MCPMessage{Kind: policy.MCPProtocol, Method: "a response to the server's request"}
+	case m.Method == "tools/call":
+		return policy.MCPMessage{Kind: policy.MCPTool, Method: m.Method, Tool: m.Target}
+	case mcpProtocol[m.Method] || mcp.Known(m.Method) && strings.HasPrefix(m.Method, "notifications/"):
+		return policy.MCPMessage{Kind: policy.MCPProtocol, Method: m.Method}
+	case mcp.Known(m.Method):
+		return policy.MCPMessage{Kind: policy.MCPOther, Method: m.Method}
+	}
+	return policy.MCPMessage{Kind: policy.MCPUnknown, Method: m.Method}
+}
+
+// decideMCP is the MCP step for a request to endpoint e, whose body (decoded) is body: each
+// method the request may be read as (its own, and an override's) is decided, the most
+// restrictive winning. A POST's body is read with mcp.Parse and its Mcp-Method and Mcp-Name
+// headers held to it (one that contradicts it is refused); each message is decided by the
+// policy (EvaluateMCP), one that a finding names asks in red, and the most restrictive message
+// decides the batch. A GET (the server's event stream) or a DELETE (the end of a session) that
+// carries no body or mirror header is the protocol's own; one that carries a body asks in red.
+// Any other method asks. It sets res.MCP, and res.Fingerprint for a request that is one call.
+func decideMCP(p *policy.Policy, e *policy.MCPEndpoint, in *Checks, r *Request, res *Result, body []byte) policy.Decision {
+	m := &MCP{Endpoint: e.Name, Decided: -1}
+	res.MCP = m
+	mask := func(s string) string {
+		if in != nil && in.Secrets != nil {
+			return in.Secrets.MaskText(s)
+		}
+		return s
+	}
+	var best policy.Decision
+	set := false
+	consider := func(d policy.Decision, idx int) {
+		if !set || d.Verdict > best.Verdict {
+			best, set, m.Decided = d, true, idx
+		}
+	}
+	ambiguous := func(finding string) policy.Decision {
+		res.Red = true
+		return policy.Decision{Verdict: policy.Ask, Rule: RuleMCPAmbiguous,
+			Reason: fmt.Sprintf("the MCP body to endpoint %q can be read more than one way, so a human must look: %s", e.Name, finding)}
+	}
+	methods := []string{r.Method}
+	if r.Override != "" && r.Override != r.Method {
+		methods = append(methods, r.Override)
+	}
+	parsed := false
+	for _, hm := range methods {
+		switch hm {
+		case http.MethodPost:
+			if parsed {
+				continue
+			}
+			parsed = true
+			decideMCPBody(p, e, r, res, body, mask, consider, ambiguous)
+		case http.MethodGet, http.MethodDelete:
+			what := "GET (the server's event stream)"
+			if hm == http.MethodDelete {
+				what = "DELETE (the end of the session)"
+			}
+			switch {
+			case len(headerValuesFold(r.Header, mcp.HeaderMethod))+len(headerValuesFold(r.Header, mcp.HeaderName)) > 0:
+				f := fmt.Sprintf("%s or %s on a %s, which carries no message", mcp.HeaderMethod, mcp.HeaderName, hm)
+				m.Findings = append(m.Findings, f)
+				consider(policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleMCPHeader,
+					Reason: fmt.Sprintf("the request's MCP headers say another call than its body: %s", f)}, -1)
+			case len(body) > 0 || r.BodySize > 0:
+				f := fmt.Sprintf("a %s that carries a body: a server could read it as a message", hm)
+				m.Findings = append(m.Findings, f)
+				res.Findings = append(res.Findings, f)
+				consider(ambiguous(f), -1)
+			default:
+				consider(p.EvaluateMCP(e, res.Container, policy.MCPMessage{Kind: policy.MCPProtocol, Method: what}), -1)
+			}
+		default:
+			consider(p.EvaluateMCP(e, res.Container, policy.MCPMessage{Kind: policy.MCPUnknown, Method: hm}), -1)
+		}
+	}
+	if len(methods) > 1 {
+		m.Fingerprint = "" // decided as two methods: approved byte for byte
+	}
+	res.Fingerprint = m.Fingerprint
+	return best
+}
+
+// decideMCPBody decides the messages of a POST's body (see decideMCP).
+func decideMCPBody(p *policy.Policy, e *policy.MCPEndpoint, r *Request, res *Result, body []byte,
+	mask func(string) string, consider func(policy.Decision, int), ambiguous func(string) policy.Decision) {
+	m := res.MCP
+	b := mcp.Parse(body)
+	m.Batch = b.Batch
+	hf := mcp.CheckHeaders(r.Header, b)
+	for _, f := range append(hf, b.Findings...) {
+		text := mask(findingText(b, f))
+		m.Findings = append(m.Findings, text)
+		res.Findings = append(res.Findings, text)
+	}
+	if len(hf) > 0 {
+		consider(policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleMCPHeader,
+			Reason: "the request's MCP headers say another call than its body: " + m.Findings[0]}, -1)
+	}
+	endpoint := e.Name
+	if r.Query != "" {
+		// What the server reads besides the body: a call with another query is another call.
+		endpoint += "?" + r.Query
+	}
+	first := func(i int) string {
+		for _, f := range b.Findings {
+			if f.Message == i || f.Message == -1 {
+				return mask(findingText(b, f))
+			}
+		}
+		return "the body cannot be read"
+	}
+	for i := range b.Messages {
+		msg := &b.Messages[i]
+		mm := MCPMessage{Kind: msg.Kind.String(), Method: msg.Method, Target: msg.Target, HasTarget: msg.HasTarget,
+			Arguments: msg.Arguments, Rest: msg.Rest}
+		var d policy.Decision
+		switch {
+		case msg.Ambiguous || msg.Kind == mcp.Invalid:
+			d = ambiguous(first(i))
+		default:
+			d = p.EvaluateMCP(e, res.Container, kindOf(msg))
+			if msg.Kind == mcp.Request || msg.Kind == mcp.Notification {
+				mm.Fingerprint = msg.Call(res.Container, endpoint).Fingerprint()
+			}
+		}
+		if b.Batch {
+			d.Reason = fmt.Sprintf("message %d of the batch of %d: %s", i+1, len(b.Messages), d.Reason)
+		}
+		mm.Decision = d
+		m.Messages = append(m.Messages, mm)
+		consider(d, i)
+	}
+	if len(b.Findings) > 0 {
+		consider(ambiguous(first(-1)), -1) // never free, whatever the messages read decided
+	}
+	if !b.Batch && len(b.Messages) == 1 && len(b.Findings) == 0 && len(hf) == 0 && b.Messages[0].Kind == mcp.Request {
+		m.Fingerprint = m.Messages[0].Fingerprint
+	}
+}
+
+// findingText is a finding as a reason or a ticket says it: which message of a batch it names.
+func findingText(b *mcp.Body, f mcp.Finding) string {
+	if b.Batch && f.Message >= 0 {
+		return fmt.Sprintf("message %d of the batch: %s", f.Message+1, f.Text)
+	}
+	return f.Text
+}
+
+// headerValuesFold is every value of the header name, whatever its case in h.
+func headerValuesFold(h http.Header, name string) []string {
+	var vs []string
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			vs = append(vs, v...)
+		}
+	}
+	return vs
+}
