@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +68,14 @@ func TestDecideCorpusAtTheGate(t *testing.T) {
 	cases, err := explaintest.Load(decideCorpus)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pat := os.Getenv("LOCKHTTP_DECIDE_CASES"); pat != "" {
+		// Some cases only, by a pattern of their names (the README's way to replay a new one).
+		re, err := regexp.Compile(pat)
+		if err != nil {
+			t.Fatalf("LOCKHTTP_DECIDE_CASES: %v", err)
+		}
+		cases = slices.DeleteFunc(cases, func(c *explaintest.Case) bool { return !re.MatchString(c.Name) })
 	}
 	pki := newTestPKI(t)
 	o := startReplayOrigins(t, pki, cases)

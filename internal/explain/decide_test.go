@@ -34,6 +34,13 @@ func TestDecideCorpus(t *testing.T) {
 			if err := c.Want.Check(res.Decision, res.Kind); err != nil {
 				t.Errorf("%s: %v", c.File, err)
 			}
+			fp := ""
+			if res.MCP != nil {
+				fp = res.MCP.Fingerprint
+			}
+			if err := c.Want.CheckFingerprint(fp); err != nil {
+				t.Errorf("%s: %v", c.File, err)
+			}
 		})
 	}
 	t.Logf("%d cases", len(cases))

@@ -42,6 +42,49 @@ type Result struct {
 	// Note says what explain could not tell (a name that did not resolve here, the heuristics'
 	// memory).
 	Note string `json:"note,omitempty"`
+	// MCP is what the MCP step read of a request to an [[mcp]] endpoint of the policy.
+	MCP *MCP `json:"mcp,omitempty"`
+}
+
+// MCP is a request to an [[mcp]] endpoint as the MCP step read it (judge.MCP).
+type MCP struct {
+	Endpoint string `json:"endpoint"`
+	Batch    bool   `json:"batch,omitempty"`
+	// Fingerprint is the call's fingerprint a ticket for the request is keyed by, when the
+	// request is one call (else a ticket is keyed by the request's bytes).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Messages are the body's messages, each with its decision; Decided is the index of the
+	// one whose decision is the request's (-1: the request as a whole decided).
+	Messages []MCPMessage `json:"messages,omitempty"`
+	Decided  int          `json:"decided"`
+	// Findings say what makes the body or its headers ambiguous.
+	Findings []string `json:"findings,omitempty"`
+}
+
+// MCPMessage is one message of the body and its decision.
+type MCPMessage struct {
+	Kind   string `json:"kind"`
+	Method string `json:"method,omitempty"`
+	// Tool is the tool a tools/call calls; Target what another method acts on (a prompt, a
+	// resource's URI).
+	Tool        string `json:"tool,omitempty"`
+	Target      string `json:"target,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	policy.Decision
+}
+
+func mcpResult(m *judge.MCP) *MCP {
+	out := &MCP{Endpoint: m.Endpoint, Batch: m.Batch, Fingerprint: m.Fingerprint, Decided: m.Decided, Findings: m.Findings}
+	for _, mm := range m.Messages {
+		x := MCPMessage{Kind: mm.Kind, Method: mm.Method, Fingerprint: mm.Fingerprint, Decision: mm.Decision}
+		if mm.HasTarget && mm.Method == "tools/call" {
+			x.Tool = mm.Target
+		} else if mm.HasTarget {
+			x.Target = mm.Target
+		}
+		out.Messages = append(out.Messages, x)
+	}
+	return out
 }
 
 // UsageError is an error in what explain was given (the request, the container), as opposed to
@@ -124,6 +167,9 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 	out := &Result{Decision: res.Decision, Kind: v.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
 	if a.Framing != nil {
 		out.Kind = "framing"
+	}
+	if res.MCP != nil {
+		out.MCP = mcpResult(res.MCP)
 	}
 	if res.Score != nil {
 		out.Score = res.Score.Value

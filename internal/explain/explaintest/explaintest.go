@@ -75,6 +75,9 @@ type Want struct {
 	// Reason is the public reason, exactly; or ReasonRE, a pattern it must match whole.
 	Reason   string
 	ReasonRE *regexp.Regexp
+	// Fingerprint, when set, is the MCP call's fingerprint a ticket is keyed by (explain's
+	// mcp.fingerprint), or "-" for none.
+	Fingerprint string
 }
 
 // Load reads every *.txtar file of dir, sorted by name.
@@ -205,6 +208,8 @@ func (c *Case) parseWant(text string) error {
 			c.Want.Rule = val
 		case "kind":
 			c.Want.Kind = val
+		case "fingerprint":
+			c.Want.Fingerprint = val
 		case "reason":
 			if re, ok := strings.CutPrefix(val, "~ "); ok {
 				r, err := regexp.Compile("^(?:" + re + ")$")
@@ -216,7 +221,7 @@ func (c *Case) parseWant(text string) error {
 				c.Want.Reason = val
 			}
 		default:
-			return fmt.Errorf("%s: unknown key %q; use verdict, code, rule, kind and reason", at, key)
+			return fmt.Errorf("%s: unknown key %q; use verdict, code, rule, kind, reason and fingerprint", at, key)
 		}
 		return nil
 	})
@@ -396,4 +401,17 @@ func (w Want) Check(d policy.Decision, kind string) error {
 		return nil
 	}
 	return errors.New(strings.Join(diffs, "; "))
+}
+
+// CheckFingerprint compares explain's MCP fingerprint (empty: none) with the case's, when it
+// names one.
+func (w Want) CheckFingerprint(fp string) error {
+	want := w.Fingerprint
+	if want == "-" {
+		want = ""
+	}
+	if w.Fingerprint == "" || fp == want {
+		return nil
+	}
+	return fmt.Errorf("fingerprint %q, want %q", fp, w.Fingerprint)
 }
