@@ -217,6 +217,12 @@ func runDecide(approve bool, args []string, stdout, stderr io.Writer) int {
 		if e.Warning != "" {
 			fmt.Fprintln(stdout, "warning:", e.Warning)
 		}
+		if c := e.MCP; c != nil {
+			fmt.Fprintf(stdout, "mcp: %s %s on server %s, call %s\n", c.Method, c.Tool, c.Server, e.Fingerprint)
+			if c.Arguments != "" {
+				fmt.Fprintln(stdout, "arguments:", c.Arguments)
+			}
+		}
 		if e.Waiting != "" && approve {
 			fmt.Fprintln(stdout, "note:", e.Waiting)
 		}

@@ -1,11 +1,14 @@
 package gate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,15 +227,16 @@ func timedOut(res judge.Result, id string) *policy.Decision {
 // readBody): it fingerprints exactly what goes out if approved (the normalised request, before
 // an injected credential) and describes it, masked, for the ticket.
 func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy, in *judge.Checks) *policy.Decision {
-	u := *r.URL
-	u.Host = ex.target.Addr()
-	fp := fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: v.Method, URL: u.String(),
-		MediaType: v.MediaType, Header: v.Header, Body: v.Body})
-	preview := string(v.Body)
-	if in != nil && in.Secrets != nil {
-		preview = in.Secrets.MaskText(preview)
+	// The judge names the fingerprint of an MCP call (its call, whatever its id); any other
+	// request is keyed by exactly what goes out if approved.
+	fp := res.Fingerprint
+	if fp == "" {
+		u := *r.URL
+		u.Host = ex.target.Addr()
+		fp = fingerprint.Of(&fingerprint.Request{Container: res.Container, Method: v.Method, URL: u.String(),
+			MediaType: v.MediaType, Header: v.Header, Body: v.Body})
 	}
-	preview = display.Escape(display.Truncate(preview, bodyPreview), true)
+	preview := display.Escape(display.Truncate(mask(in, string(v.Body)), bodyPreview), true)
 	req := hubapi.AskRequest{Kind: hubapi.KindRequest, Method: v.Method, URL: ex.rec.URL, Headers: ticketHeaders(v.Header, in),
 		BodyPreview: preview, BodySize: int64(len(v.Body)), Fingerprint: fp, Red: res.Red}
 	var warn []string
@@ -240,9 +244,19 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 		req.Bind = &hubapi.Bind{Container: b.Container, Hash: b.Hash}
 		warn = append(warn, claudeapi.BindWarning(b.Kind, b.Container))
 	}
+	if c := mcpCall(res, in); c != nil {
+		req.MCP = c
+		what := c.Method
+		if c.Tool != "" {
+			what += " of " + strconv.Quote(c.Tool)
+		}
+		warn = append(warn, fmt.Sprintf("MCP call: %s on server %s. Approving frees this call with these arguments once, whatever its JSON-RPC id; a call with another argument asks again.", display.Escape(what, false), display.Escape(c.Server, false)))
+	}
 	switch {
 	case res.Rule == judge.RuleHeuristics:
 		warn = append(warn, "Looks like data leaving: "+res.Reason)
+	case len(res.Findings) > 0 && res.MCP != nil:
+		warn = append(warn, "MCP: "+display.Escape(strings.Join(res.Findings, "; "), false))
 	case len(res.Findings) > 0:
 		warn = append(warn, "Claude API: "+strings.Join(res.Findings, "; "))
 	}
@@ -251,6 +265,45 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 	}
 	req.Warning = strings.Join(warn, " ")
 	return g.askHuman(r.Context(), ex, res, pol, req)
+}
+
+// mask hides the credentials the checks know in s (the built-in shapes alone without them).
+func mask(in *judge.Checks, s string) string {
+	if in != nil && in.Secrets != nil {
+		return in.Secrets.MaskText(s)
+	}
+	return secrets.MaskText(s)
+}
+
+// mcpCall is the MCP call a ticket asks about, when the judge keyed the request by its call:
+// the server, the method and tool, and the arguments and other params as the fingerprint
+// covers them, pretty-printed, masked and escaped.
+func mcpCall(res judge.Result, in *judge.Checks) *hubapi.MCPCall {
+	m := res.MCP
+	if m == nil || m.Fingerprint == "" || res.Fingerprint != m.Fingerprint || len(m.Messages) != 1 {
+		return nil
+	}
+	msg := m.Messages[0]
+	c := &hubapi.MCPCall{Server: m.Endpoint, Method: msg.Method}
+	if msg.HasTarget {
+		c.Tool = msg.Target
+	}
+	pretty := func(canon []byte) string {
+		if len(canon) == 0 || string(canon) == "{}" {
+			return ""
+		}
+		var b bytes.Buffer
+		if json.Indent(&b, canon, "", "  ") != nil {
+			b.Reset()
+			b.Write(canon)
+		}
+		return display.Escape(display.Truncate(mask(in, b.String()), bodyPreview), true)
+	}
+	c.Arguments, c.Params = pretty(msg.Arguments), pretty(msg.Rest)
+	if msg.Arguments != nil && c.Arguments == "" {
+		c.Arguments = "{}"
+	}
+	return c
 }
 
 // askConnect asks about a CONNECT decided at the domain.

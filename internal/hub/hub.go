@@ -174,7 +174,7 @@ func (h *Hub) AskAs(gate string, req AskRequest) (AskAnswer, error) {
 		URL: req.URL, Headers: req.Headers, BodyPreview: req.BodyPreview, BodySize: req.BodySize,
 		Rule: req.Rule, Reason: req.Reason, Fingerprint: req.Fingerprint, Created: now, Expires: now.Add(h.ttl()),
 		NeverAuto: true, Warning: req.Warning, Red: req.Red, Host: req.Host, Port: req.Port, Grant: req.Grant,
-		Bind: req.Bind, Status: Pending,
+		Bind: req.Bind, MCP: req.MCP, Status: Pending,
 	}
 	ctx, cancel := h.ctx()
 	defer cancel()

@@ -17,6 +17,7 @@ type (
 	GateBudget     = hubapi.GateBudget
 	AskRequest     = hubapi.AskRequest
 	Bind           = hubapi.Bind
+	MCPCall        = hubapi.MCPCall
 	Issued         = hubapi.Issued
 	AskAnswer      = hubapi.AskAnswer
 	SignedDecision = hubapi.SignedDecision

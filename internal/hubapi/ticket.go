@@ -85,6 +85,10 @@ type Ticket struct {
 	Grant time.Duration `json:"grant,omitempty"`
 	// Bind is the Claude credential an approval binds to the container, or nil.
 	Bind *Bind `json:"bind,omitempty"`
+	// MCP is the MCP call the ticket asks about, or nil: a request to an [[mcp]] endpoint of
+	// the policy that is one call, keyed by the call's fingerprint ("mcp1:") rather than its
+	// bytes, so that an approval frees that call with those arguments once, whatever its id.
+	MCP *MCPCall `json:"mcp,omitempty"`
 
 	Status   Status    `json:"status"`
 	Decision *Decision `json:"decision,omitempty"`
@@ -106,6 +110,20 @@ type Ticket struct {
 	Uses int `json:"uses"`
 	// Reported marks an expired ticket whose expiry a retry has been told (E_TIMEOUT) once.
 	Reported bool `json:"reported,omitempty"`
+}
+
+// MCPCall is the MCP call a ticket asks about, as a human reads it.
+type MCPCall struct {
+	// Server is the name of the policy's [[mcp]] endpoint the call goes to.
+	Server string `json:"server"`
+	// Method is the JSON-RPC method ("tools/call"); Tool what it acts on (the tool's name).
+	Method string `json:"method"`
+	Tool   string `json:"tool,omitempty"`
+	// Arguments are the call's arguments as the fingerprint covers them (canonical JSON),
+	// pretty-printed, credentials masked, escaped for display; "" when it has none. Params are
+	// the rest of its params likewise ("" when none).
+	Arguments string `json:"arguments,omitempty"`
+	Params    string `json:"params,omitempty"`
 }
 
 // Decision is a human's answer.
@@ -187,6 +205,12 @@ func (t Ticket) Escaped() Ticket {
 		d.Verdict, d.By, d.Reason = Status(e(string(d.Verdict))), e(d.By), e(d.Reason)
 		t.Decision = &d
 	}
+	if t.MCP != nil {
+		c := *t.MCP
+		c.Server, c.Method, c.Tool = e(c.Server), e(c.Method), e(c.Tool)
+		c.Arguments, c.Params = display.Escape(c.Arguments, true), display.Escape(c.Params, true)
+		t.MCP = &c
+	}
 	return t
 }
 
@@ -224,6 +248,8 @@ type AskRequest struct {
 	Port        int           `json:"port,omitempty"`
 	Grant       time.Duration `json:"grant,omitempty"`
 	Bind        *Bind         `json:"bind,omitempty"`
+	// MCP is the MCP call the request is, when the ticket is keyed by its call (Ticket.MCP).
+	MCP *MCPCall `json:"mcp,omitempty"`
 	// MaxPending is how many pending tickets the container may have (the policy's
 	// max_pending); past it a request that would open a new ticket is OutcomeLimit. Zero: no
 	// bound from the gate (the hub's own, maxPendingAll, still holds).

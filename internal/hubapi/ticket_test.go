@@ -65,14 +65,14 @@ func rawStrings(v reflect.Value, path string) []string {
 // TestEscaped: every text field of a ticket and of the gate's state is escaped, a field added
 // later included, and the original is left as it was.
 func TestEscaped(t *testing.T) {
-	tk := Ticket{Headers: []Header{{}, {}}, Decision: &Decision{At: time.Unix(1, 0)}, Created: time.Unix(2, 0)}
+	tk := Ticket{Headers: []Header{{}, {}}, Decision: &Decision{At: time.Unix(1, 0)}, Created: time.Unix(2, 0), MCP: &MCPCall{}}
 	setStrings(reflect.ValueOf(&tk).Elem(), displaytest.URL.Raw)
 	orig := cloneTicket(&tk)
 	e := tk.Escaped()
 	if raw := rawStrings(reflect.ValueOf(e), "Ticket"); len(raw) > 0 {
 		t.Errorf("Escaped leaves raw: %s", strings.Join(raw, ", "))
 	}
-	if e.URL != displaytest.URL.Shown || e.Headers[1].Value != e.URL || e.Decision.Reason != e.URL {
+	if e.URL != displaytest.URL.Shown || e.Headers[1].Value != e.URL || e.Decision.Reason != e.URL || e.MCP.Tool != e.URL || e.MCP.Arguments != e.URL {
 		t.Errorf("Escaped: url %q, header %q, reason %q", e.URL, e.Headers[1].Value, e.Decision.Reason)
 	}
 	if !e.Created.Equal(tk.Created) || !e.Decision.At.Equal(tk.Decision.At) {
@@ -103,6 +103,10 @@ func cloneTicket(t *Ticket) *Ticket {
 	if t.Decision != nil {
 		d := *t.Decision
 		c.Decision = &d
+	}
+	if t.MCP != nil {
+		m := *t.MCP
+		c.MCP = &m
 	}
 	return &c
 }

@@ -234,7 +234,9 @@ func TestBrowserPhone(t *testing.T) {
 			Rule: `<a href="javascript:window.__pwned=7">rule</a>`, Reason: `<iframe src="javascript:window.__pwned=8">`,
 			Fingerprint: "fp1:" + strings.Repeat("e", 64), Red: true,
 			Warning: `<img src=x onerror="window.__pwned=9"> reads and writes both pass`,
-			Headers: []hub.Header{{Name: `X-<i>n</i>`, Value: `<img src=x onerror="window.__pwned=10">`}}})
+			Headers: []hub.Header{{Name: `X-<i>n</i>`, Value: `<img src=x onerror="window.__pwned=10">`}},
+			MCP: &hub.MCPCall{Server: `<b>files</b>`, Method: "tools/call", Tool: `<img src=x onerror="window.__pwned=11">`,
+				Arguments: "{\n  \"a\": \"<script>window.__pwned=12</script>\"\n}"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,6 +256,7 @@ func TestBrowserPhone(t *testing.T) {
 		for id, want := range map[string]string{
 			"d-url": evilURL, "d-body": evilBody, "d-agent": tk.Agent, "d-container": tk.Container, "d-rule": tk.Rule,
 			"d-reason": tk.Reason, "d-warning": "⚠ " + tk.Warning,
+			"d-mcp-server": tk.MCP.Server, "d-mcp-tool": tk.MCP.Tool, "d-mcp-args": tk.MCP.Arguments, "d-mcp-hash": tk.Fingerprint,
 		} {
 			if got := eval[string](t, b, `document.getElementById("`+id+`").textContent`); got != want {
 				t.Errorf("#%s shows %q, want %q", id, got, want)

@@ -487,7 +487,8 @@ func TestHostileFieldsAsOnTheTerminal(t *testing.T) {
 	tok := e.pair("pixel")
 	ans, err := e.hub.Ask(hub.AskRequest{Kind: hub.KindRequest, Container: "agent-1", Method: "POST", URL: displaytest.URL.Raw,
 		Reason: displaytest.Reason.Raw, Headers: []hub.Header{{Name: "X-Note", Value: displaytest.Header.Raw}},
-		Fingerprint: "fp1:" + strings.Repeat("cd", 32)})
+		Fingerprint: "fp1:" + strings.Repeat("cd", 32),
+		MCP:         &hub.MCPCall{Server: "files", Method: "tools/call", Tool: displaytest.Header.Raw, Arguments: "{\n  \"path\": \"" + displaytest.Reason.Raw + "\"\n}"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,6 +499,10 @@ func TestHostileFieldsAsOnTheTerminal(t *testing.T) {
 			v.Reason != displaytest.Reason.Shown {
 			t.Errorf("%s: url %q, headers %q, reason %q; want %q, %q, %q", where, v.URL, v.Headers, v.Reason,
 				displaytest.URL.Shown, displaytest.Header.Shown, displaytest.Reason.Shown)
+		}
+		// The MCP call: its tool and its arguments (line breaks kept) as the terminal shows them.
+		if v.MCP == nil || v.MCP.Tool != displaytest.Header.Shown || v.MCP.Arguments != "{\n  \"path\": \""+displaytest.Reason.Shown+"\"\n}" {
+			t.Errorf("%s: the MCP call %+v; want the tool %q and the arguments escaped", where, v.MCP, displaytest.Header.Shown)
 		}
 	}
 	resp, data := e.do("GET", "/phone/v1/tickets/"+tk.ID, tok, "", nil)

@@ -547,7 +547,8 @@ func TestHostileFieldsAsOnThePhone(t *testing.T) {
 	s := newSetup(t)
 	s.size[0] = 200 // the recent line holds the URL and the reason
 	tk := ask(t, s.hub, hub.AskRequest{URL: displaytest.URL.Raw, Reason: displaytest.Reason.Raw,
-		Headers: []hub.Header{{Name: "X-Note", Value: displaytest.Header.Raw}}})
+		Headers: []hub.Header{{Name: "X-Note", Value: displaytest.Header.Raw}},
+		MCP:     &hub.MCPCall{Server: "files", Method: "tools/call", Tool: displaytest.Header.Raw, Arguments: "{\n  \"path\": \"" + displaytest.Reason.Raw + "\"\n}"}})
 	d := s.start(t)
 	s.settle()
 	noRaw := func(where, v string) {
@@ -560,7 +561,8 @@ func TestHostileFieldsAsOnThePhone(t *testing.T) {
 	}
 	d.key("enter")
 	v := d.view()
-	for _, want := range []string{displaytest.URL.Shown, "X-Note: " + displaytest.Header.Shown, displaytest.Reason.Shown, "look-alike"} {
+	for _, want := range []string{displaytest.URL.Shown, "X-Note: " + displaytest.Header.Shown, displaytest.Reason.Shown, "look-alike",
+		"MCP call", "tool", displaytest.Header.Shown, `"path": "` + displaytest.Reason.Shown + `"`} {
 		if !shows(v, want) {
 			t.Errorf("detail: want %q; got\n%s", want, v)
 		}

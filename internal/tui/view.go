@@ -756,6 +756,27 @@ func (m *model) detailLines(w int) []string {
 		}
 		field("decision", d)
 	}
+	if c := t.MCP; c != nil {
+		// The call an approval frees, whatever its id: its server, tool and arguments.
+		out = append(out, "", m.st.title.Render("MCP call (approving frees this call once, whatever its id)"))
+		field("server", dash(c.Server))
+		field("method", dash(c.Method))
+		if c.Tool != "" {
+			field("tool", c.Tool)
+		}
+		field("call hash", dash(t.Fingerprint))
+		for _, part := range []struct{ label, text string }{{"arguments", c.Arguments}, {"params", c.Params}} {
+			if part.text == "" {
+				continue
+			}
+			out = append(out, "  "+m.st.label.Render(part.label))
+			for _, pl := range strings.Split(part.text, "\n") {
+				for _, l := range strings.Split(ansi.Hardwrap(pl, max(1, w-4), true), "\n") {
+					out = append(out, "    "+l)
+				}
+			}
+		}
+	}
 	out = append(out, "", m.st.title.Render(fmt.Sprintf("Headers (%d)", len(t.Headers))))
 	for _, hd := range t.Headers {
 		for _, l := range strings.Split(ansi.Hardwrap(hd.Name+": "+hd.Value, max(1, w-2), true), "\n") {

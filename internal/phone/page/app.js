@@ -404,6 +404,18 @@
     const w = $("d-warning");
     w.textContent = t.warning ? "⚠ " + t.warning : "";
     w.hidden = !t.warning;
+    // The MCP call an approval frees (server, tool, arguments), escaped by the server.
+    const mcp = t.mcp;
+    $("d-mcp").hidden = !mcp;
+    if (mcp) {
+      setText("d-mcp-server", mcp.server || "");
+      setText("d-mcp-method", mcp.method || "");
+      setText("d-mcp-tool", mcp.tool || "—");
+      setText("d-mcp-hash", t.fingerprint || "");
+      setText("d-mcp-args", mcp.arguments || "(no arguments)");
+      setText("d-mcp-params", mcp.params ? "params: " + mcp.params : "");
+      $("d-mcp-params").hidden = !mcp.params;
+    }
     const hs = (t.headers || []).flatMap((h) => [el("dt", "", h.name), el("dd", "", h.value)]);
     $("d-headers").replaceChildren(...hs);
     $("d-noheaders").hidden = hs.length > 0;
