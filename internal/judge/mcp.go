@@ -47,6 +47,9 @@ type MCP struct {
 type MCPMessage struct {
 	// Kind is the message's kind: "request", "notification", "response" or "invalid".
 	Kind string
+	// ID is the JSON-RPC id as written (mcp.ID), nil when there is none: what an answer to the
+	// message names.
+	ID mcp.ID
 	// Method is the JSON-RPC method; Target what it acts on (a tool's name), when HasTarget.
 	Method    string
 	Target    string
@@ -186,7 +189,7 @@ func decideMCPBody(p *policy.Policy, e *policy.MCPEndpoint, r *Request, res *Res
 	}
 	for i := range b.Messages {
 		msg := &b.Messages[i]
-		mm := MCPMessage{Kind: msg.Kind.String(), Method: msg.Method, Target: msg.Target, HasTarget: msg.HasTarget,
+		mm := MCPMessage{Kind: msg.Kind.String(), ID: msg.ID, Method: msg.Method, Target: msg.Target, HasTarget: msg.HasTarget,
 			Arguments: msg.Arguments, Rest: msg.Rest}
 		var d policy.Decision
 		switch {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -225,5 +226,49 @@ func TestMCPDifferentialFindsTheCall(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("examples %v", d.examples)
+	}
+}
+
+// TestDocsMCPExample loads the example of docs/mcp.md ("Endpoints and rules"), checks what the
+// text says it decides, and the errors it quotes.
+func TestDocsMCPExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Endpoints and rules\n")
+	_, block, ok2 := strings.Cut(section, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/mcp.md has no TOML block under \"Endpoints and rules\"")
+	}
+	p := load(t, block)
+	e := p.MCP("api.githubcopilot.com", "/mcp/")
+	if e == nil {
+		t.Fatal("no endpoint at https://api.githubcopilot.com/mcp/")
+	}
+	tool := func(name string) MCPMessage { return MCPMessage{Kind: MCPTool, Method: "tools/call", Tool: name} }
+	for _, c := range []struct {
+		container, tool string
+		verdict         Verdict
+		rule            string
+	}{
+		{"reviewer", "get_me", Free, "mcp:github:reads"},
+		{"coder", "search_code", Free, "mcp:github:reads"},
+		{"coder", "merge_pull_request", Deny, "mcp:github:no-merge"},
+		{"coder", "Delete_repo", Deny, "mcp:github:no-merge"},
+		{"coder", "create_pull_request", Free, "mcp:github:coder-writes"},
+		{"reviewer", "create_pull_request", Ask, RuleMCPUnlisted},
+		{"coder", "create_issue", Ask, RuleMCPUnlisted},
+	} {
+		if d := p.EvaluateMCP(e, c.container, tool(c.tool)); d.Verdict != c.verdict || d.Rule != c.rule {
+			t.Errorf("%s from %s: %v %q; the docs say %v %q", c.tool, c.container, d.Verdict, d.Rule, c.verdict, c.rule)
+		}
+	}
+	for _, edit := range [][2]string{{`"get_*"`, `"get *"`}, {`host = "api.githubcopilot.com"`, `host = "*.githubcopilot.com"`}} {
+		_, err := Load("policy.toml", []byte(strings.Replace(block, edit[0], edit[1], 1)))
+		if err == nil || !strings.Contains(string(doc), err.Error()+"\n") {
+			t.Errorf("the docs do not quote the error of %s\n%v", edit[1], err)
+		}
 	}
 }
