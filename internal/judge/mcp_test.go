@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -153,4 +154,44 @@ func TestMCPMethodOverride(t *testing.T) {
 	if res.Verdict != policy.Deny || res.Rule != "mcp:files:no-delete" || res.Fingerprint != "" {
 		t.Errorf("GET overridden to POST with a call of delete: %v %s (%s) fingerprint %q", res.Verdict, res.Rule, res.Reason, res.Fingerprint)
 	}
+}
+
+// FuzzDecideMCP: whatever body and mirror headers an agent sends to an endpoint, the decision
+// is made (no panic), a body with a finding is never free, a header finding is refused, and a
+// free request names what it was decided as: go test -fuzz FuzzDecideMCP ./internal/judge/
+func FuzzDecideMCP(f *testing.F) {
+	p, in := mcpSetup(&testing.T{})
+	f.Add([]byte(mcpCall("1", "read", `{"path":"/a"}`)), "", "")
+	f.Add([]byte(mcpCall("1", "delete", `{}`)), "tools/call", "read")
+	f.Add([]byte(`[`+mcpCall("1", "read", `{}`)+`,`+mcpCall("2", "delete", `{}`)+`]`), "", "")
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","Name":"delete"}}`), "", "")
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), "notifications/initialized", "")
+	f.Fuzz(func(t *testing.T, body []byte, method, name string) {
+		h := http.Header{}
+		if method != "" {
+			h.Set("Mcp-Method", method)
+		}
+		if name != "" {
+			h.Set("Mcp-Name", name)
+		}
+		r := &Request{Kind: Tunnel, Container: "agent", Method: "POST", Scheme: "https", Authority: "mcp.example.com",
+			Path: "/mcp", Header: h, Body: body, BodySize: int64(len(body))}
+		res := Decide(&Env{Policy: p, Checks: in}, r)
+		if res.MCP == nil {
+			if res.Verdict != policy.Deny {
+				t.Fatalf("not decided as MCP: %v %s (%s)", res.Verdict, res.Rule, res.Reason)
+			}
+			return // refused before the MCP step (a credential in the body)
+		}
+		b := mcp.Parse(body)
+		if len(b.Findings) > 0 && res.Verdict == policy.Free {
+			t.Fatalf("a body with findings %q is free (%s)", b.Findings[0].Text, res.Rule)
+		}
+		if len(mcp.CheckHeaders(h, b)) > 0 && res.Verdict != policy.Deny {
+			t.Fatalf("a header finding is %v (%s)", res.Verdict, res.Rule)
+		}
+		if res.Fingerprint != "" && (b.Batch || len(b.Findings) > 0 || len(b.Messages) != 1) {
+			t.Fatalf("an MCP fingerprint for a body that is not one call")
+		}
+	})
 }
