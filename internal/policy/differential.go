@@ -220,22 +220,47 @@ var mcpProbes = []struct {
 }
 
 // mcp decides, under both policies, the MCP messages a request to each endpoint of either may
-// carry (every container; the endpoint's path as written, in upper case and with a trailing
-// slash; the probes above and a tools/call of every sample of the tool patterns on its host),
-// plainly and through a tunnel, as the gate decides them (mcpDecision).
+// carry (every container; the endpoint's path as written, with and without a trailing slash,
+// each in upper case, and the samples of the host's path patterns that route to an endpoint;
+// the probes above and a tools/call of every sample of the tool patterns on its host), plainly
+// and through a tunnel, as the gate decides them (mcpDecision).
 func (d *diffResult) mcp(old, new *Policy, containers []string, fill string) {
 	type target struct{ host, path string }
 	var targets []target
 	seen := map[target]bool{}
+	add := func(host, path string) {
+		if t := (target{host, path}); !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
+	views := []*ruleView{newRuleView(old), newRuleView(new)}
 	for _, p := range []*Policy{old, new} {
 		for _, e := range p.mcp {
 			if e.Host == "" || e.key == "" {
 				continue
 			}
-			for _, path := range []string{e.Path, strings.ToUpper(e.Path), strings.TrimSuffix(e.Path, "/") + "/"} {
-				if t := (target{e.Host, path}); !seen[t] {
-					seen[t] = true
-					targets = append(targets, t)
+			bare := strings.TrimSuffix(e.Path, "/")
+			for _, path := range []string{e.Path, bare, bare + "/"} {
+				if path != "" {
+					add(e.Host, path)
+					add(e.Host, strings.ToUpper(path))
+				}
+			}
+			// The paths the host's rules name that route to an endpoint of either policy: there
+			// a rule's verdict meets the endpoint's (an endpoint removed leaves the rule's).
+			for _, v := range views {
+				for _, ct := range containers {
+					for _, id := range v.rulesFor(e.Host, ct) {
+						rl := &v.p.rules[id]
+						for j := range rl.paths {
+							for _, sample := range pathSamples(rl.paths[j].text, fill) {
+								if old.MCP(e.Host, sample) != nil || new.MCP(e.Host, sample) != nil {
+									add(e.Host, sample)
+								}
+							}
+						}
+					}
 				}
 			}
 		}

@@ -658,7 +658,7 @@ func mcpLoosenedBy(old, new *Policy, ct string) string {
 		msgs = append(msgs, MCPMessage{Kind: MCPTool, Method: "tools/call", Tool: c})
 	}
 	for _, h := range genMCPHosts {
-		for _, path := range append(genMCPPaths, "/MCP/", "/M", "/other") {
+		for _, path := range append(genMCPPaths, "/MCP/", "/M", "/m", "/mcp/", "//mcp", "/mcp;x", "/Mcp", "/other") {
 			for _, method := range []string{"POST", "GET", "DELETE", "PATCH"} {
 				// A POST carries a message; a GET or a DELETE none (the stream, the session's
 				// end); another method is none MCP uses.
