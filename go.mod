@@ -18,6 +18,9 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
+	// SPIFFE IDs and X.509-SVID checks for internal/mtls: spiffeid, x509svid and x509bundle, each
+	// of the standard library alone (the workload API, gRPC, is not linked).
+	github.com/spiffe/go-spiffe/v2 v2.9.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	go.opentelemetry.io/otel v1.47.0
