@@ -32,6 +32,8 @@ commands:
               :propose at the console's terminal
   verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub, --dsn)
   audit       keygen (the audit key), checkpoint (copy the signed head out), migrate (the database)
+  fleet       the identities of a fleet's processes for mutual TLS: init (the CA), issue KIND NAME,
+              revoke (the revocation list)
   ca init     create the lockhttp CA (the signer's key and the ca.pem agents trust); never over
               an existing one, or half of one: --replace moves the old pair aside, on purpose
   secrets add put a credential in the gate's secrets file: secrets add NAME --secrets FILE
@@ -63,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSecrets(args[1:], stdin, stdout, stderr)
 	case "volumes":
 		return runVolumes(args[1:], stdout, stderr)
+	case "fleet":
+		return runFleet(args[1:], stdout, stderr)
 	case "ca":
 		if len(args) < 2 || args[1] != "init" {
 			fmt.Fprintln(stderr, "usage: lockhttp ca init [--replace] --dir DIR")

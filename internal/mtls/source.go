@@ -517,7 +517,7 @@ func (st *state) verify(chain []*x509.Certificate, usage x509.ExtKeyUsage, allow
 		return id, time.Time{}, &Refusal{ID: id.String(), Fleet: true, Reason: "every peer is refused while the revocation list does not load: " + st.revErr.Error()}
 	}
 	if !st.crlNext.IsZero() && now.After(st.crlNext) {
-		return id, time.Time{}, &Refusal{ID: id.String(), Fleet: true, Reason: fmt.Sprintf("every peer is refused: the revocation list %s was due for its next update at %s; sign a new one (lockhttp fleet revoke --renew)", st.crlName, st.crlNext.UTC().Format(time.RFC3339))}
+		return id, time.Time{}, &Refusal{ID: id.String(), Fleet: true, Reason: fmt.Sprintf("every peer is refused: the revocation list %s was due for its next update at %s; sign it again (lockhttp fleet revoke)", st.crlName, st.crlNext.UTC().Format(time.RFC3339))}
 	}
 	notAfter := leaf.NotAfter
 	for _, c := range chains[0] {
