@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/httpjson"
 	"github.com/lockhttp/lockhttp/internal/hubapi"
@@ -48,6 +47,11 @@ type apiError struct {
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
 //	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
 func (h *Hub) GateHandler(token string) http.Handler {
+	return h.GateHandlerFor(Tokens(token, nil))
+}
+
+// GateHandlerFor is GateHandler for the gates c names.
+func (h *Hub) GateHandlerFor(c Callers) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/gate/ask", func(w http.ResponseWriter, r *http.Request) {
 		var req AskRequest
@@ -133,22 +137,7 @@ func (h *Hub) GateHandler(token string) http.Handler {
 		httpjson.Write(w, 200, t)
 	})
 	mux.HandleFunc("GET /v1/gate/events", h.serveEvents)
-	return requireToken(token, mux)
-}
-
-func requireToken(token string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !tokenOK(r, token) {
-			httpjson.Write(w, 401, apiError{"a valid token is required (Authorization: Bearer ...)"})
-			return
-		}
-		connlimit.Trust(r.Context())
-		if g := r.Header.Get(hubapi.HeaderGate); g != "" && !cleanToken(g, 64) {
-			httpjson.Write(w, 400, apiError{hubapi.HeaderGate + " must be 1 to 64 letters, digits, '.', '_', '-' or ':'"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return GateOnlyFor(c, mux)
 }
 
 // gateOf is the gate's name on r (hubapi.HeaderGate, checked by requireToken): "" when it
@@ -218,6 +207,11 @@ func (h *Hub) serveEvents(w http.ResponseWriter, r *http.Request) {
 //	POST /v1/tickets/{id}/approve {"fingerprint","by"}
 //	POST /v1/tickets/{id}/deny    {"fingerprint","by","reason"}
 func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
+	return h.FacadeHandlerFor(Tokens("", tokens))
+}
+
+// FacadeHandlerFor is FacadeHandler for the facades c names.
+func (h *Hub) FacadeHandlerFor(c Callers) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tickets", func(w http.ResponseWriter, r *http.Request) {
 		limit, err := pageLimit(r)
@@ -273,31 +267,13 @@ func (h *Hub) FacadeHandler(tokens map[string]string) http.Handler {
 	}
 	mux.HandleFunc("POST /v1/tickets/{id}/approve", decide(true))
 	mux.HandleFunc("POST /v1/tickets/{id}/deny", decide(false))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for name, tok := range tokens {
-			if tokenOK(r, tok) {
-				connlimit.Trust(r.Context())
-				mux.ServeHTTP(w, r.WithContext(withFacade(r.Context(), name)))
-				return
-			}
-		}
-		httpjson.Write(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
-	})
+	return FacadeOnly(c, mux.ServeHTTP)
 }
 
 // FacadeHandlerFunc serves f to callers holding one of the facade tokens (for routes a host of
 // the hub adds, such as a phone pairing link).
 func (h *Hub) FacadeHandlerFunc(tokens map[string]string, f http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for name, tok := range tokens {
-			if tokenOK(r, tok) {
-				connlimit.Trust(r.Context())
-				f(w, r.WithContext(withFacade(r.Context(), name)))
-				return
-			}
-		}
-		httpjson.Write(w, 401, apiError{"a valid facade token is required (Authorization: Bearer ...)"})
-	})
+	return FacadeOnly(Tokens("", tokens), f)
 }
 
 // HeaderNext is the header of a page of tickets that has a next page: its cursor (hubapi).
@@ -332,4 +308,6 @@ func CleanName(s string) string {
 
 // GateOnly serves next to the caller holding the gate's token only, as GateHandler's routes are
 // (for routes the hub's host adds for the gate, such as its traffic).
-func GateOnly(token string, next http.Handler) http.Handler { return requireToken(token, next) }
+func GateOnly(token string, next http.Handler) http.Handler {
+	return GateOnlyFor(Tokens(token, nil), next)
+}
