@@ -302,6 +302,12 @@ func Trust(ctx context.Context) {
 	if !ok {
 		return
 	}
+	c.Trust()
+}
+
+// Trust ends c's probation: its peer proved who it is (a TLS layer above it verified the peer's
+// certificate, say).
+func (c *Conn) Trust() {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	if c.gone || c.trusted {
