@@ -1,5 +1,5 @@
 // Package console owns the policy file: it loads and checks it, follows its edits, and serves
-// the approved policy to the gate over a unix socket.
+// the approved policy to the gate over a unix socket, and to a fleet's gates over mutual TLS.
 package console
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/notify"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
@@ -80,6 +81,10 @@ type Console struct {
 	hubAddr  string // guarded by mu: where the hosted hub listens
 	phoneURL string // guarded by mu: the URL pairing links name
 	metrics  string // guarded by mu: the URL of the metrics listener
+	tlsAddr  string // guarded by mu: where gates fetch the policy over mutual TLS
+	hubTLS   string // guarded by mu: where the hub serves gates and facades over mutual TLS
+
+	gates map[string]*consoleapi.GateSeen // guarded by mu: each gate identity's last fetch
 
 	notifyStatus func() []notify.ChannelStatus // guarded by mu: the channels' deliveries, or nil
 	state        stateFile                     // guarded by mu: the approved policy and the review decisions
@@ -353,6 +358,11 @@ func (c *Console) servePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	etag := `"` + s.Tag + `"`
 	w.Header().Set("ETag", etag)
+	if id, ok := mtls.PeerOf(r); ok {
+		// What the gate holds once this answer reaches it: the served policy, confirmed by a 304
+		// or sent.
+		c.sawGate(id, r.RemoteAddr, s)
+	}
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -368,6 +378,10 @@ func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	st.FileError, st.Hub, st.File, st.Metrics, st.Phone = c.fileErr, c.hubAddr, c.lastSeen, c.metrics, c.phoneURL
+	st.TLS, st.HubTLS = c.tlsAddr, c.hubTLS
+	if len(c.gates) > 0 {
+		st.Gates = c.gatesSeenLocked()
+	}
 	if a := c.state.Approved; a != nil {
 		st.ApprovedBy, st.ApprovedAt = a.By, a.At
 		st.Differs = c.lastSeen != "" && c.lastSeen != a.Version

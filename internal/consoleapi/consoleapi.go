@@ -1,9 +1,11 @@
-// Package consoleapi is what crosses the console's unix socket (the served policy and the
+// Package consoleapi is what crosses the console's sockets (the served policy and the
 // console's status), imported by the console and by its clients alike so that no client links the
 // console's policy review, notification channels or hub.
 package consoleapi
 
-// The routes, for the gate's uids:
+// The routes, for the gate's uids on the unix socket, and on the listener of mutual TLS
+// (console -tls-listen) for the gate identities (GET /policy, GET /status) and the facade
+// identities (GET /status):
 //
 //	GET /policy  → Served (200), its Tag the ETag; If-None-Match with the Tag held: 304
 //	GET /status  → Status
@@ -50,6 +52,33 @@ type Status struct {
 	// File is the version (hash) of the policy file as the console last read it, whether or not
 	// it loaded; "": not read yet. The doctor compares it with the file on disk.
 	File string `json:"file,omitempty"`
+	// TLS is the address the console serves gates on over mutual TLS (console -tls-listen), and
+	// HubTLS the hub's (-hub-tls-listen); "": none.
+	TLS    string `json:"tls,omitempty"`
+	HubTLS string `json:"hub_tls,omitempty"`
+	// Gates is each gate identity that fetched the policy over mutual TLS, with the version it
+	// last fetched, oldest identity first: what each gate of a fleet decides with, as the
+	// console sees it.
+	Gates []GateSeen `json:"gates,omitempty"`
+}
+
+// GateSeen is a gate identity's last fetch of the policy over mutual TLS.
+type GateSeen struct {
+	// ID is the identity its certificate proves (spiffe://lockhttp/gate/NAME).
+	ID string `json:"id"`
+	// Version and Tag are what it holds after the fetch: the policy's version and the tag of
+	// policy and bindings (a 304 confirms the ones it had, a 200 gives it the served ones).
+	Version string `json:"version"`
+	Tag     string `json:"tag"`
+	// At is when it last fetched; Since when it first fetched Version (the fan-out of a new
+	// policy to it ends then); First when the console first saw it.
+	At    time.Time `json:"at"`
+	Since time.Time `json:"since"`
+	First time.Time `json:"first"`
+	// Remote is the address it last fetched from.
+	Remote string `json:"remote"`
+	// Fetches counts its fetches since the console started.
+	Fetches int64 `json:"fetches"`
 }
 
 // ChannelStatus is one [[notify]] channel as the console's /status reports it: never its URL
