@@ -1,14 +1,17 @@
-// Package consoleclient fetches the approved policy from the console for the gate.
+// Package consoleclient fetches the approved policy from the console for the gate: on the
+// console's unix socket, or over mutual TLS from another machine.
 package consoleclient
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/claudeapi"
@@ -20,15 +23,29 @@ import (
 // maxResponse bounds a policy response.
 const maxResponse = 8 << 20
 
-// Client talks to the console's unix socket.
+// Client talks to the console: on its unix socket, or over mutual TLS.
 type Client struct {
-	socket string
+	socket string // the socket's path or the console's URL, for errors
+	base   string // the URL the routes are under
 	http   *http.Client
 }
 
 // New returns a client for the console socket at path.
 func New(path string) *Client {
-	return &Client{socket: path, http: unixsock.Client(path, 5*time.Second)}
+	return &Client{socket: path, base: "http://console", http: unixsock.Client(path, 5*time.Second)}
+}
+
+// NewTLS returns a client for the console at url (https://host:port, its -tls-listen) over
+// mutual TLS with cfg (mtls.Source.ClientConfig: the gate's identity, the consoles it admits).
+func NewTLS(url string, cfg *tls.Config) (*Client, error) {
+	u, err := neturl.Parse(url)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return nil, fmt.Errorf("console URL %q: write https://HOST:PORT (the console's -tls-listen)", url)
+	}
+	return &Client{socket: url, base: "https://" + u.Host, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		Proxy: nil, TLSClientConfig: cfg, TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second,
+	}}}, nil
 }
 
 // ErrNotModified is returned by Fetch when the console still serves the version the caller has.
@@ -36,7 +53,7 @@ var ErrNotModified = errors.New("policy not modified")
 
 // Fetch gets the served policy; have is the Tag the caller already has ("" for none).
 func (c *Client) Fetch(ctx context.Context, have string) (*consoleapi.Served, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console/policy", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/policy", nil)
 	if err != nil {
 		return nil, err
 	}

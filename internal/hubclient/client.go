@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +59,28 @@ func New(base, token string, pub ed25519.PublicKey, log *slog.Logger) *Client {
 // NewWithKey is New with the key read by key, until it succeeds: until then the client does not
 // connect, and every ASK is refused.
 func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *slog.Logger) *Client {
+	return newClient(base, token, nil, key, log)
+}
+
+// NewTLS is NewWithKey for a hub reached over mutual TLS (base https://host:port, the console's
+// -hub-tls-listen): the gate's certificate (cfg, mtls.Source.ClientConfig) names it, no token.
+func NewTLS(base string, cfg *tls.Config, key func() (ed25519.PublicKey, error), log *slog.Logger) (*Client, error) {
+	if err := checkTLSBase(base); err != nil {
+		return nil, err
+	}
+	return newClient(base, "", cfg, key, log), nil
+}
+
+// checkTLSBase checks a hub's URL for mutual TLS.
+func checkTLSBase(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("hub URL %q: write https://HOST:PORT (the console's -hub-tls-listen)", base)
+	}
+	return nil
+}
+
+func newClient(base, token string, cfg *tls.Config, key func() (ed25519.PublicKey, error), log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -65,9 +89,17 @@ func NewWithKey(base, token string, key func() (ed25519.PublicKey, error), log *
 	return &Client{
 		base: strings.TrimSuffix(base, "/"), token: token, key: key, log: log, gate: "g" + hex.EncodeToString(name[:]),
 		http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: maxConns, MaxConnsPerHost: maxConns,
-			IdleConnTimeout: 90 * time.Second}},
+			IdleConnTimeout: 90 * time.Second, TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second}},
 		waiters: map[string]map[chan hubapi.Ticket]struct{}{},
 		holds:   newHolds(),
+	}
+}
+
+// authorize sets the token on req, when the client has one (over mutual TLS the certificate
+// names the caller).
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 }
 
@@ -108,7 +140,7 @@ func (c *Client) callHeader(ctx context.Context, method, path string, in, out an
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set(hubapi.HeaderGate, c.gate)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
@@ -316,7 +348,7 @@ func (c *Client) stream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set(hubapi.HeaderGate, c.gate)
 	resp, err := c.http.Do(req)
 	if err != nil {

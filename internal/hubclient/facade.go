@@ -2,6 +2,7 @@ package hubclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/url"
@@ -21,6 +22,17 @@ type Facade struct {
 func NewFacade(base, token string) *Facade {
 	return &Facade{c: &Client{base: strings.TrimSuffix(base, "/"), token: token,
 		http: &http.Client{Timeout: 10 * time.Second}}}
+}
+
+// NewFacadeTLS returns a facade client for the hub at base (https://host:port, the console's
+// -hub-tls-listen) over mutual TLS with cfg: the facade's certificate names it, no token.
+func NewFacadeTLS(base string, cfg *tls.Config) (*Facade, error) {
+	if err := checkTLSBase(base); err != nil {
+		return nil, err
+	}
+	return &Facade{c: &Client{base: strings.TrimSuffix(base, "/"),
+		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: cfg,
+			TLSHandshakeTimeout: 10 * time.Second, MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second}}}}, nil
 }
 
 // Pending lists the pending tickets, newest first.
