@@ -20,15 +20,15 @@ const maxUnbindBody = 4 << 10
 //
 //	GET  /v1/credentials         the bindings, oldest first (console.Binding each)
 //	POST /v1/credentials/unbind  {"container","hash","by"} → the console.Binding removed; 404 for none
-func mountCredentials(mux *http.ServeMux, h *hub.Hub, facades map[string]string, c *console.Console) {
-	mux.Handle("GET /v1/credentials", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
+func mountCredentials(mux *http.ServeMux, callers hub.Callers, c *console.Console) {
+	mux.Handle("GET /v1/credentials", hub.FacadeOnly(callers, func(w http.ResponseWriter, r *http.Request) {
 		bs := c.Bindings()
 		if bs == nil {
 			bs = []console.Binding{}
 		}
 		httpjson.Write(w, http.StatusOK, bs)
 	}))
-	mux.Handle("POST /v1/credentials/unbind", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /v1/credentials/unbind", hub.FacadeOnly(callers, func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Container string `json:"container"`
 			Hash      string `json:"hash"`

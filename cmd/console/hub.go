@@ -65,7 +65,7 @@ type hubServer struct {
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
 // -phone-url, the phone page.
-func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry) (*hubServer, error) {
+func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger, aw *audit.Writer, c *console.Console, reg *metrics.Registry, fl *fleet) (*hubServer, error) {
 	key, err := hub.LoadOrCreateKey(o.hubKey)
 	if err != nil {
 		return nil, err
@@ -100,11 +100,13 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 	}
 	hs := &hubServer{hub: h, log: log, audit: aw, traffic: traffic.NewLog(0)}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/gate/", h.GateHandler(gateToken))
-	mux.Handle("POST /v1/gate/traffic", hub.GateOnly(gateToken, hs.traffic.Handler()))
-	mux.Handle("/v1/", h.FacadeHandler(facades))
-	mountCredentials(mux, h, facades, c) // lox credentials, lox unbind
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { healthz(w, c.Current() != nil) })
+	tokens := hub.Tokens(gateToken, facades)
+	hs.mountAPI(mux, tokens, c)
+	var tlsMux *http.ServeMux // the same API over mutual TLS, callers named by their identity
+	if fl != nil && o.hubTLSListen != "" {
+		tlsMux = http.NewServeMux()
+		hs.mountAPI(tlsMux, fl.callers(), c)
+	}
 	// The hub's URL as phones and notification receivers reach it: -phone-url, or http:// and
 	// the address it listens on.
 	public := o.phoneURL
@@ -134,17 +136,10 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 		hs.phone, hs.public = ph, public
 		mux.Handle("/phone", ph.Handler())
 		mux.Handle("/phone/", ph.Handler())
-		// lox pair: a pairing link for a CLI facade (a headless stack, a compose console).
-		mux.Handle("POST /v1/phone-pairing", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
-			u, err := ph.NewPairing()
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, "{\"url\":%q}\n", u)
-		}))
-		hs.mountPhones(mux, facades) // lox phones, lox unpair
+		hs.mountPhoneFacade(mux, tokens)
+		if tlsMux != nil {
+			hs.mountPhoneFacade(tlsMux, fl.callers())
+		}
 		go func() {
 			<-ctx.Done()
 			ph.Close()
@@ -163,5 +158,38 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 	}()
 	log.Info("hub serving", "listen", l.Addr().String())
 	hs.addr = l.Addr().String()
+	if tlsMux != nil {
+		if err := fl.serveHub(ctx, o.hubTLSListen, tlsMux); err != nil {
+			return nil, fmt.Errorf("-hub-tls-listen: %w", err)
+		}
+	}
 	return hs, nil
+}
+
+// mountAPI serves on mux the hub's API for the gate and the facades, each caller named by c:
+// the gate's routes and its traffic, the facades' tickets, lox credentials and unbind, and the
+// health check.
+func (hs *hubServer) mountAPI(mux *http.ServeMux, c hub.Callers, con *console.Console) {
+	h := hs.hub
+	mux.Handle("/v1/gate/", h.GateHandlerFor(c))
+	mux.Handle("POST /v1/gate/traffic", hub.GateOnlyFor(c, hs.traffic.Handler()))
+	mux.Handle("/v1/", h.FacadeHandlerFor(c))
+	mountCredentials(mux, c, con) // lox credentials, lox unbind
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { healthz(w, con.Current() != nil) })
+}
+
+// mountPhoneFacade serves on mux the facades' routes of the phone page, each caller named by c:
+// lox pair's pairing link, lox phones and lox unpair.
+func (hs *hubServer) mountPhoneFacade(mux *http.ServeMux, c hub.Callers) {
+	// lox pair: a pairing link for a CLI facade (a headless stack, a compose console).
+	mux.Handle("POST /v1/phone-pairing", hub.FacadeOnly(c, func(w http.ResponseWriter, r *http.Request) {
+		u, err := hs.phone.NewPairing()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"url\":%q}\n", u)
+	}))
+	hs.mountPhones(mux, c) // lox phones, lox unpair
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/console"
 	"github.com/lockhttp/lockhttp/internal/hub"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -57,7 +58,20 @@ type options struct {
 	// agentUIDs are the uids agents run as on this machine (lox run -- COMMAND's).
 	agentUIDs unixsock.UIDs
 	cmdmain.Flags
+
+	// A fleet's gates and facades over mutual TLS.
+	tlsListen    string
+	hubTLSListen string
+	tls          mtls.Flags
+	tlsGates     mtls.Allow
+	tlsFacades   mtls.Allow
 }
+
+// The identities admitted over mutual TLS when no -tls-gate or -tls-facade is given.
+const (
+	defaultTLSGates   = "spiffe://lockhttp/gate/*"
+	defaultTLSFacades = "spiffe://lockhttp/facade/*"
+)
 
 func parse(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
@@ -85,6 +99,11 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.gateAudit, "gate-audit", "", "the gate's audit directory, which :propose in the terminal learns from (read only); default: the one lox run's up.json beside -state names")
 	fs.BoolVar(&o.tui, "tui", false, "run the terminal UI on this process's terminal (tickets, decisions; q quits the console)")
 	o.Flags.Define(fs, "the console")
+	fs.StringVar(&o.tlsListen, "tls-listen", "", "serve the policy to a fleet's gates on this TCP address (host:port) over mutual TLS (-tls-cert, -tls-key, -tls-ca): each gate proves its identity (-tls-gate), and GET /status names the policy version each fetched; empty: the unix socket only")
+	fs.StringVar(&o.hubTLSListen, "hub-tls-listen", "", "serve the hub's API to a fleet's gates (-tls-gate) and facades (-tls-facade, lox with its certificate) on this TCP address over mutual TLS; the phone page and notification links stay on -hub-listen; empty: none")
+	o.tls.Register(fs)
+	fs.Var(&o.tlsGates, "tls-gate", "an identity admitted as a gate over mutual TLS: spiffe://lockhttp/gate/NAME, or spiffe://lockhttp/gate/* for every gate of the fleet (repeatable; default "+defaultTLSGates+")")
+	fs.Var(&o.tlsFacades, "tls-facade", "an identity admitted as a facade over mutual TLS (tickets, approve, deny; GET /status of -tls-listen): spiffe://lockhttp/facade/NAME or .../facade/* (repeatable; default "+defaultTLSFacades+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -97,8 +116,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.policy == "":
 		return nil, errors.New("-policy is required")
-	case o.socket == "":
-		return nil, errors.New("-socket is required")
+	case o.socket == "" && o.tlsListen == "":
+		return nil, errors.New("-socket is required (or -tls-listen, for a console whose gates are all on other machines)")
 	case o.auditDir == "":
 		return nil, errors.New("-audit is required")
 	}
@@ -122,6 +141,22 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.hubListen != "" && (o.hubKey == "" || o.hubGateToken == "") {
 		return nil, errors.New("-hub-listen needs -hub-key and -hub-gate-token")
+	}
+	if o.hubTLSListen != "" && o.hubListen == "" {
+		return nil, errors.New("-hub-tls-listen needs -hub-listen: the hub it serves (its phone page and notification links stay there)")
+	}
+	if o.tlsListen != "" || o.hubTLSListen != "" {
+		if err := o.tls.Check(); err != nil {
+			return nil, fmt.Errorf("-tls-listen and -hub-tls-listen: %w", err)
+		}
+	} else if o.tls.Given() {
+		return nil, errors.New("-tls-cert, -tls-key, -tls-ca, -tls-crl and -tls-deny serve -tls-listen or -hub-tls-listen: give one")
+	}
+	if o.tlsGates.Empty() {
+		o.tlsGates = mtls.MustAllow(defaultTLSGates)
+	}
+	if o.tlsFacades.Empty() {
+		o.tlsFacades = mtls.MustAllow(defaultTLSFacades)
 	}
 	return o, nil
 }
@@ -182,13 +217,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cm.SetReview(c.ReviewWaiting)
-	l, err := unixsock.Listen(o.socket, 0o666)
-	if err != nil {
-		fmt.Fprintln(stderr, "console:", err)
-		return 1
+	var l net.Listener = newNoListener()
+	if o.socket != "" {
+		if l, err = unixsock.Listen(o.socket, 0o666); err != nil {
+			fmt.Fprintln(stderr, "console:", err)
+			return 1
+		}
 	}
 	ctx, stop := cmdmain.Signals()
 	defer stop()
+	var fl *fleet
+	if o.tlsListen != "" || o.hubTLSListen != "" {
+		if fl, err = newFleet(ctx, o, log, aw); err != nil {
+			fmt.Fprintln(stderr, "console:", err)
+			return 1
+		}
+		if o.tlsListen != "" {
+			if err := fl.servePolicy(ctx, o.tlsListen, c); err != nil {
+				fmt.Fprintln(stderr, "console: -tls-listen:", err)
+				return 1
+			}
+		}
+	}
 	go c.Watch(ctx, o.watch)
 	rlog := &restarts.Log{} // lox's restarts of the stack's processes, for the terminal
 	if ml != nil {
@@ -197,13 +247,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var hs *hubServer
 	if o.hubListen != "" {
-		hs, err = serveHub(ctx, o, store, log, aw, c, reg)
+		hs, err = serveHub(ctx, o, store, log, aw, c, reg, fl)
 		if err != nil {
 			fmt.Fprintln(stderr, "console: hub:", err)
 			return 1
 		}
 		c.SetHub(hs.addr)
 		c.SetPhone(hs.public)
+	}
+	if fl != nil {
+		c.SetTLS(fl.policyAddr, fl.hubAddr)
 	}
 	// The policy socket is mode 0666 (the handler answers 403 to all but the gate's uids, and on
 	// restarts.Path to all but the supervisor's).

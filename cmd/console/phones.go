@@ -28,12 +28,11 @@ var errNoPhone = errors.New("no paired phone has this id; lox phones (or :phones
 //
 //	GET  /v1/phones              the paired phones, oldest first (phone.Session each)
 //	POST /v1/phones/{id}/unpair  {"by"} → the phone.Session it revoked; 404 for an unknown id
-func (hs *hubServer) mountPhones(mux *http.ServeMux, facades map[string]string) {
-	h := hs.hub
-	mux.Handle("GET /v1/phones", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
+func (hs *hubServer) mountPhones(mux *http.ServeMux, callers hub.Callers) {
+	mux.Handle("GET /v1/phones", hub.FacadeOnly(callers, func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusOK, hs.phone.Sessions())
 	}))
-	mux.Handle("POST /v1/phones/{id}/unpair", h.FacadeHandlerFunc(facades, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /v1/phones/{id}/unpair", hub.FacadeOnly(callers, func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			By string `json:"by"`
 		}

@@ -49,7 +49,7 @@ func newPhonesEnv(t *testing.T) *phonesEnv {
 	mux := http.NewServeMux()
 	mux.Handle("/phone/", ph.Handler())
 	mux.Handle("/v1/", h.FacadeHandler(map[string]string{"cli": "cli-token"}))
-	e.hs.mountPhones(mux, map[string]string{"cli": "cli-token"})
+	e.hs.mountPhones(mux, hub.Tokens("", map[string]string{"cli": "cli-token"}))
 	e.ts.Config.Handler = mux
 	e.ts.Start()
 	t.Cleanup(func() { ph.Close(); e.ts.Close() })
