@@ -40,6 +40,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
 	"github.com/lockhttp/lockhttp/internal/tracing"
@@ -78,14 +79,23 @@ type options struct {
 	otlpEndpoint                string
 	transparent                 string
 	cmdmain.Flags
+	// Mutual TLS to a console and a hub on other machines (-console and -hub https://).
+	tls         mtls.Flags
+	tlsConsoles mtls.Allow
 }
+
+// defaultTLSConsoles are the server identities admitted when no -tls-console is given.
+const defaultTLSConsoles = "spiffe://lockhttp/console/*"
+
+// isTLS reports whether a -console or -hub value is a URL of mutual TLS.
+func isTLS(s string) bool { return strings.HasPrefix(s, "https://") }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:3130", "proxy listen address (host:port)")
-	fs.StringVar(&o.console, "console", "", "the console's unix socket, where the gate fetches its policy (required)")
+	fs.StringVar(&o.console, "console", "", "where the gate fetches its policy (required): the console's unix socket, or https://HOST:PORT, a console on another machine (its -tls-listen) reached over mutual TLS with -tls-cert, -tls-key and -tls-ca")
 	fs.StringVar(&o.auditDir, "audit", "", "directory of the audit files (required)")
 	fs.StringVar(&o.auditBudget, "audit-budget", "10GiB", "the most the audit directory may hold (a size such as 10GiB); past it the gate refuses traffic with E_NO_AUDIT until old files are archived; lockhttp doctor warns at 80%")
 	fs.IntVar(&o.auditSummarize, "audit-summarize-after", 20, "how many answers of the gate's own (refusals) to one container in one second get an audit record each; the rest of that second are written as one summary that lists their ids")
@@ -96,8 +106,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://host:port (for example squid); empty: direct. Its credential comes from -upstream-credentials-file or "+egress.ProxyAuthEnv+", never the command line")
 	fs.StringVar(&o.upstreamCredentialsFile, "upstream-credentials-file", "", "a file holding the upstream proxy's credential, user:password on one line (mode 0600; or set "+egress.ProxyAuthEnv+"); empty: the environment's, else none")
 	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
-	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL (http://host:port) for ASK tickets; empty: every ASK is refused with E_NO_CONSOLE")
-	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub")
+	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL for ASK tickets: http://HOST:PORT with -hub-token, or https://HOST:PORT (the console's -hub-tls-listen) over mutual TLS, the gate named by -tls-cert; empty: every ASK is refused with E_NO_CONSOLE")
+	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub (an http:// -hub)")
 	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's public key file (PEM): every decision must be signed by it")
 	fs.StringVar(&o.secrets, "secrets", "", "the gate's secrets file (TOML, mode 0600): the credentials [[inject]] rules add; empty: none")
 	fs.StringVar(&o.roots, "roots", "", "PEM file of extra root certificates for origins, added to the system roots")
@@ -111,6 +121,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.pprof, "debug-pprof", false, "serve Go's profiler at /debug/pprof/ on the admin socket")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "run as root (local development only; deployments run the gate as uid 10003)")
 	o.Flags.Define(fs, "the gate")
+	o.tls.Register(fs)
+	fs.Var(&o.tlsConsoles, "tls-console", "an identity the console and hub must prove over mutual TLS: spiffe://lockhttp/console/NAME or .../console/* (repeatable; default "+defaultTLSConsoles+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -153,8 +165,23 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 			return nil, fmt.Errorf("-transparent %q: give one IPv4 address of this machine (the address agents' DNS answers point to), such as 10.213.10.2", o.transparent)
 		}
 	}
-	if o.hubURL != "" && (o.hubToken == "" || o.hubKey == "") {
-		return nil, errors.New("-hub needs -hub-token and -hub-key: the gate authenticates to the hub and verifies its decisions")
+	switch {
+	case o.hubURL != "" && o.hubKey == "":
+		return nil, errors.New("-hub needs -hub-key: the gate verifies every decision with the hub's public key")
+	case o.hubURL != "" && !isTLS(o.hubURL) && o.hubToken == "":
+		return nil, errors.New("-hub needs -hub-token (or an https:// -hub, over mutual TLS): the gate authenticates to the hub")
+	case isTLS(o.hubURL) && o.hubToken != "":
+		return nil, errors.New("-hub-token is for an http:// -hub: over mutual TLS the gate's certificate names it")
+	}
+	if isTLS(o.console) || isTLS(o.hubURL) {
+		if err := o.tls.Check(); err != nil {
+			return nil, fmt.Errorf("an https:// -console or -hub: %w", err)
+		}
+	} else if o.tls.Given() {
+		return nil, errors.New("-tls-cert, -tls-key, -tls-ca, -tls-crl and -tls-deny are for an https:// -console or -hub")
+	}
+	if o.tlsConsoles.Empty() {
+		o.tlsConsoles = mtls.MustAllow(defaultTLSConsoles)
 	}
 	return o, nil
 }
@@ -213,6 +240,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	reg, ml, err := listenMetrics(o.metricsListen)
 	if err != nil {
 		return err
+	}
+	var ident *mtls.Source // the gate's identity for mutual TLS, nil without one
+	if o.tls.Given() {
+		if ident, err = o.tls.Load(log); err != nil {
+			return fmt.Errorf("mutual TLS: %w", err)
+		}
+		log.Info("mutual TLS identity", "id", ident.ID().String(), "consoles", o.tlsConsoles.String())
 	}
 	var aw *audit.Writer
 	am := metrics.NewAudit(reg, func() int { return aw.Queued() })
@@ -299,11 +333,18 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	var hc *hubclient.Client
 	if o.hubURL != "" {
-		tok, err := hubclient.ReadToken(o.hubToken)
-		if err != nil {
-			return err
+		key := func() (ed25519.PublicKey, error) { return hubclient.ReadPublicKey(o.hubKey) }
+		if isTLS(o.hubURL) {
+			if hc, err = hubclient.NewTLS(o.hubURL, ident.ClientConfig(o.tlsConsoles), key, log); err != nil {
+				return err
+			}
+		} else {
+			tok, err := hubclient.ReadToken(o.hubToken)
+			if err != nil {
+				return err
+			}
+			hc = hubclient.NewWithKey(o.hubURL, tok, key, log)
 		}
-		hc = hubclient.NewWithKey(o.hubURL, tok, func() (ed25519.PublicKey, error) { return hubclient.ReadPublicKey(o.hubKey) }, log)
 		cfg.Hub = hc
 		q := traffic.NewQueue() // every decision, for the terminal
 		cfg.Audit = feedAuditor{Writer: aw, q: q}
@@ -341,7 +382,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		gm.PolicyApplied(p.Version, time.Now())
 		kick(applied)
 	}
-	go consoleclient.Poll(ctx, consoleclient.New(o.console), o.poll, log, setPolicy, func(err error) {
+	cc := consoleclient.New(o.console)
+	if isTLS(o.console) {
+		if cc, err = consoleclient.NewTLS(o.console, ident.ClientConfig(o.tlsConsoles)); err != nil {
+			return err
+		}
+	}
+	go consoleclient.Poll(ctx, cc, o.poll, log, setPolicy, func(err error) {
 		consoleChecked.Store(time.Now().UnixNano())
 		if err != nil {
 			gm.PolicyFetchFailed()

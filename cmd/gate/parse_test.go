@@ -135,3 +135,40 @@ func TestUpstreamCredential(t *testing.T) {
 		t.Fatalf("none: %v %q %v", a, from, err)
 	}
 }
+
+// TestParseMutualTLS: an https:// -console or -hub needs the gate's identity (-tls-cert,
+// -tls-key, -tls-ca) and no token; the identity's flags without either are a usage error.
+func TestParseMutualTLS(t *testing.T) {
+	ident := []string{"-tls-cert", "/f/gate.pem", "-tls-key", "/f/gate-key.pem", "-tls-ca", "/f/ca.pem"}
+	for _, c := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"unix console, token hub", []string{"-console", "/s/console.sock", "-hub", "http://h:3131", "-hub-token", "/s/t", "-hub-key", "/s/k.pub"}, ""},
+		{"TLS console and hub", append([]string{"-console", "https://console:8443", "-hub", "https://console:8444", "-hub-key", "/s/k.pub"}, ident...), ""},
+		{"TLS console, no identity", []string{"-console", "https://console:8443"}, "mutual TLS needs -tls-cert, -tls-key and -tls-ca"},
+		{"TLS hub, no CA", []string{"-console", "/s/console.sock", "-hub", "https://console:8444", "-hub-key", "/s/k.pub", "-tls-key", "/f/k", "-tls-cert", "/f/c"}, "mutual TLS needs"},
+		{"TLS hub with a token", append([]string{"-console", "/s/console.sock", "-hub", "https://console:8444", "-hub-key", "/s/k.pub", "-hub-token", "/s/t"}, ident...), "-hub-token is for an http:// -hub"},
+		{"token hub without token", []string{"-console", "/s/console.sock", "-hub", "http://h:3131", "-hub-key", "/s/k.pub"}, "-hub needs -hub-token"},
+		{"TLS hub without the hub's key", append([]string{"-console", "/s/console.sock", "-hub", "https://h:1"}, ident...), "-hub needs -hub-key"},
+		{"identity without TLS", append([]string{"-console", "/s/console.sock"}, ident...), "are for an https:// -console or -hub"},
+		{"bad console identity", append([]string{"-console", "https://c:1", "-tls-console", "console/*"}, ident...), "identity pattern"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := parse(append([]string{"-audit", "/s/audit"}, c.args...), io.Discard)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one with %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.tlsConsoles.String() != defaultTLSConsoles {
+				t.Errorf("consoles admitted %q, want %s", o.tlsConsoles.String(), defaultTLSConsoles)
+			}
+		})
+	}
+}
