@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/stack"
 )
@@ -42,20 +43,45 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // hubFlags are the flags that say which hub to talk to: the stack in --state (its up.json), or
-// --hub with --hub-token (a compose setup, where there is no up.json).
+// --hub with --hub-token (a compose setup, where there is no up.json), or an https:// --hub with
+// lox's identity (--tls-cert, --tls-key, --tls-ca: a fleet's hub on another machine).
 type hubFlags struct {
 	state, hub, token *string
+	tls               *mtls.Flags
+	consoles          *mtls.Allow
 }
 
 func addHubFlags(fs *flag.FlagSet) hubFlags {
-	return hubFlags{
-		state: fs.String("state", ".lockfamily", "the stack's state directory (its up.json names the hub)"),
-		hub:   fs.String("hub", "", "the hub's URL, instead of --state's up.json (with --hub-token)"),
-		token: fs.String("hub-token", "", "the facade token file for --hub"),
+	h := hubFlags{
+		state:    fs.String("state", ".lockfamily", "the stack's state directory (its up.json names the hub)"),
+		hub:      fs.String("hub", "", "the hub's URL, instead of --state's up.json: http://HOST:PORT with --hub-token, or https://HOST:PORT (the console's -hub-tls-listen) with lox's identity, --tls-cert, --tls-key and --tls-ca"),
+		token:    fs.String("hub-token", "", "the facade token file for an http:// --hub"),
+		tls:      &mtls.Flags{},
+		consoles: &mtls.Allow{},
 	}
+	h.tls.Register(fs)
+	fs.Var(h.consoles, "tls-console", "an identity the hub must prove over mutual TLS (repeatable; default spiffe://lockhttp/console/*)")
+	return h
 }
 
 func (h hubFlags) facade() (*hubclient.Facade, error) {
+	if strings.HasPrefix(*h.hub, "https://") {
+		if *h.token != "" {
+			return nil, errors.New("--hub-token is for an http:// --hub: over mutual TLS lox's certificate names it (a facade identity: lockhttp fleet issue facade NAME)")
+		}
+		src, err := h.tls.Load(nil)
+		if err != nil {
+			return nil, fmt.Errorf("an https:// --hub: %w", err)
+		}
+		allow := *h.consoles
+		if allow.Empty() {
+			allow = mtls.MustAllow("spiffe://lockhttp/console/*")
+		}
+		return hubclient.NewFacadeTLS(*h.hub, src.ClientConfig(allow))
+	}
+	if h.tls.Given() {
+		return nil, errors.New("--tls-cert, --tls-key and --tls-ca are for an https:// --hub")
+	}
 	if *h.hub != "" {
 		if *h.token == "" {
 			return nil, errors.New("--hub needs --hub-token: the file with lox's facade token")
