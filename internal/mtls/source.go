@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,7 +269,14 @@ func (s *Source) loadIdentity() (*tls.Certificate, *x509.Certificate, ID, []*x50
 			chain = append(chain, c)
 		}
 	}
-	if _, _, err := x509svid.Verify(chain, bundleOf(roots), x509svid.WithTime(s.now())); err != nil {
+	// The chain is checked at a time the certificate is valid: an expired one is still this
+	// process's identity (its peers refuse it, and Status says so) until a renewed file replaces
+	// it, which is read without a restart.
+	at := s.now()
+	if at.Before(leaf.NotBefore) || at.After(leaf.NotAfter) {
+		at = leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) / 2)
+	}
+	if _, _, err := x509svid.Verify(chain, bundleOf(roots), x509svid.WithTime(at)); err != nil {
 		return nil, nil, ID{}, nil, fmt.Errorf("%s does not verify against %s: %w; issue it with that CA (lockhttp fleet issue), or give the CA that issued it", f.Cert, f.CA, err)
 	}
 	return &pair, leaf, ID{sid}, roots, nil
@@ -462,11 +470,18 @@ type Status struct {
 func (s *Source) Status() Status {
 	st := s.st.Load()
 	out := Status{ID: st.id.String(), NotAfter: st.leaf.NotAfter, CRLNextUpdate: st.crlNext}
+	switch now := s.now(); {
+	case now.After(st.leaf.NotAfter):
+		out.Errors = append(out.Errors, fmt.Sprintf("%s expired at %s: every peer refuses it; issue a new one (lockhttp fleet issue --replace), which is read without a restart", s.o.Files.Cert, st.leaf.NotAfter.UTC().Format(time.RFC3339)))
+	case now.Before(st.leaf.NotBefore):
+		out.Errors = append(out.Errors, fmt.Sprintf("%s is valid from %s only: every peer refuses it until then; check this machine's clock", s.o.Files.Cert, st.leaf.NotBefore.UTC().Format(time.RFC3339)))
+	}
 	s.mu.Lock()
 	for _, e := range s.errs {
 		out.Errors = append(out.Errors, e)
 	}
 	s.mu.Unlock()
+	slices.Sort(out.Errors[min(len(out.Errors), 1):])
 	return out
 }
 
