@@ -15,6 +15,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/doctor"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 )
 
 const doctorUsage = `usage:
@@ -22,6 +23,9 @@ const doctorUsage = `usage:
   lockhttp doctor --compose PROJECT [--json] [--tools-image IMAGE] [--direct HOST:PORT]... [--dns NAME]
       PROJECT is the compose project's name, or a deployment directory (one with a "/", or ".")
       whose .env names it (COMPOSE_PROJECT_NAME, as compose/new-site.sh writes it)
+  lockhttp doctor --console https://HOST:PORT --tls-cert F --tls-key F --tls-ca F [--json]
+      a fleet's console over mutual TLS (its -tls-listen), with a facade's identity: the policy
+      it serves and the version each gate last fetched
 
 One line per check: OK, WARN (works, look at it) or ERROR (will not work), with the fix.
 Exit status 2 when any check is an ERROR.
@@ -51,6 +55,11 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	var direct listFlag
 	fs.Var(&direct, "direct", "a `HOST:PORT` outside that the agent network must not reach (repeatable)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fleetConsole := fs.String("console", "", "examine a fleet's console at `URL` (https://HOST:PORT, its -tls-listen) over mutual TLS, with --tls-cert, --tls-key and --tls-ca (a facade's identity)")
+	var ident mtls.Flags
+	ident.Register(fs)
+	var consoles mtls.Allow
+	fs.Var(&consoles, "tls-console", "an identity the console must prove (repeatable; default spiffe://lockhttp/console/*)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,7 +72,20 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var f *doctor.Facts
-	if *project != "" {
+	if *fleetConsole != "" {
+		src, err := ident.Load(nil)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp doctor --console:", err)
+			return 2
+		}
+		if consoles.Empty() {
+			consoles = mtls.MustAllow("spiffe://lockhttp/console/*")
+		}
+		f = doctor.GatherFleet(ctx, *fleetConsole, src.ClientConfig(consoles))
+	} else if ident.Given() {
+		fmt.Fprintln(stderr, "lockhttp doctor: --tls-cert, --tls-key and --tls-ca are for --console")
+		return 2
+	} else if *project != "" {
 		name, err := composeProject(*project)
 		if err != nil {
 			fmt.Fprintln(stderr, "lockhttp doctor:", err)

@@ -33,6 +33,7 @@ func Assess(f *Facts) *Report {
 	assessHub(r, f)
 	assessNotify(r, f)
 	assessGate(r, f)
+	assessFleet(r, f)
 	assessBudgets(r, f)
 	assessSelf(r, f)
 	assessAudit(r, f)

@@ -12,7 +12,7 @@ import (
 // Facts are what gathering found. Errors are strings: facts cross process and container
 // boundaries as JSON. A nil part was not gathered (not visible from where the doctor ran).
 type Facts struct {
-	Mode  string    `json:"mode"` // "local" (lox run) or "compose"
+	Mode  string    `json:"mode"` // "local" (lox run), "compose" or "fleet" (a console over mutual TLS)
 	Now   time.Time `json:"now"`
 	Stack string    `json:"stack,omitempty"` // why the stack could not be found, if it could not
 	// Version is the doctor's own build (buildinfo.Info.String); StackVersion the build of the
