@@ -398,6 +398,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return
 		}
 		s := err.Error()
+		if ident != nil {
+			// What the console's refusal cannot say: this gate's own certificate's state.
+			if st := ident.Status(); len(st.Errors) > 0 {
+				s += " (this gate's identity: " + strings.Join(st.Errors, "; ") + ")"
+			}
+		}
 		consoleErr.Store(&s)
 	}, refreshNow)
 	if o.admin != "" {
