@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"os"
@@ -24,6 +23,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 )
 
 // Files names the files of one process's identity and of the fleet it trusts.
@@ -151,21 +152,7 @@ func Load(o Options) (*Source, error) {
 }
 
 // readFile reads a file, bounded.
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes; give the PEM file itself", path, maxFile)
-	}
-	return data, nil
-}
+func readFile(path string) ([]byte, error) { return atomicfile.ReadFile(path, maxFile) }
 
 // readLocked reads every file into a new state; prev (nil at start) is what a file that does
 // not load now leaves in place. The caller holds mu. An error is returned at start only.
