@@ -38,6 +38,9 @@ For testing and small deployments: the CA's key signs every identity of the flee
 // fleetKinds are the kinds lockhttp fleet issues.
 var fleetKinds = []string{mtls.KindGate, mtls.KindFacade, mtls.KindConsole, mtls.KindSigner}
 
+// maxFleetFile bounds a read of a certificate, key or revocation list.
+const maxFleetFile = 1 << 20
+
 const (
 	fleetCACert = "ca.pem"
 	fleetCAKey  = "ca-key.pem"
@@ -131,11 +134,11 @@ func runFleetInit(args []string, stdout, stderr io.Writer) int {
 
 // loadFleetCA reads the CA of dir.
 func loadFleetCA(dir string) (*mtls.CA, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, fleetCACert))
+	certPEM, err := atomicfile.ReadFile(filepath.Join(dir, fleetCACert), maxFleetFile)
 	if err != nil {
 		return nil, fmt.Errorf("%v: make the fleet's CA first (lockhttp fleet init --dir %s)", err, dir)
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, fleetCAKey))
+	keyPEM, err := atomicfile.ReadFile(filepath.Join(dir, fleetCAKey), maxFleetFile)
 	if err != nil {
 		return nil, fmt.Errorf("%v: the CA's key is needed to sign; run this where it is kept", err)
 	}
@@ -241,7 +244,7 @@ func runFleetRevoke(args []string, stdout, stderr io.Writer) int {
 		*certFile = c
 		fallthrough
 	case *certFile != "":
-		data, err := os.ReadFile(*certFile)
+		data, err := atomicfile.ReadFile(*certFile, maxFleetFile)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
@@ -264,7 +267,7 @@ func runFleetRevoke(args []string, stdout, stderr io.Writer) int {
 	}
 	crlPath := filepath.Join(*dir, fleetCRL)
 	var prev *x509.RevocationList
-	if data, err := os.ReadFile(crlPath); err == nil {
+	if data, err := atomicfile.ReadFile(crlPath, maxFleetFile); err == nil {
 		if prev, err = mtls.ParseCRLPEM(data); err != nil {
 			return fail(1, "%s: %v; move it aside to start a new list", crlPath, err)
 		}
