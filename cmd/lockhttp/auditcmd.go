@@ -13,18 +13,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/auditdb"
 )
 
 const verifyUsage = `usage: lockhttp verify-log [--pub KEY]... [--trusted-head FILE] [--json] DIR
-       lockhttp verify-log --dsn DSN [--pub KEY]... [--trusted-head FILE] [--json]
+       lockhttp verify-log --dsn-file FILE [--pub [GATE=]KEY]... [--gate GATE] [--trusted-head FILE] [--json]
 
 Checks the gate's audit: every record's chain, number and signature, the day files' links, and
 that the log reaches its signed head (DIR/head.json) and any checkpoint (--trusted-head, made
-with lockhttp audit checkpoint and kept elsewhere). With --dsn it checks the database copy.
-Each finding names the file and line. Exit status: 0 clean, 1 tampered, 2 usage or a log that
-cannot be vouched for (no signed head, no signature).
+with lockhttp audit checkpoint and kept elsewhere). With --dsn-file it checks the database copy:
+the chain of every gate that copies to it (a fleet's gates, each under its identity), or the one
+--gate names, each with the keys --pub gives for it (GATE=KEY) and those given for every gate
+(KEY). Each finding names the gate, the file and the line. Exit status: 0 clean, 1 tampered, 2
+usage or a log that cannot be vouched for (no signed head, no signature).
 `
 
 type pubList []string
@@ -32,14 +35,19 @@ type pubList []string
 func (l *pubList) String() string     { return strings.Join(*l, ",") }
 func (l *pubList) Set(s string) error { *l = append(*l, s); return nil }
 
+// maxDSNFile bounds the read of --dsn-file.
+const maxDSNFile = 4 << 10
+
 func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp verify-log", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, verifyUsage); fs.PrintDefaults() }
 	var pubs pubList
-	fs.Var(&pubs, "pub", "a trusted public `KEY` file (repeatable; default: DIR/audit.key.pub, which whoever can write DIR can replace)")
+	fs.Var(&pubs, "pub", "a trusted public `KEY` file (repeatable; default: DIR/audit.key.pub, which whoever can write DIR can replace); with --dsn-file, GATE=KEY trusts it for that gate's chain alone")
 	trusted := fs.String("trusted-head", "", "a checkpoint `FILE` (lockhttp audit checkpoint) the log must reach and match")
-	dsn := fs.String("dsn", "", "verify the PostgreSQL copy at `DSN` instead of a directory (or set LOCKHTTP_AUDIT_DSN and pass --dsn env)")
+	dsn := fs.String("dsn", "", "verify the PostgreSQL copy at `DSN` instead of a directory (on the command line, where other users read it: prefer --dsn-file; env: the value of LOCKHTTP_AUDIT_DSN)")
+	dsnFile := fs.String("dsn-file", "", "verify the PostgreSQL copy whose DSN `FILE` holds (the gate's -audit-dsn-file), instead of a directory")
+	gate := fs.String("gate", "", "with --dsn-file, verify the chain of this gate `IDENTITY` alone (spiffe://lockhttp/gate/NAME; \"\" for a gate without one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,28 +55,46 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
+	if *dsn != "" && *dsnFile != "" {
+		return fail("--dsn and --dsn-file: give one")
+	}
+	if *dsnFile != "" {
+		data, err := atomicfile.ReadFile(*dsnFile, maxDSNFile)
+		if err != nil {
+			return fail("--dsn-file: %v", err)
+		}
+		*dsn = strings.TrimSpace(string(data))
+		if *dsn == "" {
+			return fail("--dsn-file %s is empty: put the DSN in it", *dsnFile)
+		}
+	} else if *dsn == "env" {
+		*dsn = os.Getenv("LOCKHTTP_AUDIT_DSN")
+	}
 	if *dsn == "" && fs.NArg() != 1 || *dsn != "" && fs.NArg() != 0 {
 		fs.Usage()
 		return 2
 	}
-	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
+	gateGiven := false
+	fs.Visit(func(f *flag.Flag) { gateGiven = gateGiven || f.Name == "gate" })
+	if gateGiven && *dsn == "" {
+		return fail("--gate is for the database copy (--dsn-file): a directory is one gate's")
+	}
 	var o audit.VerifyOptions
-	var dir string
-	if *dsn == "" {
-		dir = fs.Arg(0)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return fail("%s: not a directory: give the audit directory (records chain across its day files)", dir)
+	if *dsn != "" {
+		return verifyDatabase(*dsn, pubs, *gate, gateGiven, *trusted, *asJSON, stdout, stderr)
+	}
+	dir := fs.Arg(0)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fail("%s: not a directory: give the audit directory (records chain across its day files)", dir)
+	}
+	if len(pubs) == 0 {
+		def := filepath.Join(dir, audit.KeyFileName+audit.PubSuffix)
+		if _, err := os.Stat(def); err != nil {
+			return fail("no --pub given and no %s: pass --pub with the audit key's public half", def)
 		}
-		if len(pubs) == 0 {
-			def := filepath.Join(dir, audit.KeyFileName+audit.PubSuffix)
-			if _, err := os.Stat(def); err != nil {
-				return fail("no --pub given and no %s: pass --pub with the audit key's public half", def)
-			}
-			pubs = append(pubs, def)
-			fmt.Fprintf(stdout, "NOTE     the public key is %s, in the log's own directory: whoever can write the log can replace it; pass --pub with a copy kept elsewhere\n", def)
-		}
-	} else if len(pubs) == 0 {
-		return fail("--dsn needs --pub: the database holds no key")
+		pubs = append(pubs, def)
+		fmt.Fprintf(stdout, "NOTE     the public key is %s, in the log's own directory: whoever can write the log can replace it; pass --pub with a copy kept elsewhere\n", def)
 	}
 	for _, p := range pubs {
 		k, err := audit.ReadPublicKey(p)
@@ -89,7 +115,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 	var rep *audit.VerifyReport
 	for try := 0; ; try++ {
 		var code int
-		rep, code = verifyOnce(dir, *dsn, &o, stdout, stderr)
+		rep, code = verifyOnce(dir, &o, stdout, stderr)
 		if rep == nil {
 			return code
 		}
@@ -98,13 +124,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 		}
 		time.Sleep(pendingWait)
 	}
-	code := 0
-	switch rep.Worst() {
-	case audit.Tampered:
-		code = 1
-	case audit.Warning:
-		code = 2
-	}
+	code := codeOf(rep)
 	if *asJSON {
 		json.NewEncoder(stdout).Encode(struct {
 			*audit.VerifyReport
@@ -116,6 +136,137 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, f)
 	}
 	fmt.Fprintf(stdout, "%s: %d records (%d to %d) in %d files, keys %s\n", verdict(code), rep.Records, rep.FirstSeq, rep.LastSeq, rep.Files, keyIDs(o.Keys))
+	return code
+}
+
+// codeOf is the exit status of a report.
+func codeOf(rep *audit.VerifyReport) int {
+	switch rep.Worst() {
+	case audit.Tampered:
+		return 1
+	case audit.Warning:
+		return 2
+	}
+	return 0
+}
+
+// gateReport is one gate's chain in the database, verified.
+type gateReport struct {
+	Gate string `json:"gate"`
+	*audit.VerifyReport
+	Verdict string `json:"verdict"`
+	keys    []ed25519.PublicKey
+}
+
+// gateName names a gate in verify-log's lines.
+func gateName(g string) string {
+	if g == "" {
+		return "the gate without an identity"
+	}
+	return g
+}
+
+// verifyDatabase verifies each gate's chain in the database at dsn (or gate's alone, when
+// only): each with the keys pubs gives it.
+func verifyDatabase(dsn string, pubs pubList, gate string, only bool, trusted string, asJSON bool, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
+	if len(pubs) == 0 {
+		return fail("the database copy needs --pub: the database holds no key (--pub KEY for every gate, --pub GATE=KEY for one)")
+	}
+	all, perGate := []ed25519.PublicKey{}, map[string][]ed25519.PublicKey{}
+	for _, p := range pubs {
+		g, file, scoped := strings.Cut(p, "=")
+		if !scoped {
+			file = p
+		}
+		k, err := audit.ReadPublicKey(file)
+		if err != nil {
+			return fail("--pub: %v", err)
+		}
+		if scoped {
+			perGate[g] = append(perGate[g], k)
+		} else {
+			all = append(all, k)
+		}
+	}
+	var trustedHead *audit.Head
+	if trusted != "" {
+		if !only {
+			return fail("--trusted-head is one gate's checkpoint: name the gate with --gate")
+		}
+		h, err := audit.ReadHead(trusted, append(append([]ed25519.PublicKey{}, all...), perGate[gate]...)...)
+		if err != nil {
+			return fail("--trusted-head: %v", err)
+		}
+		trustedHead = h
+	}
+	var reps []*gateReport
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		copies, err := auditdb.Load(ctx, dsn)
+		cancel()
+		if err != nil {
+			return fail("%v", err)
+		}
+		reps = reps[:0]
+		pending := false
+		for _, c := range copies {
+			if only && c.Gate != gate {
+				continue
+			}
+			keys := append(append([]ed25519.PublicKey{}, all...), perGate[c.Gate]...)
+			if len(keys) == 0 {
+				return fail("no key for %s: pass --pub %s=KEY with its audit key's public half, or --pub KEY for every gate", gateName(c.Gate), c.Gate)
+			}
+			o := audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + gateName(c.Gate)}
+			if trustedHead != nil {
+				o.Trusted, o.TrustedName = trustedHead, trusted
+			}
+			rep, err := audit.VerifyDir(c.Sources, o)
+			if err != nil {
+				return fail("%s: %v", gateName(c.Gate), err)
+			}
+			pending = pending || rep.OnlyPending()
+			reps = append(reps, &gateReport{Gate: c.Gate, VerifyReport: rep, Verdict: verdict(codeOf(rep)), keys: keys})
+		}
+		onlyPending := pending
+		for _, r := range reps {
+			onlyPending = onlyPending && (r.OnlyPending() || len(r.Findings) == 0)
+		}
+		if !onlyPending || try == pendingRetries {
+			break
+		}
+		time.Sleep(pendingWait)
+	}
+	if len(reps) == 0 {
+		if only {
+			return fail("the database holds no record of %s", gateName(gate))
+		}
+		return fail("the database holds no record: no gate copies to it yet")
+	}
+	code := 0 // tampered (1) beats not verified (2), which beats clean
+	for _, r := range reps {
+		switch c := codeOf(r.VerifyReport); {
+		case c == 1:
+			code = 1
+		case c == 2 && code == 0:
+			code = 2
+		}
+	}
+	if asJSON {
+		json.NewEncoder(stdout).Encode(struct {
+			Gates   []*gateReport `json:"gates"`
+			Verdict string        `json:"verdict"`
+		}{reps, verdict(code)})
+		return code
+	}
+	for _, r := range reps {
+		for _, f := range r.Findings {
+			fmt.Fprintf(stdout, "%s: %s\n", gateName(r.Gate), f)
+		}
+		fmt.Fprintf(stdout, "%s: %s: %d records (%d to %d) in %d files, keys %s\n", gateName(r.Gate), r.Verdict, r.Records, r.FirstSeq, r.LastSeq, r.Files, keyIDs(r.keys))
+	}
+	fmt.Fprintf(stdout, "%s: %d gates in the database copy\n", verdict(code), len(reps))
 	return code
 }
 
@@ -141,7 +292,8 @@ const auditUsage = `usage:
   lockhttp audit keygen --key FILE         make the audit key (FILE, mode 0600, and FILE.pub); never replaces one
   lockhttp audit checkpoint [--pub KEY] [-o FILE] DIR
                                             copy DIR's signed head out, for verify-log --trusted-head
-  lockhttp audit migrate --dsn DSN          create the PostgreSQL table of the database copy
+  lockhttp audit migrate --dsn-file FILE    create the PostgreSQL tables of the database copy, or bring
+                                            them to this version (--dsn DSN: on the command line)
 `
 
 func runAudit(args []string, stdout, stderr io.Writer) int {
@@ -232,14 +384,23 @@ func runCheckpoint(args []string, stdout, stderr io.Writer) int {
 func runMigrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lockhttp audit migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("dsn", "", "the PostgreSQL `DSN` (env: the value of LOCKHTTP_AUDIT_DSN)")
-	if err := fs.Parse(args); err != nil || *dsn == "" || fs.NArg() > 0 {
+	dsn := fs.String("dsn", "", "the PostgreSQL `DSN` (env: the value of LOCKHTTP_AUDIT_DSN; on the command line other users read it: prefer --dsn-file)")
+	dsnFile := fs.String("dsn-file", "", "a `FILE` holding the DSN (the gate's -audit-dsn-file)")
+	if err := fs.Parse(args); err != nil || (*dsn == "") == (*dsnFile == "") || fs.NArg() > 0 {
 		fmt.Fprint(stderr, auditUsage)
 		return 2
 	}
 	d := *dsn
 	if d == "env" {
 		d = os.Getenv("LOCKHTTP_AUDIT_DSN")
+	}
+	if *dsnFile != "" {
+		data, err := atomicfile.ReadFile(*dsnFile, maxDSNFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp audit migrate: --dsn-file:", err)
+			return 2
+		}
+		d = strings.TrimSpace(string(data))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -257,36 +418,21 @@ const (
 	pendingWait    = 500 * time.Millisecond
 )
 
-// verifyOnce reads the log (the directory dir, or the database at dsn) and its head, and
-// verifies it; a nil report comes with the exit code.
-func verifyOnce(dir, dsn string, o *audit.VerifyOptions, stdout, stderr io.Writer) (*audit.VerifyReport, int) {
+// verifyOnce reads the log in dir and its head, and verifies it; a nil report comes with the
+// exit code.
+func verifyOnce(dir string, o *audit.VerifyOptions, stdout, stderr io.Writer) (*audit.VerifyReport, int) {
 	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
-	var srcs []audit.Source
-	if dsn == "" {
-		var err error
-		if srcs, err = audit.DirSources(dir); err != nil {
-			return nil, fail("%v", err)
-		}
-		o.HeadName, o.Head, o.HeadSpoiled = filepath.Join(dir, audit.HeadName), nil, nil
-		if h, err := audit.ReadHead(o.HeadName, o.Keys...); err == nil {
-			o.Head = h
-			o.HeadSpoiled, _ = audit.SpoiledSlots(o.HeadName, o.Keys...)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stdout, "%s\n", audit.Finding{Severity: audit.Tampered, File: o.HeadName, Text: err.Error()})
-			return nil, 1
-		}
-	} else {
-		d := dsn
-		if d == "env" {
-			d = os.Getenv("LOCKHTTP_AUDIT_DSN")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		copyOf, err := auditdb.Load(ctx, d)
-		if err != nil {
-			return nil, fail("%v", err)
-		}
-		srcs, o.Head, o.HeadName = copyOf.Sources, copyOf.Head, "the database's head"
+	srcs, err := audit.DirSources(dir)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	o.HeadName, o.Head, o.HeadSpoiled = filepath.Join(dir, audit.HeadName), nil, nil
+	if h, err := audit.ReadHead(o.HeadName, o.Keys...); err == nil {
+		o.Head = h
+		o.HeadSpoiled, _ = audit.SpoiledSlots(o.HeadName, o.Keys...)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stdout, "%s\n", audit.Finding{Severity: audit.Tampered, File: o.HeadName, Text: err.Error()})
+		return nil, 1
 	}
 	rep, err := audit.VerifyDir(srcs, *o)
 	if err != nil {

@@ -30,7 +30,8 @@ commands:
   propose     free rules learnt from what humans approved more than once and never denied, each a
               diff of the policy file with its counts (--state DIR, --since 7d); take one with
               :propose at the console's terminal
-  verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub, --dsn)
+  verify-log  check the audit: chains, signatures, the signed head (--trusted-head, --pub,
+              --dsn-file: every gate's chain in the database copy)
   audit       keygen (the audit key), checkpoint (copy the signed head out), migrate (the database)
   fleet       the identities of a fleet's processes for mutual TLS: init (the CA), issue KIND NAME,
               revoke (the revocation list)

@@ -1,5 +1,6 @@
 // Package auditdb keeps a copy of the gate's audit in PostgreSQL, one row per line of the day
-// files, copied from the files once they are on disk.
+// files, copied from the files once they are on disk; the gates of a fleet share a database,
+// each row under its gate's identity.
 package auditdb
 
 import (
@@ -25,10 +26,15 @@ import (
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
-// The tables: one row per line of a day file, keyed by the file and the line number, so a line
-// copied twice is kept once; and the last signed head.
-const schema = `
-CREATE TABLE IF NOT EXISTS lockhttp_audit (
+// The tables: one row per line of a day file, keyed by the gate, the file and the line number,
+// so a line copied twice is kept once; and each gate's last signed head. A gate is named by
+// its identity (spiffe://lockhttp/gate/NAME: a fleet's gates share one database, each its own
+// chain); "" is a gate without one. migrations are applied in order, each once, by the first
+// gate or lockhttp audit migrate that finds the database behind them; schemaVersion records how
+// far a database is.
+var migrations = []string{
+	// 1: one gate's copy.
+	`CREATE TABLE IF NOT EXISTS lockhttp_audit (
 	file      text    NOT NULL,
 	line_no   integer NOT NULL,
 	seq       bigint  UNIQUE,
@@ -48,17 +54,64 @@ CREATE TABLE IF NOT EXISTS lockhttp_audit (
 CREATE TABLE IF NOT EXISTS lockhttp_audit_head (
 	one  boolean PRIMARY KEY DEFAULT true CHECK (one),
 	head json    NOT NULL
-);`
+);`,
+	// 2: the copies of a fleet's gates, each under its identity: the rows of a database of one
+	// gate become the gate "" (one without an identity).
+	`ALTER TABLE lockhttp_audit ADD COLUMN gate text NOT NULL DEFAULT '';
+ALTER TABLE lockhttp_audit DROP CONSTRAINT lockhttp_audit_pkey;
+ALTER TABLE lockhttp_audit DROP CONSTRAINT lockhttp_audit_seq_key;
+ALTER TABLE lockhttp_audit ADD PRIMARY KEY (gate, file, line_no);
+ALTER TABLE lockhttp_audit ADD CONSTRAINT lockhttp_audit_gate_seq_key UNIQUE (gate, seq);
+ALTER TABLE lockhttp_audit_head ADD COLUMN gate text NOT NULL DEFAULT '';
+ALTER TABLE lockhttp_audit_head DROP COLUMN one;
+ALTER TABLE lockhttp_audit_head ADD PRIMARY KEY (gate);`,
+}
 
-// Migrate creates the tables when they are missing.
+// migrateLock is the advisory lock the migrations are applied under: many gates start at once.
+const migrateLock = 0x6c6f636b68747470 // "lockhttp"
+
+// Migrate applies the migrations the database lacks.
 func Migrate(ctx context.Context, dsn string) error {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("auditdb: create the tables: %w", err)
+	return migrate(ctx, conn)
+}
+
+// migrate applies the missing migrations in one transaction, under migrateLock.
+func migrate(ctx context.Context, conn *pgx.Conn) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("auditdb: migrate: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+		return fmt.Errorf("auditdb: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS lockhttp_audit_schema (version integer NOT NULL)`); err != nil {
+		return fmt.Errorf("auditdb: migrate: %w", err)
+	}
+	version := 0
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM lockhttp_audit_schema`).Scan(&version); err != nil {
+		return fmt.Errorf("auditdb: migrate: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("auditdb: the database's audit tables are at version %d, newer than this binary's %d; upgrade the gate", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("auditdb: migration %d: %w", i+1, err)
+		}
+	}
+	if version < len(migrations) {
+		if _, err := tx.Exec(ctx, `DELETE FROM lockhttp_audit_schema; INSERT INTO lockhttp_audit_schema VALUES (`+fmt.Sprint(len(migrations))+`)`); err != nil {
+			return fmt.Errorf("auditdb: migrate: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
 	return nil
 }
@@ -79,8 +132,11 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 
 // Options configures a Sink.
 type Options struct {
-	Dir    string       // the audit directory the gate writes
-	DSN    string       // the database (never logged)
+	Dir string // the audit directory the gate writes
+	DSN string // the database (never logged)
+	// Gate is the gate's identity, which its rows carry (spiffe://lockhttp/gate/NAME, from its
+	// certificate); "": a gate without one, alone in its database.
+	Gate   string
 	Logger *slog.Logger // nil: discard
 	// Retry is how long the sink waits after a failure before it tries again. Zero: 2s.
 	Retry time.Duration
@@ -244,13 +300,13 @@ func (s *Sink) session(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("auditdb: create the tables: %w", err)
+	if err := migrate(ctx, conn); err != nil {
+		return err
 	}
 	// Where the copy stands in each file: a record of an old day can follow the new day's first
 	// ones, so every file is followed, not only the newest.
 	pos := map[string]*position{}
-	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit GROUP BY file`)
+	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 GROUP BY file`, s.o.Gate)
 	if err != nil {
 		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
 	}
@@ -334,7 +390,7 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 		more = more || len(rows) == maxRows
 		for len(rows) > 0 {
 			n := min(len(rows), 500)
-			if err := insert(ctx, conn, rows[:n]); err != nil {
+			if err := insert(ctx, conn, s.o.Gate, rows[:n]); err != nil {
 				return false, err
 			}
 			for _, r := range rows[:n] {
@@ -349,23 +405,31 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 		*p = next
 	}
 	if head != nil {
-		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (one, head) VALUES (true, $1)
-			ON CONFLICT (one) DO UPDATE SET head = EXCLUDED.head`, string(head)); err != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (gate, head) VALUES ($1, $2)
+			ON CONFLICT (gate) DO UPDATE SET head = EXCLUDED.head`, s.o.Gate, string(head)); err != nil {
 			return false, fmt.Errorf("auditdb: write the head: %w", err)
 		}
 	}
 	return more, nil
 }
 
-func insert(ctx context.Context, conn *pgx.Conn, rows []row) error {
+func insert(ctx context.Context, conn *pgx.Conn, gate string, rows []row) error {
+	const cols = 15
 	var b strings.Builder
-	b.WriteString(`INSERT INTO lockhttp_audit (file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
-	args := make([]any, 0, len(rows)*14)
+	b.WriteString(`INSERT INTO lockhttp_audit (gate, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
+	args := make([]any, 0, len(rows)*cols)
 	for i, r := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "($%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d)", i*14+1, i*14+2, i*14+3, i*14+4, i*14+5, i*14+6, i*14+7, i*14+8, i*14+9, i*14+10, i*14+11, i*14+12, i*14+13, i*14+14)
+		b.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "$%d", i*cols+c+1)
+		}
+		b.WriteByte(')')
 		var t *time.Time
 		if ts, ok := r.rec["time"].(string); ok {
 			if p, err := time.Parse(time.RFC3339Nano, ts); err == nil {
@@ -381,7 +445,7 @@ func insert(ctx context.Context, conn *pgx.Conn, rows []row) error {
 		if r.rec != nil {
 			record = &r.line
 		}
-		args = append(args, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
+		args = append(args, gate, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
 			str(r.rec, "event"), str(r.rec, "id"), str(r.rec, "container"), str(r.rec, "verdict"), str(r.rec, "code"), str(r.rec, "rule"), status, record)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING")
@@ -469,35 +533,45 @@ func readFrom(path string, pos position, durable int64) ([]row, position, error)
 	return rows, next, nil
 }
 
-// Copy is the database copy read back: its lines as day files, and its head.
+// Copy is one gate's database copy read back: its lines as day files, and its head.
 type Copy struct {
+	// Gate is the gate's identity ("" for a gate without one).
+	Gate    string
 	Sources []audit.Source
 	Head    *audit.Head
 }
 
-// Load reads the database copy for verification.
-func Load(ctx context.Context, dsn string) (*Copy, error) {
+// Load reads every gate's database copy for verification, the gates in the order of their
+// identities.
+func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT file, line FROM lockhttp_audit ORDER BY file, line_no`)
+	rows, err := conn.Query(ctx, `SELECT gate, file, line FROM lockhttp_audit ORDER BY gate, file, line_no`)
 	if err != nil {
 		return nil, fmt.Errorf("auditdb: read the copy: %w (create it with lockhttp audit migrate)", err)
 	}
-	files := map[string]*bytes.Buffer{}
-	var order []string
+	var copies []*Copy
+	byGate := map[string]*Copy{}
+	files := map[[2]string]*bytes.Buffer{}
+	var order [][2]string
 	for rows.Next() {
-		var file, line string
-		if err := rows.Scan(&file, &line); err != nil {
+		var gate, file, line string
+		if err := rows.Scan(&gate, &file, &line); err != nil {
 			return nil, err
 		}
-		b := files[file]
+		if byGate[gate] == nil {
+			byGate[gate] = &Copy{Gate: gate}
+			copies = append(copies, byGate[gate])
+		}
+		k := [2]string{gate, file}
+		b := files[k]
 		if b == nil {
 			b = &bytes.Buffer{}
-			files[file] = b
-			order = append(order, file)
+			files[k] = b
+			order = append(order, k)
 		}
 		b.WriteString(line)
 		b.WriteByte('\n')
@@ -505,17 +579,36 @@ func Load(ctx context.Context, dsn string) (*Copy, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("auditdb: read the copy: %w", err)
 	}
-	c := &Copy{}
-	for _, name := range order {
-		data := files[name].Bytes()
-		c.Sources = append(c.Sources, audit.Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+	for _, k := range order {
+		data := files[k].Bytes()
+		c := byGate[k[0]]
+		c.Sources = append(c.Sources, audit.Source{Name: k[1], Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
 	}
-	var head string
-	if err := conn.QueryRow(ctx, `SELECT head::text FROM lockhttp_audit_head`).Scan(&head); err == nil {
-		var h audit.Head
-		if json.Unmarshal([]byte(head), &h) == nil {
-			c.Head = &h
+	heads, err := conn.Query(ctx, `SELECT gate, head::text FROM lockhttp_audit_head ORDER BY gate`)
+	if err != nil {
+		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
+	}
+	defer heads.Close()
+	for heads.Next() {
+		var gate, head string
+		if err := heads.Scan(&gate, &head); err != nil {
+			return nil, err
 		}
+		var h audit.Head
+		if json.Unmarshal([]byte(head), &h) != nil {
+			continue
+		}
+		c := byGate[gate]
+		if c == nil { // a head whose records are all gone: verified, and found short
+			c = &Copy{Gate: gate}
+			byGate[gate] = c
+			copies = append(copies, c)
+		}
+		c.Head = &h
 	}
-	return c, nil
+	if err := heads.Err(); err != nil {
+		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
+	}
+	slices.SortFunc(copies, func(a, b *Copy) int { return strings.Compare(a.Gate, b.Gate) })
+	return copies, nil
 }
