@@ -266,7 +266,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	var sink *auditdb.Sink
 	ao := audit.Options{Dir: o.auditDir, Logger: log, Budget: budget, SummarizeAfter: o.auditSummarize, KeyFile: key, CreateKey: true, Metrics: am}
 	if dsn != "" {
-		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Logger: log,
+		gateID := "" // the rows' gate: this gate's identity in a fleet's database
+		if ident != nil {
+			gateID = ident.ID().String()
+		}
+		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Gate: gateID, Logger: log,
 			Metrics: metrics.NewAuditDB(reg, func() metrics.AuditDBLag { return sink.Lag() })})
 		ao.Sink = sink
 	}
