@@ -50,6 +50,7 @@ const (
 	logUID     = "uid"
 	logGID     = "gid"
 	logPID     = "pid"
+	logPeer    = "peer" // a gate's identity, over mutual TLS
 	logOutcome = "outcome"
 	logReason  = "reason"
 	logErr     = "err"
@@ -138,6 +139,35 @@ func NewServer(cfg ServerConfig) *Server {
 // Handler serves POST /sign, GET /health and, with a Registry, GET /metrics to peers whose uid
 // is allowed (read by unixsock.ConnContext, which the http.Server must use); other peers get 403.
 func (s *Server) Handler() http.Handler {
+	return unixsock.RequireUID(s.uids, s.routes(), func(r *http.Request, p unixsock.Peer, err error) {
+		if err != nil {
+			s.log.Warn("request refused: no peer credentials", logErr, err.Error(), "path", r.URL.Path)
+			return
+		}
+		s.log.Warn("request refused: uid not allowed", logUID, p.UID, logGID, p.GID, logPID, p.PID, "path", r.URL.Path)
+	})
+}
+
+type callerKey struct{}
+
+// FleetHandler serves the routes of Handler to the gates of a fleet over mutual TLS: admitted
+// names the identity a request's certificate proved, ok false for one the signer does not serve
+// (403). The http.Server is one of the caller's, on a listener of mutual TLS.
+func (s *Server) FleetHandler(admitted func(r *http.Request) (id string, ok bool)) http.Handler {
+	routes := s.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := admitted(r)
+		if !ok {
+			s.log.Warn("request refused: identity not admitted", logPeer, id, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, "forbidden: the signer serves the gates it is configured for")
+			return
+		}
+		routes.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, id)))
+	})
+}
+
+// routes are the signer's routes, for whoever the handler around them admitted.
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sign", s.serveSign)
 	mux.HandleFunc("/health", s.serveHealth)
@@ -149,13 +179,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint; the signer serves "+routes)
 	})
-	return unixsock.RequireUID(s.uids, mux, func(r *http.Request, p unixsock.Peer, err error) {
-		if err != nil {
-			s.log.Warn("request refused: no peer credentials", logErr, err.Error(), "path", r.URL.Path)
-			return
-		}
-		s.log.Warn("request refused: uid not allowed", logUID, p.UID, logGID, p.GID, logPID, p.PID, "path", r.URL.Path)
-	})
+	return mux
 }
 
 // Serve serves Handler on l until ctx ends, then shuts down (waiting up to 3 s for requests in
@@ -201,8 +225,13 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST /sign")
 		return
 	}
-	peer, _ := unixsock.PeerFrom(r.Context())
-	log := s.log.With(logUID, peer.UID, logPID, peer.PID)
+	var log *slog.Logger
+	if id, ok := r.Context().Value(callerKey{}).(string); ok {
+		log = s.log.With(logPeer, id)
+	} else {
+		peer, _ := unixsock.PeerFrom(r.Context())
+		log = s.log.With(logUID, peer.UID, logPID, peer.PID)
+	}
 	now := s.now()
 	if ok, wait := s.bucket.take(now); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
