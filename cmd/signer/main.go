@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/cmdmain"
 	"github.com/lockhttp/lockhttp/internal/metrics"
+	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/signer"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
@@ -35,6 +36,9 @@ const usage = `usage:
       The same as serve.
   signer --version
       Print the signer's version (module version, revision, build) and exit.
+  signer ca-cert --ca DIR
+      Print the CA's certificate, ca.pem, the file agents trust (kubectl exec into an image that
+      holds nothing but the signer).
   signer health --socket PATH
       Exit 0 when a signer listens on PATH (a container's healthcheck): it connects and closes,
       and asks for nothing. The signer closes such a connection from its own uid without a log
@@ -73,6 +77,8 @@ func run(ctx context.Context, args []string, e env) int {
 		return 0
 	case args[0] == "health":
 		return runHealth(args[1:], e)
+	case args[0] == "ca-cert":
+		return runCACert(args[1:], e)
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "--h" || args[0] == "help":
 		fmt.Fprint(e.stdout, usage)
 		return 0
@@ -94,6 +100,8 @@ func parseFlags(flags *flag.FlagSet, args []string, e env) int {
 			fmt.Fprint(flags.Output(), "usage: signer init --dir DIR\n")
 		case "health":
 			fmt.Fprint(flags.Output(), "usage: signer health --socket PATH\n")
+		case "ca-cert":
+			fmt.Fprint(flags.Output(), "usage: signer ca-cert --ca DIR\n")
 		default:
 			fmt.Fprint(flags.Output(), "usage: signer serve --ca DIR --socket PATH --allow-uid UID [--allow-uid UID]... [flags]\n"+
 				"  (signer --ca DIR ... is the same)\n")
@@ -141,6 +149,10 @@ type serveOptions struct {
 	burst      int
 	metrics    string
 	cmdmain.Flags
+	// A fleet's gates over mutual TLS.
+	tlsListen string
+	tls       mtls.Flags
+	tlsGates  mtls.Allow
 }
 
 func runServe(ctx context.Context, args []string, e env) int {
@@ -157,6 +169,9 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags.IntVar(&o.burst, "burst", signer.DefaultBurst, "issue up to `N` certificates at once before --rate applies")
 	o.Flags.DefineLogLevel(flags)
 	flags.StringVar(&o.metrics, "metrics-listen", "", "also serve Prometheus metrics at /metrics on this TCP `ADDR` (host:port); empty: on the socket only (GET /metrics, for the allowed uids: the gate's -metrics-signer)")
+	flags.StringVar(&o.tlsListen, "tls-listen", "", "also serve the gates of a fleet on this TCP `ADDR` (host:port) over mutual TLS (--tls-cert, --tls-key, --tls-ca): each proves a gate identity --tls-gate admits; empty: the socket only")
+	o.tls.Register(flags)
+	flags.Var(&o.tlsGates, "tls-gate", "an `IDENTITY` admitted over mutual TLS: spiffe://lockhttp/gate/NAME or spiffe://lockhttp/gate/* (repeatable; default spiffe://lockhttp/gate/*)")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
 	}
@@ -169,8 +184,12 @@ func runServe(ctx context.Context, args []string, e env) int {
 		return fail(2, "--ca is required: the CA directory made by `signer init --dir DIR`")
 	case o.socket == "":
 		return fail(2, "--socket is required: the unix socket the gate connects to")
-	case len(o.allow) == 0:
-		return fail(2, "no --allow-uid: name the gate's uid (--allow-uid 10003 in compose); the signer serves nobody else")
+	case len(o.allow) == 0 && o.tlsListen == "":
+		return fail(2, "no --allow-uid: name the gate's uid (--allow-uid 10003 in compose), or serve a fleet's gates over mutual TLS (--tls-listen); the signer serves nobody else")
+	case o.tlsListen != "" && o.tls.Check() != nil:
+		return fail(2, "--tls-listen: %v", o.tls.Check())
+	case o.tlsListen == "" && o.tls.Given():
+		return fail(2, "--tls-cert, --tls-key, --tls-ca, --tls-crl and --tls-deny serve --tls-listen: give it")
 	case o.rate <= 0:
 		return fail(2, "--rate %v: use a positive number of certificates a second", o.rate)
 	case o.burst < 1:
@@ -186,6 +205,9 @@ func runServe(ctx context.Context, args []string, e env) int {
 	}
 	if e.euid == 0 && !o.dev {
 		return fail(1, "refusing to run as root: run the signer as its own user, the only one that can read the CA key (uid 10004 in compose); --dev allows root for local development")
+	}
+	if o.tlsGates.Empty() {
+		o.tlsGates = mtls.MustAllow("spiffe://lockhttp/gate/*")
 	}
 	if slices.Contains(o.allow, e.euid) && !o.dev {
 		log.Warn("an allowed uid is the signer's own: that process could read the CA key; run the gate as another user", "uid", e.euid)
@@ -228,6 +250,12 @@ func runServe(ctx context.Context, args []string, e env) int {
 	}
 	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst,
 		Metrics: metrics.NewSigner(reg), MetricsURL: murl, Registry: reg})
+	if o.tlsListen != "" {
+		if err := serveFleet(ctx, o, srv, log); err != nil {
+			l.Close()
+			return fail(1, "--tls-listen: %v", err)
+		}
+	}
 	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
 		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
 	if err := srv.Serve(ctx, l); err != nil {
@@ -256,5 +284,25 @@ func runHealth(args []string, e env) int {
 	}
 	c.Close()
 	fmt.Fprintf(e.stdout, "signer health: a signer listens on %s\n", *socket)
+	return 0
+}
+
+// runCACert prints the CA's certificate: what agents trust, public.
+func runCACert(args []string, e env) int {
+	flags := flag.NewFlagSet("ca-cert", flag.ContinueOnError)
+	dir := flags.String("ca", "", "the CA `DIR` (required)")
+	if code := parseFlags(flags, args, e); code >= 0 {
+		return code
+	}
+	if *dir == "" {
+		fmt.Fprintln(e.stderr, "signer ca-cert: --ca is required: the CA directory")
+		return 2
+	}
+	ca, err := signer.LoadCA(*dir)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "signer ca-cert:", err)
+		return 1
+	}
+	e.stdout.Write(ca.CertPEM())
 	return 0
 }

@@ -52,21 +52,24 @@ var binaries = []binary{{
 	cmd: "cmd/signer",
 	// The signer's process holds the CA key: it links its own server, the contract it serves,
 	// how a host is normalised (and the hex digits floor reads with), its socket, atomic writes,
-	// the shared leaves (display, httpjson, the metric names, --version, every binary's start)
-	// and nothing else of this module: no gate, hub or console code and none of the project's
-	// network clients (signerclient, hubclient, consoleclient).
+	// the shared leaves (display, httpjson, the metric names, --version, every binary's start),
+	// the listener of mutual TLS a fleet's gates reach it on (mtls, the identities; connlimit,
+	// its caps) and nothing else of this module: no gate, hub or console code and none of the
+	// project's network clients (signerclient, hubclient, consoleclient).
 	only: []string{
 		"internal/signer", "internal/signerapi", "internal/floor", "internal/percent", "internal/unixsock", "internal/atomicfile",
 		"internal/display", "internal/httpjson", "internal/metrics", "internal/buildinfo", "internal/cmdmain",
+		"internal/mtls", "internal/connlimit",
 	},
 	// Of other modules: the token bucket, the Prometheus client (its page on the socket and on
-	// --metrics-listen) with what it needs, and the x/ modules under floor's host names. No
-	// other network client (OTLP, gRPC, a database driver, WebSocket).
+	// --metrics-listen) with what it needs, the x/ modules under floor's host names, and
+	// go-spiffe's identity and X.509-SVID packages (mtls: of the standard library alone, not its
+	// workload API). No other network client (OTLP, gRPC, a database driver, WebSocket).
 	modules: []string{
 		"golang.org/x/time", "golang.org/x/net", "golang.org/x/text", "golang.org/x/sys",
 		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
 		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
-		"github.com/munnerz/goautoneg", "google.golang.org/protobuf",
+		"github.com/munnerz/goautoneg", "google.golang.org/protobuf", "github.com/spiffe/go-spiffe/v2",
 	},
 }, {
 	cmd: "cmd/console",
