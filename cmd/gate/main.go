@@ -82,10 +82,14 @@ type options struct {
 	// Mutual TLS to a console and a hub on other machines (-console and -hub https://).
 	tls         mtls.Flags
 	tlsConsoles mtls.Allow
+	tlsSigners  mtls.Allow
 }
 
-// defaultTLSConsoles are the server identities admitted when no -tls-console is given.
-const defaultTLSConsoles = "spiffe://lockhttp/console/*"
+// The server identities admitted when no -tls-console or -tls-signer is given.
+const (
+	defaultTLSConsoles = "spiffe://lockhttp/console/*"
+	defaultTLSSigners  = "spiffe://lockhttp/signer/*"
+)
 
 // isTLS reports whether a -console or -hub value is a URL of mutual TLS.
 func isTLS(s string) bool { return strings.HasPrefix(s, "https://") }
@@ -105,7 +109,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.adminUIDs, "admin-uid", "uid allowed on the admin socket (repeatable; default: the gate's own uid)")
 	fs.StringVar(&o.upstream, "upstream", "", "upstream proxy, http://host:port (for example squid); empty: direct. Its credential comes from -upstream-credentials-file or "+egress.ProxyAuthEnv+", never the command line")
 	fs.StringVar(&o.upstreamCredentialsFile, "upstream-credentials-file", "", "a file holding the upstream proxy's credential, user:password on one line (mode 0600; or set "+egress.ProxyAuthEnv+"); empty: the environment's, else none")
-	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
+	fs.StringVar(&o.signer, "signer", "", "the signer's unix socket, or https://HOST:PORT (its --tls-listen) reached over mutual TLS with -tls-cert: decrypt CONNECTs to hosts not on the splice list; empty: decide every CONNECT at the domain")
 	fs.StringVar(&o.hubURL, "hub", "", "the hub's URL for ASK tickets: http://HOST:PORT with -hub-token, or https://HOST:PORT (the console's -hub-tls-listen) over mutual TLS, the gate named by -tls-cert; empty: every ASK is refused with E_NO_CONSOLE")
 	fs.StringVar(&o.hubToken, "hub-token", "", "the file holding the gate's token for the hub (an http:// -hub)")
 	fs.StringVar(&o.hubKey, "hub-key", "", "the hub's public key file (PEM): every decision must be signed by it")
@@ -123,6 +127,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	o.Flags.Define(fs, "the gate")
 	o.tls.Register(fs)
 	fs.Var(&o.tlsConsoles, "tls-console", "an identity the console and hub must prove over mutual TLS: spiffe://lockhttp/console/NAME or .../console/* (repeatable; default "+defaultTLSConsoles+")")
+	fs.Var(&o.tlsSigners, "tls-signer", "an identity an https:// -signer must prove: spiffe://lockhttp/signer/NAME or .../signer/* (repeatable; default "+defaultTLSSigners+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -173,15 +178,18 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	case isTLS(o.hubURL) && o.hubToken != "":
 		return nil, errors.New("-hub-token is for an http:// -hub: over mutual TLS the gate's certificate names it")
 	}
-	if isTLS(o.console) || isTLS(o.hubURL) {
+	if isTLS(o.console) || isTLS(o.hubURL) || isTLS(o.signer) {
 		if err := o.tls.Check(); err != nil {
-			return nil, fmt.Errorf("an https:// -console or -hub: %w", err)
+			return nil, fmt.Errorf("an https:// -console, -hub or -signer: %w", err)
 		}
 	} else if o.tls.Given() {
-		return nil, errors.New("-tls-cert, -tls-key, -tls-ca, -tls-crl and -tls-deny are for an https:// -console or -hub")
+		return nil, errors.New("-tls-cert, -tls-key, -tls-ca, -tls-crl and -tls-deny are for an https:// -console, -hub or -signer")
 	}
 	if o.tlsConsoles.Empty() {
 		o.tlsConsoles = mtls.MustAllow(defaultTLSConsoles)
+	}
+	if o.tlsSigners.Empty() {
+		o.tlsSigners = mtls.MustAllow(defaultTLSSigners)
 	}
 	return o, nil
 }
@@ -326,7 +334,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	if o.signer != "" {
 		var sc *signerclient.Client
 		scm := metrics.NewSignerClient(reg, func() int { return sc.Len() })
-		sc, err = signerclient.New(signerclient.Options{Socket: o.signer, Logger: log, Metrics: scm})
+		so := signerclient.Options{Socket: o.signer, Logger: log, Metrics: scm}
+		if isTLS(o.signer) {
+			so.TLS = ident.ClientConfig(o.tlsSigners)
+		}
+		sc, err = signerclient.New(so)
 		if err != nil {
 			return fmt.Errorf("signer client: %w", err)
 		}

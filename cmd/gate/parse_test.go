@@ -152,7 +152,8 @@ func TestParseMutualTLS(t *testing.T) {
 		{"TLS hub with a token", append([]string{"-console", "/s/console.sock", "-hub", "https://console:8444", "-hub-key", "/s/k.pub", "-hub-token", "/s/t"}, ident...), "-hub-token is for an http:// -hub"},
 		{"token hub without token", []string{"-console", "/s/console.sock", "-hub", "http://h:3131", "-hub-key", "/s/k.pub"}, "-hub needs -hub-token"},
 		{"TLS hub without the hub's key", append([]string{"-console", "/s/console.sock", "-hub", "https://h:1"}, ident...), "-hub needs -hub-key"},
-		{"identity without TLS", append([]string{"-console", "/s/console.sock"}, ident...), "are for an https:// -console or -hub"},
+		{"identity without TLS", append([]string{"-console", "/s/console.sock"}, ident...), "are for an https:// -console, -hub or -signer"},
+		{"TLS signer, no identity", []string{"-console", "/s/console.sock", "-signer", "https://signer:8445"}, "an https:// -console, -hub or -signer: mutual TLS needs"},
 		{"bad console identity", append([]string{"-console", "https://c:1", "-tls-console", "console/*"}, ident...), "identity pattern"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -67,8 +68,12 @@ func (e *RefusedError) Error() string { return "signer refused: " + e.Reason }
 
 // Options configures a Client.
 type Options struct {
-	// Socket is the signer's unix socket. Required.
+	// Socket is the signer's unix socket, or https://HOST:PORT, a signer on another machine (its
+	// --tls-listen) reached over mutual TLS with TLS. Required.
 	Socket string
+	// TLS is the gate's configuration of mutual TLS (mtls.Source.ClientConfig) for an https://
+	// Socket. Nil: none (a unix socket).
+	TLS *tls.Config
 	// Logger receives renewal failures and one debug line per certificate fetched. Nil: none.
 	Logger *slog.Logger
 	// Now is the clock. Nil: time.Now.
@@ -86,7 +91,8 @@ type Options struct {
 
 // Client gets certificates for the gate's one leaf key, generated in memory by New.
 type Client struct {
-	socket  string
+	socket  string // the socket's path or the signer's URL, for errors
+	base    string // the URL the routes are under
 	log     *slog.Logger
 	now     func() time.Time
 	max     int
@@ -167,7 +173,16 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("signerclient: encoding the leaf key: %w", err)
 	}
 	c.body = []byte(`{"public_key":"` + base64.StdEncoding.EncodeToString(der) + `","host":`)
-	c.http = unixsock.Client(o.Socket, c.timeout)
+	c.http, c.base = unixsock.Client(o.Socket, c.timeout), "http://signer"
+	if strings.HasPrefix(o.Socket, "https://") {
+		u, err := url.Parse(o.Socket)
+		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || o.TLS == nil {
+			return nil, fmt.Errorf("signerclient: signer URL %q: write https://HOST:PORT (the signer's --tls-listen), with the gate's identity for mutual TLS", o.Socket)
+		}
+		c.base = "https://" + u.Host
+		c.http = &http.Client{Timeout: c.timeout, Transport: &http.Transport{Proxy: nil, TLSClientConfig: o.TLS,
+			TLSHandshakeTimeout: c.timeout, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}}
+	}
 	return c, nil
 }
 
@@ -264,7 +279,7 @@ func (c *Client) fetch(ctx context.Context, host string) (*tls.Certificate, erro
 		return nil, err
 	}
 	body := slices.Concat(c.body, hostJSON, []byte("}"))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://signer/sign", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/sign", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +413,7 @@ func (c *Client) badStatus(resp *http.Response, data []byte) error {
 func (c *Client) Health(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://signer/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/health", nil)
 	if err != nil {
 		return err
 	}

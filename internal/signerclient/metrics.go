@@ -38,7 +38,7 @@ const maxMetricsPage = 1 << 20
 // counts, read over its socket for a signer that has no network of its own (the gate serves them
 // with its own, metrics.ImportSigner). Failures wrap ErrUnavailable.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://signer"+metrics.Path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+metrics.Path, nil)
 	if err != nil {
 		return nil, err
 	}
