@@ -28,7 +28,7 @@ import (
 // with lockhttp fleet, a console (with its hub) serving over mutual TLS, and gate processes each
 // with its own certificate, reaching the console and the hub by https:// URLs.
 type fleetRig struct {
-	t        *testing.T
+	t        testing.TB
 	fleetDir string // lockhttp fleet --dir
 	dir      string // the console's files
 	policy   string // the policy file
@@ -46,7 +46,7 @@ type proc struct {
 	done chan struct{}
 }
 
-func startProc(t *testing.T, name string, args []string, env []string) *proc {
+func startProc(t testing.TB, name string, args []string, env []string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -84,7 +84,7 @@ func (p *proc) exited() bool {
 }
 
 // lockhttp runs the lockhttp command and returns its output; a failure fails the test.
-func lockhttpCmd(t *testing.T, args ...string) string {
+func lockhttpCmd(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(binDir, "lockhttp"), args...).CombinedOutput()
 	if err != nil {
@@ -95,7 +95,7 @@ func lockhttpCmd(t *testing.T, args ...string) string {
 
 // startTLSFleet makes the fleet's CA and the console's identity, and starts the console with
 // policyText, serving the policy (-tls-listen) and the hub (-hub-tls-listen) over mutual TLS.
-func startTLSFleet(t *testing.T, policyText string, consoleFlags ...string) *fleetRig {
+func startTLSFleet(t testing.TB, policyText string, consoleFlags ...string) *fleetRig {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "fleet")
 	lockhttpCmd(t, "fleet", "init", "--dir", dir)
@@ -103,7 +103,7 @@ func startTLSFleet(t *testing.T, policyText string, consoleFlags ...string) *fle
 }
 
 // startTLSFleetIn is startTLSFleet with the fleet's CA made before, in fleetDir.
-func startTLSFleetIn(t *testing.T, fleetDir, policyText string, consoleFlags ...string) *fleetRig {
+func startTLSFleetIn(t testing.TB, fleetDir, policyText string, consoleFlags ...string) *fleetRig {
 	t.Helper()
 	r := &fleetRig{t: t, fleetDir: fleetDir, dir: filepath.Join(t.TempDir(), "console")}
 	os.MkdirAll(r.dir, 0o700)
