@@ -83,6 +83,7 @@ type options struct {
 	tls         mtls.Flags
 	tlsConsoles mtls.Allow
 	tlsSigners  mtls.Allow
+	instance    string
 }
 
 // The server identities admitted when no -tls-console or -tls-signer is given.
@@ -127,6 +128,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	o.Flags.Define(fs, "the gate")
 	o.tls.Register(fs)
 	fs.Var(&o.tlsConsoles, "tls-console", "an identity the console and hub must prove over mutual TLS: spiffe://lockhttp/console/NAME or .../console/* (repeatable; default "+defaultTLSConsoles+")")
+	fs.StringVar(&o.instance, "instance", "", "this gate's name among the gates of its identity (the replicas of a Deployment share a certificate): sent to the console with each fetch, and the instance of its audit's database copy; 1 to 64 letters, digits, '.', '_', '-', ':' (default: the host name)")
 	fs.Var(&o.tlsSigners, "tls-signer", "an identity an https:// -signer must prove: spiffe://lockhttp/signer/NAME or .../signer/* (repeatable; default "+defaultTLSSigners+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -187,6 +189,12 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.tlsConsoles.Empty() {
 		o.tlsConsoles = mtls.MustAllow(defaultTLSConsoles)
+	}
+	if o.instance == "" {
+		h, _ := os.Hostname()
+		o.instance = instanceName(h)
+	} else if instanceName(o.instance) == "" {
+		return nil, fmt.Errorf("-instance %q: use 1 to 64 letters, digits, '.', '_', '-' and ':'", o.instance)
 	}
 	if o.tlsSigners.Empty() {
 		o.tlsSigners = mtls.MustAllow(defaultTLSSigners)
@@ -278,7 +286,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		if ident != nil {
 			gateID = ident.ID().String()
 		}
-		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Gate: gateID, Logger: log,
+		sink = auditdb.New(auditdb.Options{Dir: o.auditDir, DSN: dsn, Gate: gateID, Instance: o.instance, Logger: log,
 			Metrics: metrics.NewAuditDB(reg, func() metrics.AuditDBLag { return sink.Lag() })})
 		ao.Sink = sink
 	}
@@ -400,7 +408,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	cc := consoleclient.New(o.console)
 	if isTLS(o.console) {
-		if cc, err = consoleclient.NewTLS(o.console, ident.ClientConfig(o.tlsConsoles)); err != nil {
+		if cc, err = consoleclient.NewTLS(o.console, ident.ClientConfig(o.tlsConsoles), o.instance); err != nil {
 			return err
 		}
 	}
@@ -668,4 +676,18 @@ func listenMetrics(addr string) (*metrics.Registry, net.Listener, error) {
 		return nil, nil, fmt.Errorf("-metrics-listen %s: %w", addr, err)
 	}
 	return reg, l, nil
+}
+
+// instanceName is s when it is a gate's instance name (1 to 64 letters, digits, '.', '_', '-'
+// and ':'), else "".
+func instanceName(s string) string {
+	if s == "" || len(s) > 64 {
+		return ""
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			return ""
+		}
+	}
+	return s
 }

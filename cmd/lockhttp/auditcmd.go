@@ -24,9 +24,10 @@ const verifyUsage = `usage: lockhttp verify-log [--pub KEY]... [--trusted-head F
 Checks the gate's audit: every record's chain, number and signature, the day files' links, and
 that the log reaches its signed head (DIR/head.json) and any checkpoint (--trusted-head, made
 with lockhttp audit checkpoint and kept elsewhere). With --dsn-file it checks the database copy:
-the chain of every gate that copies to it (a fleet's gates, each under its identity), or the one
---gate names, each with the keys --pub gives for it (GATE=KEY) and those given for every gate
-(KEY). Each finding names the gate, the file and the line. Exit status: 0 clean, 1 tampered, 2
+the chain of every gate that copies to it (a fleet's gates, each under its identity and instance,
+GATE@INSTANCE), or those --gate names, each with the keys --pub gives for its identity (GATE=KEY)
+and those given for every gate (KEY). Each finding names the chain, the file and the line. Exit
+status: 0 clean, 1 tampered, 2
 usage or a log that cannot be vouched for (no signed head, no signature).
 `
 
@@ -47,7 +48,7 @@ func runVerifyLog(args []string, stdout, stderr io.Writer) int {
 	trusted := fs.String("trusted-head", "", "a checkpoint `FILE` (lockhttp audit checkpoint) the log must reach and match")
 	dsn := fs.String("dsn", "", "verify the PostgreSQL copy at `DSN` instead of a directory (on the command line, where other users read it: prefer --dsn-file; env: the value of LOCKHTTP_AUDIT_DSN)")
 	dsnFile := fs.String("dsn-file", "", "verify the PostgreSQL copy whose DSN `FILE` holds (the gate's -audit-dsn-file), instead of a directory")
-	gate := fs.String("gate", "", "with --dsn-file, verify the chain of this gate `IDENTITY` alone (spiffe://lockhttp/gate/NAME; \"\" for a gate without one)")
+	gate := fs.String("gate", "", "with --dsn-file, verify the chains of this gate `IDENTITY` alone (spiffe://lockhttp/gate/NAME, each of its instances; NAME@INSTANCE one; \"\" the gate without one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -152,18 +153,28 @@ func codeOf(rep *audit.VerifyReport) int {
 
 // gateReport is one gate's chain in the database, verified.
 type gateReport struct {
-	Gate string `json:"gate"`
+	Gate     string `json:"gate"`
+	Instance string `json:"instance,omitempty"`
 	*audit.VerifyReport
 	Verdict string `json:"verdict"`
 	keys    []ed25519.PublicKey
+	name    string
 }
 
-// gateName names a gate in verify-log's lines.
+// gateName names a gate's chain in verify-log's lines: GATE@INSTANCE.
 func gateName(g string) string {
 	if g == "" {
 		return "the gate without an identity"
 	}
 	return g
+}
+
+// chainName names a copy's chain in verify-log's lines.
+func chainName(c *auditdb.Copy) string {
+	if c.Gate == "" && c.Instance == "" {
+		return gateName("")
+	}
+	return c.Name()
 }
 
 // verifyDatabase verifies each gate's chain in the database at dsn (or gate's alone, when
@@ -211,23 +222,23 @@ func verifyDatabase(dsn string, pubs pubList, gate string, only bool, trusted st
 		reps = reps[:0]
 		pending := false
 		for _, c := range copies {
-			if only && c.Gate != gate {
+			if only && c.Gate != gate && c.Name() != gate {
 				continue
 			}
 			keys := append(append([]ed25519.PublicKey{}, all...), perGate[c.Gate]...)
 			if len(keys) == 0 {
 				return fail("no key for %s: pass --pub %s=KEY with its audit key's public half, or --pub KEY for every gate", gateName(c.Gate), c.Gate)
 			}
-			o := audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + gateName(c.Gate)}
+			o := audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + chainName(c)}
 			if trustedHead != nil {
 				o.Trusted, o.TrustedName = trustedHead, trusted
 			}
 			rep, err := audit.VerifyDir(c.Sources, o)
 			if err != nil {
-				return fail("%s: %v", gateName(c.Gate), err)
+				return fail("%s: %v", chainName(c), err)
 			}
 			pending = pending || rep.OnlyPending()
-			reps = append(reps, &gateReport{Gate: c.Gate, VerifyReport: rep, Verdict: verdict(codeOf(rep)), keys: keys})
+			reps = append(reps, &gateReport{Gate: c.Gate, Instance: c.Instance, VerifyReport: rep, Verdict: verdict(codeOf(rep)), keys: keys, name: chainName(c)})
 		}
 		onlyPending := pending
 		for _, r := range reps {
@@ -262,11 +273,11 @@ func verifyDatabase(dsn string, pubs pubList, gate string, only bool, trusted st
 	}
 	for _, r := range reps {
 		for _, f := range r.Findings {
-			fmt.Fprintf(stdout, "%s: %s\n", gateName(r.Gate), f)
+			fmt.Fprintf(stdout, "%s: %s\n", r.name, f)
 		}
-		fmt.Fprintf(stdout, "%s: %s: %d records (%d to %d) in %d files, keys %s\n", gateName(r.Gate), r.Verdict, r.Records, r.FirstSeq, r.LastSeq, r.Files, keyIDs(r.keys))
+		fmt.Fprintf(stdout, "%s: %s: %d records (%d to %d) in %d files, keys %s\n", r.name, r.Verdict, r.Records, r.FirstSeq, r.LastSeq, r.Files, keyIDs(r.keys))
 	}
-	fmt.Fprintf(stdout, "%s: %d gates in the database copy\n", verdict(code), len(reps))
+	fmt.Fprintf(stdout, "%s: %d chains in the database copy\n", verdict(code), len(reps))
 	return code
 }
 

@@ -26,10 +26,11 @@ import (
 	"github.com/lockhttp/lockhttp/internal/metrics"
 )
 
-// The tables: one row per line of a day file, keyed by the gate, the file and the line number,
-// so a line copied twice is kept once; and each gate's last signed head. A gate is named by
-// its identity (spiffe://lockhttp/gate/NAME: a fleet's gates share one database, each its own
-// chain); "" is a gate without one. migrations are applied in order, each once, by the first
+// The tables: one row per line of a day file, keyed by the gate, its instance, the file and the
+// line number, so a line copied twice is kept once; and each gate's last signed head. A gate is
+// named by its identity (spiffe://lockhttp/gate/NAME: a fleet's gates share one database) and
+// its instance (its host name: the replicas of one identity are so many chains); "" is a gate
+// without one. migrations are applied in order, each once, by the first
 // gate or lockhttp audit migrate that finds the database behind them; schemaVersion records how
 // far a database is.
 var migrations = []string{
@@ -55,16 +56,19 @@ CREATE TABLE IF NOT EXISTS lockhttp_audit_head (
 	one  boolean PRIMARY KEY DEFAULT true CHECK (one),
 	head json    NOT NULL
 );`,
-	// 2: the copies of a fleet's gates, each under its identity: the rows of a database of one
-	// gate become the gate "" (one without an identity).
+	// 2: the copies of a fleet's gates, each under its identity and instance (the replicas of
+	// one identity, each its own chain): the rows of a database of one gate become those of the
+	// gate without an identity or instance.
 	`ALTER TABLE lockhttp_audit ADD COLUMN gate text NOT NULL DEFAULT '';
+ALTER TABLE lockhttp_audit ADD COLUMN instance text NOT NULL DEFAULT '';
 ALTER TABLE lockhttp_audit DROP CONSTRAINT lockhttp_audit_pkey;
 ALTER TABLE lockhttp_audit DROP CONSTRAINT lockhttp_audit_seq_key;
-ALTER TABLE lockhttp_audit ADD PRIMARY KEY (gate, file, line_no);
-ALTER TABLE lockhttp_audit ADD CONSTRAINT lockhttp_audit_gate_seq_key UNIQUE (gate, seq);
+ALTER TABLE lockhttp_audit ADD PRIMARY KEY (gate, instance, file, line_no);
+ALTER TABLE lockhttp_audit ADD CONSTRAINT lockhttp_audit_chain_seq_key UNIQUE (gate, instance, seq);
 ALTER TABLE lockhttp_audit_head ADD COLUMN gate text NOT NULL DEFAULT '';
+ALTER TABLE lockhttp_audit_head ADD COLUMN instance text NOT NULL DEFAULT '';
 ALTER TABLE lockhttp_audit_head DROP COLUMN one;
-ALTER TABLE lockhttp_audit_head ADD PRIMARY KEY (gate);`,
+ALTER TABLE lockhttp_audit_head ADD PRIMARY KEY (gate, instance);`,
 }
 
 // migrateLock is the advisory lock the migrations are applied under: many gates start at once.
@@ -135,9 +139,11 @@ type Options struct {
 	Dir string // the audit directory the gate writes
 	DSN string // the database (never logged)
 	// Gate is the gate's identity, which its rows carry (spiffe://lockhttp/gate/NAME, from its
-	// certificate); "": a gate without one, alone in its database.
-	Gate   string
-	Logger *slog.Logger // nil: discard
+	// certificate), and Instance its name among the gates of that identity (its host name); "":
+	// none.
+	Gate     string
+	Instance string
+	Logger   *slog.Logger // nil: discard
 	// Retry is how long the sink waits after a failure before it tries again. Zero: 2s.
 	Retry time.Duration
 	// Metrics counts the rows copied and the failures (metrics.NewAuditDB, whose lag is the
@@ -306,7 +312,7 @@ func (s *Sink) session(ctx context.Context) error {
 	// Where the copy stands in each file: a record of an old day can follow the new day's first
 	// ones, so every file is followed, not only the newest.
 	pos := map[string]*position{}
-	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 GROUP BY file`, s.o.Gate)
+	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 AND instance = $2 GROUP BY file`, s.o.Gate, s.o.Instance)
 	if err != nil {
 		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
 	}
@@ -390,7 +396,7 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 		more = more || len(rows) == maxRows
 		for len(rows) > 0 {
 			n := min(len(rows), 500)
-			if err := insert(ctx, conn, s.o.Gate, rows[:n]); err != nil {
+			if err := insert(ctx, conn, s.o.Gate, s.o.Instance, rows[:n]); err != nil {
 				return false, err
 			}
 			for _, r := range rows[:n] {
@@ -405,18 +411,18 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 		*p = next
 	}
 	if head != nil {
-		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (gate, head) VALUES ($1, $2)
-			ON CONFLICT (gate) DO UPDATE SET head = EXCLUDED.head`, s.o.Gate, string(head)); err != nil {
+		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (gate, instance, head) VALUES ($1, $2, $3)
+			ON CONFLICT (gate, instance) DO UPDATE SET head = EXCLUDED.head`, s.o.Gate, s.o.Instance, string(head)); err != nil {
 			return false, fmt.Errorf("auditdb: write the head: %w", err)
 		}
 	}
 	return more, nil
 }
 
-func insert(ctx context.Context, conn *pgx.Conn, gate string, rows []row) error {
-	const cols = 15
+func insert(ctx context.Context, conn *pgx.Conn, gate, instance string, rows []row) error {
+	const cols = 16
 	var b strings.Builder
-	b.WriteString(`INSERT INTO lockhttp_audit (gate, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
+	b.WriteString(`INSERT INTO lockhttp_audit (gate, instance, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
 	args := make([]any, 0, len(rows)*cols)
 	for i, r := range rows {
 		if i > 0 {
@@ -445,7 +451,7 @@ func insert(ctx context.Context, conn *pgx.Conn, gate string, rows []row) error 
 		if r.rec != nil {
 			record = &r.line
 		}
-		args = append(args, gate, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
+		args = append(args, gate, instance, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
 			str(r.rec, "event"), str(r.rec, "id"), str(r.rec, "container"), str(r.rec, "verdict"), str(r.rec, "code"), str(r.rec, "rule"), status, record)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING")
@@ -535,38 +541,51 @@ func readFrom(path string, pos position, durable int64) ([]row, position, error)
 
 // Copy is one gate's database copy read back: its lines as day files, and its head.
 type Copy struct {
-	// Gate is the gate's identity ("" for a gate without one).
-	Gate    string
-	Sources []audit.Source
-	Head    *audit.Head
+	// Gate is the gate's identity and Instance its name among the gates of that identity (""
+	// for none).
+	Gate, Instance string
+	Sources        []audit.Source
+	Head           *audit.Head
 }
 
-// Load reads every gate's database copy for verification, the gates in the order of their
-// identities.
+// Name names the copy's chain: GATE@INSTANCE, or GATE alone for a gate without an instance.
+func (c *Copy) Name() string {
+	if c.Instance == "" {
+		return c.Gate
+	}
+	return c.Gate + "@" + c.Instance
+}
+
+// Load reads every gate's database copy for verification, in the order of their names.
 func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT gate, file, line FROM lockhttp_audit ORDER BY gate, file, line_no`)
+	rows, err := conn.Query(ctx, `SELECT gate, instance, file, line FROM lockhttp_audit ORDER BY gate, instance, file, line_no`)
 	if err != nil {
 		return nil, fmt.Errorf("auditdb: read the copy: %w (create it with lockhttp audit migrate)", err)
 	}
 	var copies []*Copy
-	byGate := map[string]*Copy{}
-	files := map[[2]string]*bytes.Buffer{}
-	var order [][2]string
+	byChain := map[[2]string]*Copy{}
+	chain := func(gate, instance string) *Copy {
+		k := [2]string{gate, instance}
+		if byChain[k] == nil {
+			byChain[k] = &Copy{Gate: gate, Instance: instance}
+			copies = append(copies, byChain[k])
+		}
+		return byChain[k]
+	}
+	files := map[[3]string]*bytes.Buffer{}
+	var order [][3]string
 	for rows.Next() {
-		var gate, file, line string
-		if err := rows.Scan(&gate, &file, &line); err != nil {
+		var gate, instance, file, line string
+		if err := rows.Scan(&gate, &instance, &file, &line); err != nil {
 			return nil, err
 		}
-		if byGate[gate] == nil {
-			byGate[gate] = &Copy{Gate: gate}
-			copies = append(copies, byGate[gate])
-		}
-		k := [2]string{gate, file}
+		chain(gate, instance)
+		k := [3]string{gate, instance, file}
 		b := files[k]
 		if b == nil {
 			b = &bytes.Buffer{}
@@ -581,34 +600,29 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	}
 	for _, k := range order {
 		data := files[k].Bytes()
-		c := byGate[k[0]]
-		c.Sources = append(c.Sources, audit.Source{Name: k[1], Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+		c := byChain[[2]string{k[0], k[1]}]
+		c.Sources = append(c.Sources, audit.Source{Name: k[2], Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
 	}
-	heads, err := conn.Query(ctx, `SELECT gate, head::text FROM lockhttp_audit_head ORDER BY gate`)
+	heads, err := conn.Query(ctx, `SELECT gate, instance, head::text FROM lockhttp_audit_head`)
 	if err != nil {
 		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
 	}
 	defer heads.Close()
 	for heads.Next() {
-		var gate, head string
-		if err := heads.Scan(&gate, &head); err != nil {
+		var gate, instance, head string
+		if err := heads.Scan(&gate, &instance, &head); err != nil {
 			return nil, err
 		}
 		var h audit.Head
 		if json.Unmarshal([]byte(head), &h) != nil {
 			continue
 		}
-		c := byGate[gate]
-		if c == nil { // a head whose records are all gone: verified, and found short
-			c = &Copy{Gate: gate}
-			byGate[gate] = c
-			copies = append(copies, c)
-		}
-		c.Head = &h
+		// A head whose records are all gone is verified too, and found short.
+		chain(gate, instance).Head = &h
 	}
 	if err := heads.Err(); err != nil {
 		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
 	}
-	slices.SortFunc(copies, func(a, b *Copy) int { return strings.Compare(a.Gate, b.Gate) })
+	slices.SortFunc(copies, func(a, b *Copy) int { return strings.Compare(a.Name(), b.Name()) })
 	return copies, nil
 }

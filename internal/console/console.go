@@ -361,7 +361,7 @@ func (c *Console) servePolicy(w http.ResponseWriter, r *http.Request) {
 	if id, ok := mtls.PeerOf(r); ok {
 		// What the gate holds once this answer reaches it: the served policy, confirmed by a 304
 		// or sent.
-		c.sawGate(id, r.RemoteAddr, s)
+		c.sawGate(id, instanceOf(r), r.RemoteAddr, s)
 	}
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)

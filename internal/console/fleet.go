@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/mtls"
 )
 
-// maxGatesSeen bounds the gate identities the console remembers; past it the one that fetched
-// least recently is forgotten.
-const maxGatesSeen = 4096
+// maxGatesSeen bounds the gates the console remembers; past it the one that fetched least
+// recently is forgotten, as is one that has not fetched for gateForget (a pod replaced).
+const (
+	maxGatesSeen = 4096
+	gateForget   = 10 * time.Minute
+)
 
 // FleetHandler serves the gates of a fleet over mutual TLS (a listener of mtls.Server, with
 // mtls.ConnContext): GET /policy to the identities gates admits, GET /status to those and to the
@@ -37,27 +41,44 @@ func (c *Console) FleetHandler(gates, readers mtls.Allow) http.Handler {
 	})
 }
 
-// sawGate records that the gate identity id fetched the policy and holds s (its tag) after it.
-func (c *Console) sawGate(id mtls.ID, remote string, s *Served) {
+// instanceOf is the gate instance a request names (consoleapi.HeaderGate): "" when absent or
+// not 1 to 64 letters, digits, '.', '_', '-' and ':'.
+func instanceOf(r *http.Request) string {
+	v := r.Header.Get(consoleapi.HeaderGate)
+	if v == "" || len(v) > 64 {
+		return ""
+	}
+	for _, c := range []byte(v) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			return ""
+		}
+	}
+	return v
+}
+
+// sawGate records that the gate identity id, instance instance, fetched the policy and holds s
+// (its tag) after it.
+func (c *Console) sawGate(id mtls.ID, instance, remote string, s *Served) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gates == nil {
 		c.gates = map[string]*consoleapi.GateSeen{}
 	}
-	g := c.gates[id.String()]
+	key := id.String() + "@" + instance
+	g := c.gates[key]
 	if g == nil {
 		if len(c.gates) >= maxGatesSeen {
-			var oldest *consoleapi.GateSeen
-			for _, o := range c.gates {
-				if oldest == nil || o.At.Before(oldest.At) {
-					oldest = o
+			var oldest string
+			for k, o := range c.gates {
+				if oldest == "" || o.At.Before(c.gates[oldest].At) {
+					oldest = k
 				}
 			}
-			delete(c.gates, oldest.ID)
+			delete(c.gates, oldest)
 		}
-		g = &consoleapi.GateSeen{ID: id.String(), First: now}
-		c.gates[g.ID] = g
+		g = &consoleapi.GateSeen{ID: id.String(), Instance: instance, First: now}
+		c.gates[key] = g
 	}
 	if g.Version != s.Version {
 		g.Since = now
@@ -66,14 +87,20 @@ func (c *Console) sawGate(id mtls.ID, remote string, s *Served) {
 	g.Fetches++
 }
 
-// gatesSeen lists the gate identities seen, the first seen first. The caller holds mu.
+// gatesSeenLocked lists the gates seen within gateForget, the first seen first, and forgets
+// the others. The caller holds mu.
 func (c *Console) gatesSeenLocked() []consoleapi.GateSeen {
+	now := c.now()
 	out := make([]consoleapi.GateSeen, 0, len(c.gates))
-	for _, g := range c.gates {
+	for k, g := range c.gates {
+		if now.Sub(g.At) > gateForget {
+			delete(c.gates, k)
+			continue
+		}
 		out = append(out, *g)
 	}
 	slices.SortFunc(out, func(a, b consoleapi.GateSeen) int {
-		return cmp.Or(a.First.Compare(b.First), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(a.First.Compare(b.First), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Instance, b.Instance))
 	})
 	return out
 }

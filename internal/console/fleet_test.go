@@ -145,3 +145,37 @@ func TestFleetHandler(t *testing.T) {
 		t.Errorf("after a new policy: %+v (serving %s)", st.Gates, st.Version)
 	}
 }
+
+// TestGateInstances: the replicas of one identity are told apart by the name each gives
+// (consoleapi.HeaderGate); a malformed name is none, and a gate silent for gateForget is
+// forgotten.
+func TestGateInstances(t *testing.T) {
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	c, err := New(Config{PolicyPath: writePolicy(t, good), Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := mtls.NewID("gate", "k8s")
+	for _, name := range []string{"gate-7d9f-abc", "gate-7d9f-def", "a b", strings.Repeat("x", 65), "gate-7d9f-abc"} {
+		r, _ := http.NewRequest("GET", "/policy", nil)
+		r.Header.Set(consoleapi.HeaderGate, name)
+		c.sawGate(id, instanceOf(r), "10.0.0.1:1", c.Current())
+	}
+	c.mu.Lock()
+	seen := c.gatesSeenLocked()
+	c.mu.Unlock()
+	var names []string
+	for _, g := range seen {
+		names = append(names, g.Instance)
+	}
+	if strings.Join(names, ",") != ",gate-7d9f-abc,gate-7d9f-def" { // seen at once: by name
+		t.Errorf("instances %q", names)
+	}
+	clock = clock.Add(gateForget + time.Second)
+	c.mu.Lock()
+	seen = c.gatesSeenLocked()
+	c.mu.Unlock()
+	if len(seen) != 0 {
+		t.Errorf("gates silent for %v still listed: %+v", gateForget, seen)
+	}
+}

@@ -56,16 +56,23 @@ type Status struct {
 	// HubTLS the hub's (-hub-tls-listen); "": none.
 	TLS    string `json:"tls,omitempty"`
 	HubTLS string `json:"hub_tls,omitempty"`
-	// Gates is each gate identity that fetched the policy over mutual TLS, with the version it
-	// last fetched, oldest identity first: what each gate of a fleet decides with, as the
-	// console sees it.
+	// Gates is each gate (identity and instance) that fetched the policy over mutual TLS in the
+	// last 10 minutes, with the version it last fetched, the first seen first: what each gate of
+	// a fleet decides with, as the console sees it.
 	Gates []GateSeen `json:"gates,omitempty"`
 }
 
-// GateSeen is a gate identity's last fetch of the policy over mutual TLS.
+// HeaderGate names the gate instance on a fetch of the policy over mutual TLS: its host name (1
+// to 64 letters, digits, '.', '_', '-' and ':'), so that the replicas of one identity (a
+// Deployment's pods, which share a certificate) are told apart. Absent or malformed: "".
+const HeaderGate = "LockHTTP-Gate"
+
+// GateSeen is a gate instance's last fetch of the policy over mutual TLS.
 type GateSeen struct {
 	// ID is the identity its certificate proves (spiffe://lockhttp/gate/NAME).
 	ID string `json:"id"`
+	// Instance is the name the gate gave itself (HeaderGate), "" for none.
+	Instance string `json:"instance,omitempty"`
 	// Version and Tag are what it holds after the fetch: the policy's version and the tag of
 	// policy and bindings (a 304 confirms the ones it had, a 200 gives it the served ones).
 	Version string `json:"version"`

@@ -25,9 +25,10 @@ const maxResponse = 8 << 20
 
 // Client talks to the console: on its unix socket, or over mutual TLS.
 type Client struct {
-	socket string // the socket's path or the console's URL, for errors
-	base   string // the URL the routes are under
-	http   *http.Client
+	socket   string // the socket's path or the console's URL, for errors
+	base     string // the URL the routes are under
+	http     *http.Client
+	instance string // this gate's name over mutual TLS (consoleapi.HeaderGate), or ""
 }
 
 // New returns a client for the console socket at path.
@@ -36,13 +37,14 @@ func New(path string) *Client {
 }
 
 // NewTLS returns a client for the console at url (https://host:port, its -tls-listen) over
-// mutual TLS with cfg (mtls.Source.ClientConfig: the gate's identity, the consoles it admits).
-func NewTLS(url string, cfg *tls.Config) (*Client, error) {
+// mutual TLS with cfg (mtls.Source.ClientConfig: the gate's identity, the consoles it admits);
+// instance names this gate among those of its identity (consoleapi.HeaderGate: its host name).
+func NewTLS(url string, cfg *tls.Config, instance string) (*Client, error) {
 	u, err := neturl.Parse(url)
 	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("console URL %q: write https://HOST:PORT (the console's -tls-listen)", url)
 	}
-	return &Client{socket: url, base: "https://" + u.Host, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	return &Client{socket: url, base: "https://" + u.Host, instance: instance, http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		Proxy: nil, TLSClientConfig: cfg, TLSHandshakeTimeout: 5 * time.Second,
 		MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second,
 	}}}, nil
@@ -59,6 +61,9 @@ func (c *Client) Fetch(ctx context.Context, have string) (*consoleapi.Served, er
 	}
 	if have != "" {
 		req.Header.Set("If-None-Match", `"`+have+`"`)
+	}
+	if c.instance != "" {
+		req.Header.Set(consoleapi.HeaderGate, c.instance)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

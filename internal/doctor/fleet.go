@@ -57,8 +57,8 @@ func GatherFleet(ctx context.Context, url string, cfg *tls.Config) *Facts {
 	return f
 }
 
-// assessFleet says, for each gate identity the console saw fetch the policy over mutual TLS,
-// whether it decides with the policy the console serves.
+// assessFleet says, for each gate (identity and instance) the console saw fetch the policy over
+// mutual TLS, whether it decides with the policy the console serves.
 func assessFleet(r *Report, f *Facts) {
 	c := f.Console
 	if c == nil || c.Status == nil {
@@ -71,6 +71,9 @@ func assessFleet(r *Report, f *Facts) {
 	}
 	for _, g := range st.Gates {
 		name := strings.TrimPrefix(g.ID, "spiffe://lockhttp/")
+		if g.Instance != "" {
+			name += "@" + g.Instance
+		}
 		ago := f.Now.Sub(g.At).Round(time.Second)
 		switch {
 		case f.Now.Sub(g.At) > fleetStale:

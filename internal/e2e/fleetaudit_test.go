@@ -40,10 +40,13 @@ func TestFleetAuditDatabase(t *testing.T) {
 		r.issue("gate", n)
 		gates = append(gates, r.gate(n, "-audit-dsn-file", dsnFile))
 	}
-	for _, g := range gates {
+	// A second replica of gate a, as a Deployment's pods share one certificate and one audit
+	// key: a chain of its own.
+	gates = append(gates, r.gateAs("a", "gate-a-2", "-audit-dsn-file", dsnFile, "-audit-key", filepath.Join(gates[0].dir, "audit", audit.KeyFileName)))
+	for j, g := range gates {
 		testkit.WaitFor(t, 20*time.Second, "gate "+g.name+"'s policy", func() bool { return g.mustStatus().PolicyVersion != "" })
 		for i := range 5 {
-			if code, lcode, _, err := g.do("GET", fmt.Sprintf("http://origin.test:%d/%s-%d", port, g.name, i), 10*time.Second); err != nil || code != 200 {
+			if code, lcode, _, err := g.do("GET", fmt.Sprintf("http://origin.test:%d/%s%d-%d", port, g.name, j, i), 10*time.Second); err != nil || code != 200 {
 				t.Fatalf("gate %s: %d %s %v", g.name, code, lcode, err)
 			}
 		}
@@ -63,18 +66,18 @@ func TestFleetAuditDatabase(t *testing.T) {
 		}
 		var heads int
 		conn.QueryRow(ctx, `SELECT count(*) FROM lockhttp_audit_head WHERE gate LIKE 'spiffe://lockhttp/gate/%'`).Scan(&heads)
-		return heads == 2
+		return heads == 3
 	})
 	var ids []string
-	rows, _ := conn.Query(ctx, `SELECT DISTINCT gate FROM lockhttp_audit ORDER BY gate`)
+	rows, _ := conn.Query(ctx, `SELECT DISTINCT gate || '@' || instance FROM lockhttp_audit ORDER BY 1`)
 	for rows.Next() {
 		var g string
 		rows.Scan(&g)
 		ids = append(ids, g)
 	}
 	rows.Close()
-	if strings.Join(ids, " ") != "spiffe://lockhttp/gate/a spiffe://lockhttp/gate/b" {
-		t.Fatalf("the database's gates: %q", ids)
+	if strings.Join(ids, " ") != "spiffe://lockhttp/gate/a@gate-a spiffe://lockhttp/gate/a@gate-a-2 spiffe://lockhttp/gate/b@gate-b" {
+		t.Fatalf("the database's chains: %q", ids)
 	}
 
 	pub := func(g *fleetGate) string { return filepath.Join(g.dir, "audit", audit.KeyFileName+audit.PubSuffix) }
@@ -91,7 +94,8 @@ func TestFleetAuditDatabase(t *testing.T) {
 	}
 	keys := []string{"--pub", "spiffe://lockhttp/gate/a=" + pub(gates[0]), "--pub", "spiffe://lockhttp/gate/b=" + pub(gates[1])}
 	code, out := verify(keys...)
-	if code != 0 || !strings.Contains(out, "spiffe://lockhttp/gate/a: CLEAN: ") || !strings.Contains(out, "spiffe://lockhttp/gate/b: CLEAN: ") || !strings.Contains(out, "CLEAN: 2 gates in the database copy") {
+	if code != 0 || !strings.Contains(out, "spiffe://lockhttp/gate/a@gate-a: CLEAN: 5 records") || !strings.Contains(out, "spiffe://lockhttp/gate/a@gate-a-2: CLEAN: 5 records") ||
+		!strings.Contains(out, "spiffe://lockhttp/gate/b@gate-b: CLEAN: 5 records") || !strings.Contains(out, "CLEAN: 3 chains in the database copy") {
 		t.Fatalf("verify-log --dsn-file of two clean chains: exit %d\n%s", code, out)
 	}
 	if strings.Contains(out, pg.DSN) {
@@ -100,7 +104,7 @@ func TestFleetAuditDatabase(t *testing.T) {
 
 	// One gate's key does not vouch for the other's rows.
 	code, out = verify("--pub", "spiffe://lockhttp/gate/a="+pub(gates[0]), "--pub", "spiffe://lockhttp/gate/b="+pub(gates[0]))
-	if code == 0 || !strings.Contains(out, "spiffe://lockhttp/gate/a: CLEAN: ") || strings.Contains(out, "spiffe://lockhttp/gate/b: CLEAN") {
+	if code == 0 || !strings.Contains(out, "spiffe://lockhttp/gate/a@gate-a: CLEAN: ") || strings.Contains(out, "spiffe://lockhttp/gate/b@gate-b: CLEAN") {
 		t.Errorf("gate b's rows checked with gate a's key: exit %d\n%s", code, out)
 	}
 	// A gate with no key given is a usage error naming it.
@@ -109,20 +113,23 @@ func TestFleetAuditDatabase(t *testing.T) {
 	}
 
 	// Gate b's third line, edited in the database.
-	tag, err := conn.Exec(ctx, `UPDATE lockhttp_audit SET line = replace(line, '/b-', '/B-') WHERE gate = 'spiffe://lockhttp/gate/b' AND line LIKE '%/b-1%'`)
+	tag, err := conn.Exec(ctx, `UPDATE lockhttp_audit SET line = replace(line, '/b1-', '/B1-') WHERE gate = 'spiffe://lockhttp/gate/b' AND line LIKE '%/b1-1%'`)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("editing a line: %v (%d rows)", err, tag.RowsAffected())
 	}
 	code, out = verify(keys...)
-	if code != 1 || !strings.Contains(out, "spiffe://lockhttp/gate/a: CLEAN: ") || !strings.Contains(out, "spiffe://lockhttp/gate/b: TAMPERED: ") || !strings.Contains(out, "TAMPERED: 2 gates") {
+	if code != 1 || !strings.Contains(out, "spiffe://lockhttp/gate/a@gate-a: CLEAN: ") || !strings.Contains(out, "spiffe://lockhttp/gate/b@gate-b: TAMPERED: ") || !strings.Contains(out, "TAMPERED: 3 chains") {
 		t.Fatalf("verify-log after the edit: exit %d\n%s", code, out)
 	}
-	if !strings.Contains(out, "spiffe://lockhttp/gate/b: TAMPERED ") {
+	if !strings.Contains(out, "spiffe://lockhttp/gate/b@gate-b: TAMPERED 2026") && !strings.Contains(out, "spiffe://lockhttp/gate/b@gate-b: TAMPERED ") {
 		t.Errorf("no finding names gate b:\n%s", out)
 	}
 	// --gate checks one chain.
-	if code, out := verify(append(keys, "--gate", "spiffe://lockhttp/gate/a")...); code != 0 || strings.Contains(out, "gate/b") {
+	if code, out := verify(append(keys, "--gate", "spiffe://lockhttp/gate/a")...); code != 0 || strings.Contains(out, "gate/b") || !strings.Contains(out, "CLEAN: 2 chains") {
 		t.Errorf("--gate a: exit %d\n%s", code, out)
+	}
+	if code, out := verify(append(keys, "--gate", "spiffe://lockhttp/gate/b@gate-b")...); code != 1 || !strings.Contains(out, "TAMPERED: 1 chains") {
+		t.Errorf("--gate b@gate-b: exit %d\n%s", code, out)
 	}
 	t.Logf("verify-log:\n%s", out)
 }
@@ -172,10 +179,10 @@ func TestAuditDatabaseMigrates(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT version FROM lockhttp_audit_schema`).Scan(&version); err != nil || version != 2 {
 		t.Errorf("schema version %d, %v; want 2", version, err)
 	}
-	if err := conn.QueryRow(ctx, `SELECT gate FROM lockhttp_audit WHERE seq = 1`).Scan(&gate); err != nil || gate != "" {
+	if err := conn.QueryRow(ctx, `SELECT gate || instance FROM lockhttp_audit WHERE seq = 1`).Scan(&gate); err != nil || gate != "" {
 		t.Errorf("the earlier row's gate %q, %v; want the gate without an identity", gate, err)
 	}
-	if err := conn.QueryRow(ctx, `SELECT gate FROM lockhttp_audit_head`).Scan(&gate); err != nil || gate != "" {
+	if err := conn.QueryRow(ctx, `SELECT gate || instance FROM lockhttp_audit_head`).Scan(&gate); err != nil || gate != "" {
 		t.Errorf("the earlier head's gate %q, %v", gate, err)
 	}
 	// Two gates may now hold the same file, line and record number.

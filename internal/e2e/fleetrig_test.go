@@ -211,12 +211,19 @@ type fleetGate struct {
 // hub over mutual TLS; more are more gate flags.
 func (r *fleetRig) gate(name string, more ...string) *fleetGate {
 	r.t.Helper()
-	g := &fleetGate{r: r, name: name, dir: filepath.Join(filepath.Dir(r.dir), "gate-"+name)}
+	return r.gateAs(name, "gate-"+name, more...)
+}
+
+// gateAs starts a gate with the identity gate NAME as the instance instance: the replicas of a
+// Deployment share one identity.
+func (r *fleetRig) gateAs(name, instance string, more ...string) *fleetGate {
+	r.t.Helper()
+	g := &fleetGate{r: r, name: name, dir: filepath.Join(filepath.Dir(r.dir), instance)}
 	r.gates = append(r.gates, g)
 	os.MkdirAll(g.dir, 0o700)
 	g.admin = filepath.Join(g.dir, "gate.sock")
 	cert, key := r.identity("gate", name)
-	args := append([]string{"-listen", "127.0.0.1:0", "-allow-root", "-audit", filepath.Join(g.dir, "audit"), "-admin", g.admin,
+	args := append([]string{"-listen", "127.0.0.1:0", "-allow-root", "-instance", instance, "-audit", filepath.Join(g.dir, "audit"), "-admin", g.admin,
 		"-console", "https://" + r.status.TLS, "-hub", "https://" + r.status.HubTLS, "-hub-key", filepath.Join(r.dir, "hub-key.pem.pub"),
 		"-tls-cert", cert, "-tls-key", key, "-tls-ca", r.ca()}, more...)
 	g.p = startProc(r.t, "gate", args, nil)

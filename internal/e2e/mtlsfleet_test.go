@@ -111,7 +111,7 @@ func TestFleetPolicyFanOut(t *testing.T) {
 		"--tls-cert", cert, "--tls-key", key, "--tls-ca", r.ca())
 	out, _ := cmd.CombinedOutput()
 	for _, n := range []string{"a", "b", "c"} {
-		want := regexp.MustCompile(fmt.Sprintf(`(?m)^OK +fleet +gate/%s decides with the console's policy %s \(since `, n, strings.TrimPrefix(st.Version, "sha256:")[:12]))
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^OK +fleet +gate/%s@gate-%s decides with the console's policy %s \(since `, n, n, strings.TrimPrefix(st.Version, "sha256:")[:12]))
 		if !want.Match(out) {
 			t.Errorf("the doctor does not say %s:\n%s", want, out)
 		}
