@@ -107,7 +107,9 @@ func startTLSFleetIn(t testing.TB, fleetDir, policyText string, consoleFlags ...
 	t.Helper()
 	r := &fleetRig{t: t, fleetDir: fleetDir, dir: filepath.Join(t.TempDir(), "console")}
 	os.MkdirAll(r.dir, 0o700)
-	lockhttpCmd(t, "fleet", "issue", "--dir", r.fleetDir, "console", "main")
+	if cert, _ := r.identity("console", "main"); !exists(cert) {
+		lockhttpCmd(t, "fleet", "issue", "--dir", r.fleetDir, "console", "main")
+	}
 	r.policy = filepath.Join(r.dir, "policy.toml")
 	if err := os.WriteFile(r.policy, []byte(policyText), 0o600); err != nil {
 		t.Fatal(err)
@@ -298,3 +300,8 @@ func (r *fleetRig) facadeArgs(kind, name string) []string {
 }
 
 var _ = fmt.Sprint
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
