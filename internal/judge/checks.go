@@ -78,7 +78,7 @@ type Inject struct {
 // checkContent runs steps 4 to 8 on a request the policy's rules did not refuse: secret egress (and
 // the Claude credentials), credential injection, the body size, the MCP step and the Claude API
 // checks; d is the rules' decision. It returns the final decision.
-func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d policy.Decision) policy.Decision {
+func checkContent(p *policy.Policy, in *Checks, pins MCPPins, r *Request, res *Result, d policy.Decision) policy.Decision {
 	host, limit := res.Host, p.Settings.BufferLimit
 	body, decoded := r.Body, false
 	var cannotRead string
@@ -182,7 +182,7 @@ func checkContent(p *policy.Policy, in *Checks, r *Request, res *Result, d polic
 	// 7. MCP: a request to an [[mcp]] endpoint is decided message by message by the endpoint's
 	// rules, in place of the rules' verdict (their deny lists and deny rules refused at step 3).
 	if e := p.MCP(host, r.Path); e != nil {
-		md := decideMCP(p, e, in, r, res, body)
+		md := decideMCP(p, e, in, pins, r, res, body)
 		if md.Verdict == policy.Deny {
 			return md
 		}

@@ -157,6 +157,9 @@ type Env struct {
 	Decrypt bool
 	// AuditErr is why the gate cannot write its audit, or nil: while it is set nothing goes out.
 	AuditErr error
+	// Pins says what the gate saw of the MCP endpoints' tool definitions (mcp.go); nil: none
+	// seen, no tool has changed.
+	Pins MCPPins
 }
 
 // Decisions of the gate's own state and of its own name.
@@ -295,7 +298,7 @@ func decide(env *Env, r *Request) Result {
 		return res
 	}
 	if r.Kind != Domain {
-		res.Decision = checkContent(p, env.Checks, r, &res, res.Decision)
+		res.Decision = checkContent(p, env.Checks, env.Pins, r, &res, res.Decision)
 		if res.Verdict == policy.Deny {
 			return res
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -19,7 +20,45 @@ const (
 	// RuleMCPHeader: the Mcp-Method or Mcp-Name header says another call than the body
 	// (mcp.CheckHeaders): refused, E_FLOOR.
 	RuleMCPHeader = "mcp:header"
+	// RuleMCPPinChanged: a tool whose definition the gate pinned at first sight has changed, or
+	// a name it did not list then: the call asks though a rule frees it.
+	RuleMCPPinChanged = "mcp:pin-changed"
+	// RuleMCPAnswer: an answer of an MCP server the gate must cut (a tools/list result) that it
+	// cannot read one way only, or that is over its bounds: the gate answers with a refusal.
+	RuleMCPAnswer = "mcp:answer"
 )
+
+// PinChange is what the gate saw of a tool's definition since it pinned the endpoint's tools.
+type PinChange uint8
+
+const (
+	PinSame    PinChange = iota // as pinned, or never listed
+	PinChanged                  // listed since with another definition
+	PinNew                      // a name first listed after the endpoint's tools were pinned (a renamed or added tool)
+)
+
+// MCPPins says, for a tool of an endpoint, what the gate saw of its definition
+// (gate: mcppins.go). The gate's state; lockhttp explain has none, so every tool is PinSame.
+type MCPPins interface {
+	Pin(e *policy.MCPEndpoint, tool string) PinChange
+}
+
+// MCPPinChanged is the decision of a call that a rule frees of a tool whose definition changed
+// (ch PinChanged) or that was first listed after the endpoint's tools were pinned (PinNew): a
+// human must approve; the approval takes the new definition as the tool's pin.
+func MCPPinChanged(endpoint, tool string, ch PinChange) policy.Decision {
+	what := "its definition (name, description, schemas or annotations) changed since the gate pinned it"
+	if ch == PinNew {
+		what = "the server did not list it when the gate pinned the endpoint's tools (a renamed or added tool)"
+	}
+	return policy.Decision{Verdict: policy.Ask, Rule: RuleMCPPinChanged,
+		Reason: fmt.Sprintf("tools/call of %s on MCP endpoint %q: %s, so a human must approve before it runs", floor.Shown(tool, floor.MaxShown), endpoint, what)}
+}
+
+// MCPAnswerRefused is the refusal that replaces an answer to tools/list the gate cannot cut:
+// one that parsers read in more than one way, an event over the size bound, a compressed one.
+var MCPAnswerRefused = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: RuleMCPAnswer,
+	Reason: "the MCP server's answer to tools/list could not be read one way only within the gate's bounds, so the gate cut it rather than pass tools it could not check"}
 
 // MCP is what the MCP step read of a request to an [[mcp]] endpoint of the policy.
 type MCP struct {
@@ -94,7 +133,7 @@ func kindOf(m *mcp.Message) policy.MCPMessage {
 // decides the batch. A GET (the server's event stream) or a DELETE (the end of a session) that
 // carries no body or mirror header is the protocol's own; one that carries a body asks in red.
 // Any other method asks. It sets res.MCP, and res.Fingerprint for a request that is one call.
-func decideMCP(p *policy.Policy, e *policy.MCPEndpoint, in *Checks, r *Request, res *Result, body []byte) policy.Decision {
+func decideMCP(p *policy.Policy, e *policy.MCPEndpoint, in *Checks, pins MCPPins, r *Request, res *Result, body []byte) policy.Decision {
 	m := &MCP{Endpoint: e.Name, Decided: -1}
 	res.MCP = m
 	mask := func(s string) string {
@@ -127,7 +166,7 @@ func decideMCP(p *policy.Policy, e *policy.MCPEndpoint, in *Checks, r *Request, 
 				continue
 			}
 			parsed = true
-			decideMCPBody(p, e, r, res, body, mask, consider, ambiguous)
+			decideMCPBody(p, e, pins, r, res, body, mask, consider, ambiguous)
 		case http.MethodGet, http.MethodDelete:
 			what := "GET (the server's event stream)"
 			if hm == http.MethodDelete {
@@ -159,7 +198,7 @@ func decideMCP(p *policy.Policy, e *policy.MCPEndpoint, in *Checks, r *Request, 
 }
 
 // decideMCPBody decides the messages of a POST's body (see decideMCP).
-func decideMCPBody(p *policy.Policy, e *policy.MCPEndpoint, r *Request, res *Result, body []byte,
+func decideMCPBody(p *policy.Policy, e *policy.MCPEndpoint, pins MCPPins, r *Request, res *Result, body []byte,
 	mask func(string) string, consider func(policy.Decision, int), ambiguous func(string) policy.Decision) {
 	m := res.MCP
 	b := mcp.Parse(body)
@@ -197,6 +236,11 @@ func decideMCPBody(p *policy.Policy, e *policy.MCPEndpoint, r *Request, res *Res
 			d = ambiguous(first(i))
 		default:
 			d = p.EvaluateMCP(e, res.Container, kindOf(msg))
+			if d.Verdict == policy.Free && msg.Method == "tools/call" && pins != nil {
+				if ch := pins.Pin(e, msg.Target); ch != PinSame {
+					d = MCPPinChanged(e.Name, msg.Target, ch)
+				}
+			}
 			if msg.Kind == mcp.Request || msg.Kind == mcp.Notification {
 				mm.Fingerprint = msg.Call(res.Container, endpoint).Fingerprint()
 			}
