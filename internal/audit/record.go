@@ -39,6 +39,22 @@ type Record struct {
 	// IDs lists their request ids, every one of them (see Writer's summaries).
 	Count int
 	IDs   []string
+	// MCP is what the gate read of a request to an MCP endpoint of the policy and of its
+	// answer; zero (left out of the line) for any other request.
+	MCP MCP
+}
+
+// MCP is an MCP request's part of its record. Callers mask and escape what the server or the
+// agent chose (Tool, Requests, Marks, Answer).
+type MCP struct {
+	Endpoint string // the policy's [[mcp]] endpoint; "" for a request to none
+	Method   string // the JSON-RPC method (of the message that decided a batch)
+	Tool     string // what it acts on (a tool's name)
+	Call     string // the call's fingerprint (mcp1:…): the hash of its arguments, its endpoint and container
+	Hidden   int    // tools cut from the answer's tools/list results
+	Requests string // the server-to-client requests inside the answer (sampling, elicitation), in words
+	Marks    string // prompt-injection phrases found in the answer and where, in words
+	Answer   string // what the gate found or did to the answer (changed pins, findings, a cut answer), in words
 }
 
 // Bounds of a record's fields: the most bytes each takes in the encoded line, its quotes and
@@ -88,7 +104,8 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // order: time (RFC 3339, nanoseconds, UTC), event, id, container, agent, method, url, verdict,
 // code, rule, reason, policy, status, bytes_in, bytes_out, duration_ms (3 decimals, rounded half
 // away from zero to the microsecond), detail, ticket, approver, score (2 decimals), findings,
-// count, ids (an array of strings), stream.
+// count, ids (an array of strings), stream, and for an MCP request (MCP.Endpoint set)
+// mcp_endpoint, mcp_method, mcp_tool, mcp_call, mcp_hidden, mcp_requests, mcp_marks, mcp_answer.
 // Empty strings and zero numbers (a Duration under 0.5 µs counts as zero) are left out, except verdict, code and status, which are always
 // present. Strings are escaped as encoding/json escapes them (with HTML escaping); invalid UTF-8
 // becomes U+FFFD. No field is unbounded: a string that would encode longer than its bound
@@ -158,6 +175,19 @@ func (r *Record) appendFields(b []byte) []byte {
 	if r.Stream != 0 {
 		b = append(b, `,"stream":`...)
 		b = strconv.AppendUint(b, uint64(r.Stream), 10)
+	}
+	if m := &r.MCP; m.Endpoint != "" {
+		b = appendStringField(b, `,"mcp_endpoint":`, m.Endpoint, maxShortField)
+		b = appendStringField(b, `,"mcp_method":`, m.Method, maxShortField)
+		b = appendStringField(b, `,"mcp_tool":`, m.Tool, maxShortField)
+		b = appendStringField(b, `,"mcp_call":`, m.Call, maxShortField)
+		if m.Hidden != 0 {
+			b = append(b, `,"mcp_hidden":`...)
+			b = strconv.AppendInt(b, int64(m.Hidden), 10)
+		}
+		b = appendStringField(b, `,"mcp_requests":`, m.Requests, maxTextField)
+		b = appendStringField(b, `,"mcp_marks":`, m.Marks, maxTextField)
+		b = appendStringField(b, `,"mcp_answer":`, m.Answer, maxTextField)
 	}
 	return b
 }
