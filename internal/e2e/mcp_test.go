@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lockhttp/lockhttp/internal/gate"
@@ -35,9 +37,9 @@ import (
 // where read is free, delete denied and any other tool asks, and admin (/admin), where every
 // tool is denied.
 //
-// A refused call reaches the client as the gate's ordinary refusal (403 with X-LockHTTP-Code),
-// which the SDK's client returns as an error; the JSON-RPC error with the request's id, which a
-// model can read, comes with the gate's MCP answers (docs/mcp.md, "The refusal a client reads").
+// A refused call reaches the client as a JSON-RPC error under its id (code -32010, answered
+// 200 with X-LockHTTP-Code), which the SDK's client returns as the call's error; tools/list
+// answers are cut to the tools the container may call (docs/mcp.md, "The answers").
 
 const mcpPolicy = `version = 1
 
@@ -268,7 +270,7 @@ func TestMCPThroughTheGate(t *testing.T) {
 						t.Fatalf("the session speaks %s, want %s", got, rev)
 					}
 					list, err := cs.ListTools(ctx, nil)
-					if err != nil || len(list.Tools) != 3 {
+					if err != nil || len(list.Tools) != 2 { // delete is hidden
 						t.Fatalf("tools/list: %v %+v", err, list)
 					}
 					reads, deletes := e.files.count("read"), e.files.count("delete")
@@ -280,7 +282,7 @@ func TestMCPThroughTheGate(t *testing.T) {
 						t.Errorf("the server ran read %d times, want %d", got, reads+1)
 					}
 					_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "delete", Arguments: map[string]any{"path": "/notes"}})
-					if err == nil || !strings.Contains(err.Error(), "Forbidden") || ps.refused() != "E_RULE mcp:files:no-delete" {
+					if !isRefusal(err) || ps.refused() != "E_RULE mcp:files:no-delete" {
 						t.Errorf("calling delete: %v (the gate's refusal %q), want the gate's refusal E_RULE by mcp:files:no-delete", err, ps.refused())
 					}
 					if got := e.files.count("delete"); got != deletes {
@@ -487,12 +489,12 @@ func TestMCPBodiesTheGateReadsOneWay(t *testing.T) {
 			c := &rawMCP{hc: hc, url: e.url("/mcp", "2025-03-26", false)}
 			batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"path":"/a"}}},` +
 				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete","arguments":{"path":"/a"}}}]`
-			if a := c.post(t, batch, nil); a.status != 403 || a.code != "E_RULE" || a.rule != "mcp:files:no-delete" {
+			if a := c.post(t, batch, nil); a.status != 200 || a.code != "E_RULE" || a.rule != "mcp:files:no-delete" || !strings.Contains(a.body, `"id":2,"error":{"code":-32010`) {
 				t.Errorf("the batch [read, delete]: %+v", a)
 			}
 			raw := e.rawSession(t, p.h2)
 			call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete","arguments":{"path":"/a"}}}`
-			if a := raw.post(t, call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"read"}}); a.status != 403 || a.code != "E_FLOOR" || a.rule != "mcp:header" {
+			if a := raw.post(t, call, http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"read"}}); a.status != 200 || a.code != "E_FLOOR" || a.rule != "mcp:header" || !strings.Contains(a.body, `"id":3,"error":{"code":-32010`) {
 				t.Errorf("Mcp-Name: read on a call of delete: %+v", a)
 			}
 			if e.files.count("read") != reads || e.files.count("delete") != deletes {
@@ -676,7 +678,7 @@ hold = "1s"
 				reads, deletes := l.count(t, "read"), l.count(t, "delete")
 				for _, body := range variants[l.version] {
 					a := c.post(t, body, http.Header{"Mcp-Protocol-Version": {"2025-06-18"}})
-					if a.status != 403 || a.code != "E_PENDING" || a.rule != "mcp:ambiguous" {
+					if a.status != 200 || a.code != "E_PENDING" || a.rule != "mcp:ambiguous" || !strings.Contains(a.body, `"code":-32010`) {
 						t.Errorf("%s: %+v, want it held for a human (mcp:ambiguous, E_PENDING)", body, a)
 					}
 				}
@@ -773,4 +775,11 @@ func TestMCPFreeRuleWaitsForReview(t *testing.T) {
 	if got := files.count("write"); got != 1 {
 		t.Fatalf("the server ran write %d times, want 1", got)
 	}
+}
+
+// isRefusal reports whether err is the gate's refusal as the SDK's client returns it: the
+// JSON-RPC error of code -32010.
+func isRefusal(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we) && we.Code == -32010 && strings.Contains(we.Message, "lockhttp refused this call")
 }

@@ -263,6 +263,9 @@ func (g *Gate) askRequest(r *http.Request, ex *exchange, v *judge.Request, res j
 	if v.Override != "" {
 		warn = append(warn, fmt.Sprintf("The request names the method %s in an override; it was decided as both %s and %s.", display.Escape(v.Override, false), v.Method, display.Escape(v.Override, false)))
 	}
+	if w := g.mcp.ticketWarning(res); w != "" {
+		warn = append(warn, w)
+	}
 	req.Warning = strings.Join(warn, " ")
 	return g.askHuman(r.Context(), ex, res, pol, req)
 }

@@ -58,7 +58,8 @@ type exchange struct {
 	// bound to the container (bindIssued) before the answer goes on.
 	tokenAnswer bool
 
-	traceparent string // the request's traceparent header, kept only when the gate exports spans
+	traceparent string       // the request's traceparent header, kept only when the gate exports spans
+	mcp         *mcpExchange // a request the judge read as MCP, for its answer (mcpanswer.go); nil otherwise
 
 	// cutSlot is the journal place of a request the gate's stop cut while it was held: its file
 	// goes once the record is written (heldjournal.go).

@@ -118,6 +118,7 @@ type Gate struct {
 	budget *budget.Counter // each container's counts against the policy's [[budget]] sections
 	held   heldBytes       // the body bytes held for decisions
 	holds  *heldJournal    // the requests held for a human, and their journal
+	mcp    *mcpState       // the MCP tools' pins and the injection phrases for tickets (mcppins.go)
 
 	// stopCtx ends when Serve's context does: the requests held for a human are then answered
 	// and recorded as cut by the restart (askHuman1).
@@ -163,6 +164,7 @@ func New(cfg Config) *Gate {
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	g.budget = budget.New(budget.Config{Now: g.now})
 	g.holds = newHeldJournal(cfg.HeldDir, g.log)
+	g.mcp = newMCPState(cfg.HeldDir, g.log)
 	g.stopCtx, g.stopNow = context.WithCancel(context.Background())
 	var b [4]byte
 	rand.Read(b[:])

@@ -24,7 +24,7 @@ func noConsole(d policy.Decision) policy.Decision {
 
 // env is what Decide needs besides the request, as the gate stands now.
 func (g *Gate) env(pol *policy.Policy) *judge.Env {
-	e := &judge.Env{Policy: pol, Memory: g.exfil, Budgets: g.budget, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy()}
+	e := &judge.Env{Policy: pol, Memory: g.exfil, Budgets: g.budget, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy(), Pins: g.mcp}
 	if pol != nil {
 		e.Checks = g.insp.Load()
 	}
@@ -61,6 +61,7 @@ func (g *Gate) arrival(r *http.Request) *judge.Arrival {
 func (g *Gate) decided(ex *exchange, v *judge.Request, res judge.Result, pol *policy.Policy) {
 	ex.rec.Agent = v.Agent
 	ex.decided(res, pol)
+	g.mcpDecided(ex, res, pol)
 	if res.Score != nil {
 		ex.rec.Score = res.Score.Value
 		ex.rec.Findings = strings.Join(res.Score.Reasons, "; ")
@@ -230,6 +231,7 @@ func (g *Gate) onRequest(r *http.Request) (*http.Request, *exchange, *http.Respo
 			return r, ex, g.refuse(r.Context(), r, ex, *d)
 		}
 	}
+	g.mcpGoing(r, ex, res)
 	if res.Inject != nil {
 		applyInject(r, res.Inject)
 	}
@@ -268,6 +270,7 @@ func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) 
 	stripHopResponse(resp)
 	resp.Header.Set(HeaderRequest, ex.rec.ID)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
+		g.mcpAnswer(ex, resp)
 		resp.Body = &countingBody{rc: resp.Body, ex: ex, status: resp.StatusCode, length: resp.ContentLength}
 		return resp, nil
 	}

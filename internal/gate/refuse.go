@@ -88,6 +88,9 @@ type refusal struct {
 // request (plain text where TLS was expected): it gets the plain-text form.
 func newRefusal(r *http.Request, ex *exchange, d policy.Decision) *refusal {
 	rf := &refusal{status: refusalStatus(d), head: r != nil && r.Method == http.MethodHead, noDrain: d.Code == policy.CodeBodyTimeout}
+	if mcpRefused(rf, r, ex, d) {
+		return rf
+	}
 	text := refusalBody(ex, d)
 	switch formOf(r, ex.held) {
 	case formGit:
