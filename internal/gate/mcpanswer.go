@@ -139,9 +139,12 @@ func (x *mcpExchange) ids() (requests, lists []mcp.ID) {
 	return requests, lists
 }
 
-// mcpReadLimit bounds the JSON answer the gate reads to cut or mark: mcp.MaxEvent, the bound of
-// one event of a stream.
-const mcpReadLimit = mcp.MaxEvent
+// mcpReadLimit bounds a JSON answer, and one event of a stream, that the gate holds to cut or
+// mark: 1 MiB (a tools/list of a hundred tools is about 100 KB). Cutting, a stream holds about
+// three times an event in flight (its bytes as received, its line, its data: 3.4 MB for an event
+// of 1 MiB, BenchmarkStreamHeld in internal/mcp); past the bound a tools/list answer is refused,
+// any other passed on unread.
+const mcpReadLimit = 1 << 20
 
 // mcpAnswer reads the answer of an MCP endpoint on its way to the client: a JSON answer whole
 // (up to mcpReadLimit), an event stream event by event (mcp.Stream). The tools/list results
@@ -206,7 +209,7 @@ func (g *Gate) mcpAnswer(ex *exchange, resp *http.Response) {
 	}
 	switch {
 	case stream:
-		resp.Body = &mcpStreamBody{rc: resp.Body, s: f.Stream(mcp.MaxEvent), refusal: refusal,
+		resp.Body = &mcpStreamBody{rc: resp.Body, s: f.Stream(mcpReadLimit), refusal: refusal,
 			end: func(rep mcp.Report, err error) { g.mcpReported(ex, rep, err) }}
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
