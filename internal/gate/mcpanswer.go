@@ -251,9 +251,12 @@ func (g *Gate) mcpReported(ex *exchange, rep mcp.Report, err error) {
 	x, rm := ex.mcp, &ex.rec.MCP
 	in := g.insp.Load()
 	shown := func(s string) string { return display.Escape(mask(in, s), false) }
-	rm.Hidden += rep.Hidden
-	if len(rep.Tools) > 0 {
-		rm.Answer = joinWords(rm.Answer, g.mcp.listed(x.e, rep.Tools, shown))
+	if err == nil {
+		// An answer that was cut is no list the client got: nothing of it hidden or pinned.
+		rm.Hidden += rep.Hidden
+		if len(rep.Tools) > 0 {
+			rm.Answer = joinWords(rm.Answer, g.mcp.listed(x.e, rep.Tools, shown))
+		}
 	}
 	var reqs []string
 	for _, r := range rep.Requests {

@@ -128,17 +128,22 @@ func mcpAnswerOf(t *testing.T, g *Gate, p *policy.Policy, e *policy.MCPEndpoint,
 // ends with the refusal under the list's id, and none of its tools pass.
 func TestMCPAnswerCutsAStream(t *testing.T) {
 	g, p, e := mcpAnswerSetup(t)
-	out, ex := mcpAnswerOf(t, g, p, e, "text/event-stream", iotest.OneByteReader(strings.NewReader(sseAnswer)))
+	// An ambiguous stream first: nothing of it is pinned.
+	bad := strings.Replace(sseAnswer, `"result":{"tools":[`, `"result":{"tools":[],"tools":[`, 1)
+	out, ex := mcpAnswerOf(t, g, p, e, "text/event-stream", iotest.OneByteReader(strings.NewReader(bad)))
+	if strings.Contains(out, "delete") || !strings.Contains(out, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32010") || !strings.Contains(ex.rec.MCP.Answer, "cut: ") ||
+		ex.rec.MCP.Hidden != 0 || g.mcp.Pin(e, "other") != judge.PinSame {
+		t.Fatalf("ambiguous stream %q, record %q, hidden %d", out, ex.rec.MCP.Answer, ex.rec.MCP.Hidden)
+	}
+	out, ex = mcpAnswerOf(t, g, p, e, "text/event-stream", iotest.OneByteReader(strings.NewReader(sseAnswer)))
 	if !strings.HasPrefix(out, ": hello\r\n\r\n") || !strings.Contains(out, `{"name":"read"}`) || strings.Contains(out, "delete") || ex.rec.MCP.Hidden != 1 {
 		t.Fatalf("cut stream %q, hidden %d", out, ex.rec.MCP.Hidden)
 	}
 	if !strings.Contains(out, "id: 7\n") {
 		t.Errorf("the event's id was lost: %q", out)
 	}
-	bad := strings.Replace(sseAnswer, `"result":{"tools":[`, `"result":{"tools":[],"tools":[`, 1)
-	out, ex = mcpAnswerOf(t, g, p, e, "text/event-stream", iotest.OneByteReader(strings.NewReader(bad)))
-	if strings.Contains(out, "delete") || !strings.Contains(out, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32010") || !strings.Contains(ex.rec.MCP.Answer, "cut: ") {
-		t.Fatalf("ambiguous stream %q, record %q", out, ex.rec.MCP.Answer)
+	if g.mcp.Pin(e, "other") != judge.PinNew {
+		t.Fatal("the cut answer did not pin the endpoint's tools")
 	}
 	// A JSON answer, and one of another type.
 	out, ex = mcpAnswerOf(t, g, p, e, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read"},{"name":"delete"}]}}`))
