@@ -261,6 +261,9 @@ func TestMCPRefusalTheModelReads(t *testing.T) {
 				if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/a"}}); err != nil || res.IsError || srv.count("read") != reads+1 {
 					t.Fatalf("read after the refusal: %v %+v, ran %d", err, res, srv.count("read")-reads)
 				}
+				if p.h2 && (ps.h2.Load() == 0 || ps.h1.Load() > 0) || !p.h2 && (ps.h1.Load() == 0 || ps.h2.Load() > 0) {
+					t.Errorf("answers over HTTP/1.1: %d, HTTP/2: %d", ps.h1.Load(), ps.h2.Load())
+				}
 			})
 		}
 		t.Run(p.name+"/raw", func(t *testing.T) {
