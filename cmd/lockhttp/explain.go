@@ -22,6 +22,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/explain"
 	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/gatefiles"
+	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -95,6 +96,7 @@ type explainArgs struct {
 	data                              string
 	hasData                           bool // -d was given (an empty -d is an empty body)
 	dataFile                          string
+	mcpPins                           string
 	positional                        []string
 }
 
@@ -118,6 +120,7 @@ func (a *explainArgs) flagSet(stderr io.Writer) *flag.FlagSet {
 	})
 	fs.BoolVar(&a.pretty, "pretty", false, "print the decision indented over several lines, for a person to read (not with --batch)")
 	fs.StringVar(&a.batch, "batch", "", "decide every request of `FILE` (- for stdin): one JSON object a line, {\"request\": base64 of the raw request}; one decision a line on stdout")
+	fs.StringVar(&a.mcpPins, "mcp-pins", "", "decide MCP calls with the gate's pins of the servers' tools, its `FILE` mcp-pins.json in its audit directory (default: none seen, no tool changed)")
 	fs.StringVar(&a.dataFile, "data-file", "", "with METHOD URL: the request body from `FILE` (- for stdin)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, explainUsage)
@@ -562,8 +565,23 @@ func (a *explainArgs) options(pol *policy.Policy, stderr io.Writer) explain.Opti
 	if a.dns {
 		o.Resolver = net.DefaultResolver
 	}
+	if a.mcpPins != "" {
+		pins := mcp.Pins{}
+		data, err := atomicfile.ReadFile(a.mcpPins, maxExplainPins)
+		if err == nil {
+			err = json.Unmarshal(data, &pins)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "lockhttp explain: note: --mcp-pins %s does not load (%v): decided as a gate that saw no tool change\n", a.mcpPins, err)
+		} else {
+			o.Pins = pins
+		}
+	}
 	return o
 }
+
+// maxExplainPins bounds the gate's file of MCP tool pins that --mcp-pins reads.
+const maxExplainPins = 64 << 20
 
 // batchLine is one request of a --batch file.
 type batchLine struct {

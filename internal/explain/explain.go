@@ -119,6 +119,9 @@ type Options struct {
 	// Budgets holds the containers' budget counts; nil: new, empty ones (the result says so
 	// when a budget counts the request).
 	Budgets judge.Budgets
+	// Pins are the gate's pins of the MCP servers' tools (its mcp-pins.json); nil: none seen,
+	// no tool changed.
+	Pins judge.MCPPins
 }
 
 // Request decides the raw request in raw (request line, headers, optional body) as the gate
@@ -163,7 +166,7 @@ func Request(ctx context.Context, raw []byte, o Options) (*Result, error) {
 		budgets = budget.New(budget.Config{})
 	}
 	v := judge.See(a)
-	res := judge.Decide(&judge.Env{Policy: o.Policy, Checks: o.Checks, Memory: memory, Budgets: budgets, Decrypt: !o.NoDecrypt}, v)
+	res := judge.Decide(&judge.Env{Policy: o.Policy, Checks: o.Checks, Memory: memory, Budgets: budgets, Decrypt: !o.NoDecrypt, Pins: o.Pins}, v)
 	out := &Result{Decision: res.Decision, Kind: v.Kind.String(), Container: res.Container, Host: res.Host, Port: res.Port}
 	if a.Framing != nil {
 		out.Kind = "framing"

@@ -21,146 +21,93 @@ import (
 // directory, where the journal of held requests is: Config.HeldDir's parent).
 const mcpPinsFile = "mcp-pins.json"
 
-// Bounds of the pins the gate keeps: endpoints (each name, host and path counts as one) and the
-// tools of one endpoint; past them nothing more is pinned, and the log says so. Marks: the
+// Bounds: the pins file read (the pins themselves: mcp.MaxPinEndpoints, mcp.MaxPinTools); the
 // containers and endpoints whose last injection phrases wait for a ticket, and the phrases each.
 const (
-	maxPinEndpoints = 256
-	maxPinTools     = mcp.MaxTools
-	maxMarkKeys     = 1024
-	maxMarksKept    = mcp.MaxMarks
-	maxPinsFile     = 64 << 20
+	maxMarkKeys  = 1024
+	maxMarksKept = mcp.MaxMarks
+	maxPinsFile  = 64 << 20
 )
 
 // mcpState is what the gate remembers of the MCP servers' answers: each endpoint's tool pins
-// (judge.MCPPins), kept in memory and in mcpPinsFile, and the injection phrases of each
-// container's last answers from each endpoint, in memory until its next ticket shows them.
+// (mcp.Pins, the judge's judge.MCPPins), kept in memory and in mcpPinsFile, and the injection
+// phrases of each container's last answers from each endpoint, in memory until its next ticket
+// shows them.
 type mcpState struct {
 	log  *slog.Logger
 	file string // "": pins in memory only
 
 	mu    sync.Mutex
-	eps   map[string]*endpointPins // guarded by mu: by endpointKey
-	marks map[string][]string      // guarded by mu: by container and endpoint name
+	pins  mcp.Pins            // guarded by mu
+	marks map[string][]string // guarded by mu: by container and endpoint name
 }
-
-// endpointPins are the pins of one endpoint, since its first tools/list answer.
-type endpointPins struct {
-	// Pinned is each tool's pin (mcp.Tool.Pin) at first sight, or as a human approved it. A pin
-	// of "" is a name approved before any definition of it was seen: its next is taken.
-	Pinned map[string]string `json:"pinned"`
-	// Seen is the definition last listed of a tool whose definition differs from its pin, or
-	// that is not pinned (listed after the first answer).
-	Seen map[string]string `json:"seen,omitempty"`
-}
-
-// endpointKey names an endpoint in the pins: its name, host and path, so that an endpoint
-// moved to another server starts afresh.
-func endpointKey(e *policy.MCPEndpoint) string { return e.Name + " " + e.Host + e.Path }
 
 // newMCPState reads the pins of heldDir's parent (none when heldDir is empty: in memory only).
 func newMCPState(heldDir string, log *slog.Logger) *mcpState {
-	s := &mcpState{log: log, eps: map[string]*endpointPins{}, marks: map[string][]string{}}
+	s := &mcpState{log: log, pins: mcp.Pins{}, marks: map[string][]string{}}
 	if heldDir == "" {
 		return s
 	}
 	s.file = filepath.Join(filepath.Dir(filepath.Clean(heldDir)), mcpPinsFile)
-	data, err := atomicfile.ReadFile(s.file, maxPinsFile)
+	pins, err := readMCPPins(s.file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		log.Error("the MCP tools' pins do not load: every tool is pinned afresh at its next tools/list", "file", s.file, "err", err)
 	default:
-		if err := json.Unmarshal(data, &s.eps); err != nil {
-			log.Error("the MCP tools' pins do not load: every tool is pinned afresh at its next tools/list", "file", s.file, "err", err)
-			s.eps = map[string]*endpointPins{}
-		}
-		for k, ep := range s.eps {
-			if ep == nil || ep.Pinned == nil {
-				delete(s.eps, k)
-			}
-		}
+		s.pins = pins
 	}
 	return s
 }
 
-// Pin says what the gate saw of tool on e (judge.MCPPins): PinSame until the endpoint's tools
-// are pinned; then PinChanged for a pinned tool listed since with another definition, PinNew
-// for a name not pinned (listed since, or never listed).
+// readMCPPins reads a file of MCP tool pins as the gate writes it (mcp-pins.json in its audit
+// directory): what lockhttp explain --mcp-pins decides with.
+func readMCPPins(path string) (mcp.Pins, error) {
+	data, err := atomicfile.ReadFile(path, maxPinsFile)
+	if err != nil {
+		return nil, err
+	}
+	pins := mcp.Pins{}
+	if err := json.Unmarshal(data, &pins); err != nil {
+		return nil, fmt.Errorf("%s: %w; delete it to pin every tool afresh", path, err)
+	}
+	for k, ep := range pins {
+		if ep == nil || ep.Pinned == nil {
+			delete(pins, k)
+		}
+	}
+	return pins, nil
+}
+
+// Pin says what the gate saw of tool on e (judge.MCPPins, mcp.Pins.Pin).
 func (s *mcpState) Pin(e *policy.MCPEndpoint, tool string) judge.PinChange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ep := s.eps[endpointKey(e)]
-	if ep == nil {
-		return judge.PinSame
-	}
-	pin, pinned := ep.Pinned[tool]
-	switch {
-	case !pinned:
-		return judge.PinNew
-	case pin == "":
-		return judge.PinSame
-	}
-	if _, changed := ep.Seen[tool]; changed {
-		return judge.PinChanged
-	}
-	return judge.PinSame
+	return s.pins.Pin(e, tool)
 }
 
-// listed records the tools of a tools/list answer from e: the first answer pins them all;
-// later, a tool whose definition differs from its pin, or a name not pinned, is seen (and its
-// next call asks); a tool listed as pinned again is as pinned. It returns what changed, in
-// words, its names through shown.
+// listed records the tools of a tools/list answer from e (mcp.Pins.Listed) and returns what
+// changed, in words, its names through shown.
 func (s *mcpState) listed(e *policy.MCPEndpoint, tools []mcp.Tool, shown func(string) string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := endpointKey(e)
-	ep := s.eps[key]
+	changed, added, pinned, dirty := s.pins.Listed(e, tools)
+	if !dirty {
+		if _, ok := s.pins[mcp.PinsKey(e)]; !ok {
+			s.log.Warn("MCP pins: too many endpoints; this one's tools are not pinned", "endpoint", e.Name, "max", mcp.MaxPinEndpoints)
+		}
+		return ""
+	}
+	s.save()
+	if pinned > 0 {
+		return fmt.Sprintf("pinned %d tools", pinned)
+	}
 	var words []string
-	if ep == nil {
-		if len(s.eps) >= maxPinEndpoints {
-			s.log.Warn("MCP pins: too many endpoints; this one's tools are not pinned", "endpoint", e.Name, "max", maxPinEndpoints)
-			return ""
-		}
-		ep = &endpointPins{Pinned: map[string]string{}}
-		s.eps[key] = ep
-		for _, t := range tools {
-			if len(ep.Pinned) < maxPinTools {
-				ep.Pinned[t.Name] = t.Pin
-			}
-		}
-		s.save()
-		return fmt.Sprintf("pinned %d tools", len(ep.Pinned))
+	for _, n := range changed {
+		words = append(words, "the definition of "+shown(n)+" changed since it was pinned")
 	}
-	dirty := false
-	for _, t := range tools {
-		pin, pinned := ep.Pinned[t.Name]
-		switch {
-		case pinned && pin == "":
-			ep.Pinned[t.Name] = t.Pin // approved unseen: this is its definition
-			dirty = true
-		case pinned && pin == t.Pin:
-			if _, ok := ep.Seen[t.Name]; ok {
-				delete(ep.Seen, t.Name) // back to its pinned definition
-				dirty = true
-			}
-		case ep.Seen[t.Name] == t.Pin:
-		case len(ep.Seen) >= maxPinTools:
-		default:
-			if ep.Seen == nil {
-				ep.Seen = map[string]string{}
-			}
-			ep.Seen[t.Name] = t.Pin
-			dirty = true
-			if pinned {
-				words = append(words, "the definition of "+shown(t.Name)+" changed since it was pinned")
-			} else {
-				words = append(words, shown(t.Name)+" was not listed when the tools were pinned")
-			}
-		}
-	}
-	if dirty {
-		s.save()
+	for _, n := range added {
+		words = append(words, shown(n)+" was not listed when the tools were pinned")
 	}
 	return strings.Join(words, "; ")
 }
@@ -170,13 +117,9 @@ func (s *mcpState) listed(e *policy.MCPEndpoint, tools []mcp.Tool, shown func(st
 func (s *mcpState) accept(e *policy.MCPEndpoint, tool string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ep := s.eps[endpointKey(e)]
-	if ep == nil || len(ep.Pinned) >= maxPinTools {
-		return
+	if s.pins.Accept(e, tool) {
+		s.save()
 	}
-	ep.Pinned[tool] = ep.Seen[tool] // "" when never seen: its next definition is taken
-	delete(ep.Seen, tool)
-	s.save()
 }
 
 // save writes the pins to the file, when there is one (with mu held). A failure is logged: the
@@ -185,7 +128,7 @@ func (s *mcpState) save() {
 	if s.file == "" {
 		return
 	}
-	data, err := json.Marshal(s.eps)
+	data, err := json.Marshal(s.pins)
 	if err == nil {
 		err = atomicfile.WriteFile(s.file, data, 0o600)
 	}

@@ -28,17 +28,19 @@ const (
 	RuleMCPAnswer = "mcp:answer"
 )
 
-// PinChange is what the gate saw of a tool's definition since it pinned the endpoint's tools.
-type PinChange uint8
+// PinChange is what the gate saw of a tool's definition since it pinned the endpoint's tools
+// (mcp.Pins).
+type PinChange = mcp.PinChange
 
 const (
-	PinSame    PinChange = iota // as pinned, or never listed
-	PinChanged                  // listed since with another definition
-	PinNew                      // a name first listed after the endpoint's tools were pinned (a renamed or added tool)
+	PinSame    = mcp.PinSame    // as pinned, or never listed
+	PinChanged = mcp.PinChanged // listed since with another definition
+	PinNew     = mcp.PinNew     // a name not pinned (a renamed or added tool)
 )
 
-// MCPPins says, for a tool of an endpoint, what the gate saw of its definition
-// (gate: mcppins.go). The gate's state; lockhttp explain has none, so every tool is PinSame.
+// MCPPins says, for a tool of an endpoint, what the gate saw of its definition: the gate's
+// state (mcp.Pins, which lockhttp explain reads from the gate's file with --mcp-pins; without
+// it every tool is PinSame).
 type MCPPins interface {
 	Pin(e *policy.MCPEndpoint, tool string) PinChange
 }
