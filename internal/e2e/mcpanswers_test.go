@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -545,6 +547,19 @@ func TestMCPPinnedToolChanges(t *testing.T) {
 			list()
 			if got := call("lookup2"); got != "E_PENDING mcp:pin-changed" || srv.count("lookup2") != 0 {
 				t.Fatalf("the renamed lookup2: %q, ran %d", got, srv.count("lookup2"))
+			}
+			// lockhttp explain, with the gate's pins, decides the call as the gate did.
+			for _, c := range []struct{ pins, want string }{{"", `"rule":"mcp:files:reads"`}, {filepath.Join(a.up.AuditDir, "mcp-pins.json"), `"rule":"mcp:pin-changed"`}} {
+				args := []string{"explain", "--state", a.state}
+				if c.pins != "" {
+					args = append(args, "--mcp-pins", c.pins)
+				}
+				args = append(args, "POST", fmt.Sprintf("https://mcp.test:%d/files", a.port), "-H", "Content-Type: application/json",
+					"-d", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"lookup2","arguments":{}}}`)
+				out, err := exec.Command(filepath.Join(binDir, "lockhttp"), args...).Output()
+				if err != nil || !strings.Contains(string(out), c.want) {
+					t.Fatalf("lockhttp explain with pins %q: %v\n%s", c.pins, err, out)
+				}
 			}
 			srv.srv.RemoveTools("lookup2")
 			srv.add("lookup", "The lookup tool.")

@@ -163,6 +163,9 @@ func (g *Gate) mcpAnswer(ex *exchange, resp *http.Response) {
 		return x.pol.EvaluateMCP(x.e, x.container, policy.MCPMessage{Kind: policy.MCPTool, Method: "tools/call", Tool: name}).Verdict != policy.Deny
 	}}
 	cut := len(lists) > 0 && resp.StatusCode/100 == 2
+	if !cut {
+		f.Lists = nil // a failed answer holds no list: read, never cut
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	stream := mt == "text/event-stream"
 	refusal := func() []byte {
