@@ -161,3 +161,49 @@ func TestMCPAnswerCutsAStream(t *testing.T) {
 		t.Fatalf("an event over the bound: %d bytes", len(out))
 	}
 }
+
+// TestMCPRefusedForms: a refused MCP POST is answered 200 with a JSON-RPC error for each
+// request (a batch element a rule refused with its own rule), 202 with no body for
+// notifications alone; a GET gets the ordinary refusal.
+func TestMCPRefusedForms(t *testing.T) {
+	g, p, e := mcpAnswerSetup(t)
+	deny := policy.Decision{Verdict: policy.Deny, Code: policy.CodeRule, Rule: "mcp:files:no-delete", Reason: "no"}
+	batchD := policy.Decision{Verdict: policy.Deny, Code: policy.CodeRule, Rule: "mcp:files:no-delete", Reason: "message 3 of the batch of 3: no"}
+	cases := []struct {
+		name     string
+		method   string
+		batch    bool
+		msgs     []judge.MCPMessage
+		d        policy.Decision
+		status   int
+		body     string
+		ordinary bool
+	}{
+		{"one call", "POST", false, []judge.MCPMessage{{Kind: "request", ID: mcp.ID(`"a"`), Method: "tools/call", Decision: deny}}, deny, 200,
+			`{"jsonrpc":"2.0","id":"a","error":{"code":-32010,"message":"lockhttp refused this call (E_RULE, rule mcp:files:no-delete): no. What to do: `, false},
+		{"batch", "POST", true, []judge.MCPMessage{
+			{Kind: "request", ID: mcp.ID("1"), Method: "tools/call", Decision: policy.Decision{Verdict: policy.Free, Rule: "mcp:files:reads"}},
+			{Kind: "notification", Method: "notifications/progress"},
+			{Kind: "request", ID: mcp.ID("3"), Method: "tools/call", Decision: deny}}, batchD, 200,
+			`[{"jsonrpc":"2.0","id":1,"error":{"code":-32010,"message":"lockhttp refused this call (E_RULE, rule mcp:files:no-delete): message 3 of the batch of 3: no.`, false},
+		{"notifications alone", "POST", false, []judge.MCPMessage{{Kind: "notification", Method: "notifications/initialized", Decision: deny}}, deny, 202, "", false},
+		{"a GET", "GET", false, nil, deny, 403, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := http.NewRequest(c.method, "https://mcp.test/mcp", nil)
+			ex := &exchange{g: g}
+			ex.mcp = &mcpExchange{e: e, pol: p, container: "agent", m: &judge.MCP{Endpoint: "files", Batch: c.batch, Messages: c.msgs}}
+			rf := newRefusal(r, ex, c.d)
+			if rf.status != c.status || !strings.HasPrefix(string(rf.body), c.body) || c.ordinary != (rf.header.Get("Content-Type") != "application/json") {
+				t.Fatalf("%d %s %q", rf.status, rf.header.Get("Content-Type"), rf.body)
+			}
+			if c.batch && !strings.Contains(string(rf.body), `{"jsonrpc":"2.0","id":3,"error":{"code":-32010,"message":"lockhttp refused this call (E_RULE, rule mcp:files:no-delete): no.`) {
+				t.Fatalf("the refused element does not say its own rule: %s", rf.body)
+			}
+			if !c.ordinary && rf.header.Get(HeaderCode) != "E_RULE" {
+				t.Fatalf("no %s header", HeaderCode)
+			}
+		})
+	}
+}
