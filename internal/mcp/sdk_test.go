@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // The official Go SDK's server and client, over HTTP on loopback, for every protocol revision the
@@ -34,6 +35,7 @@ import (
 // seen is what the front handler and the server recorded.
 type seen struct {
 	mu       sync.Mutex
+	busy     int // POSTs the front handler has not finished: a stream's report is written after its last event reached the client
 	bodies   []*mcp.Body
 	headers  []http.Header
 	problems []string
@@ -80,6 +82,14 @@ func front(next http.Handler, s *seen, sse bool) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		s.mu.Lock()
+		s.busy++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.busy--
+			s.mu.Unlock()
+		}()
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			s.problem("reading a body", err.Error())
@@ -339,6 +349,12 @@ func sdkRound(t *testing.T, version string, sse bool) {
 	}
 	cs.Close()
 
+	// A stream's answer reaches the client before the handler in front writes its report.
+	testkit.WaitFor(t, 10*time.Second, "the front handler to finish every POST", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.busy == 0
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.problems {
