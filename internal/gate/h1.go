@@ -326,11 +326,32 @@ const rstAvoidanceDelay = 500 * time.Millisecond
 
 // watch returns ctx cancelled when the client closes its connection, and a stop that ends the
 // watch: for a request that waits (for a human) with its body read. While the body is not read
-// to its end the watch would take its bytes: ctx is returned as it is.
+// to its end the watch would take its bytes: ctx is returned as it is. The process's one watch
+// follows the connection's socket (heldwatch.go), and the server's reader, empty, goes back to
+// its pool for the hold; without a socket to watch, a goroutine reads (watchRead).
 func (c *h1Conn) watch(ctx context.Context) (context.Context, func()) {
 	if c.body == nil || !c.body.eof || c.br == nil {
 		return ctx, func() {}
 	}
+	if tc := tcpUnder(c.fc); tc != nil && c.br.Buffered() == 0 {
+		wctx, cancel := context.WithCancelCause(ctx)
+		if stop, ok := heldWatch.add(tc, func() { cancel(errClientGone) }); ok {
+			// The reader holds nothing: back to its pool, the next request takes one again.
+			c.br.Reset(nil)
+			h1Readers.Put(c.br)
+			c.br = nil
+			return wctx, func() {
+				stop()
+				cancel(nil)
+			}
+		}
+		cancel(nil)
+	}
+	return c.watchRead(ctx)
+}
+
+// watchRead is watch with a goroutine of its own, which reads a byte of the connection.
+func (c *h1Conn) watchRead(ctx context.Context) (context.Context, func()) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
