@@ -152,6 +152,14 @@ max_pending = 1000
 		fmt.Printf("%.0f\t%d\t%d\t%.1f\t%.1f\t%d\t%d\n", time.Since(start).Seconds(), stats.ok.Load(), stats.errs.Load(), gate, stack, st.Goroutines, st.Tunnels)
 		rows = append(rows, [3]float64{gate, stack, float64(st.Goroutines)})
 	}
+	// Each process at the end, while the connections are still open.
+	fmt.Printf("# last sample per process, MiB:")
+	for _, name := range []string{"gate", "console", "signer", "lox"} {
+		if pid, ok := up.PIDs[name]; ok {
+			fmt.Printf(" %s %s;", name, rssParts(pid))
+		}
+	}
+	fmt.Println()
 	cancel()
 	wg.Wait()
 	summarize(rows, &stats, dur)
@@ -257,13 +265,21 @@ func gateStatus(c *http.Client) gateState {
 	return st
 }
 
-func rssMiB(pid int) float64 {
+// rssParts is a process's VmRSS, and of it the anonymous memory and the mapped files.
+func rssParts(pid int) string {
+	return fmt.Sprintf("%.1f (anon %.1f, file %.1f)", statusMiB(pid, "VmRSS:"), statusMiB(pid, "RssAnon:"), statusMiB(pid, "RssFile:"))
+}
+
+func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
+
+// statusMiB is the field key (in kB) of /proc/pid/status, in MiB.
+func statusMiB(pid int, key string) float64 {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, key); ok {
 			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return float64(kb) / 1024
 		}
