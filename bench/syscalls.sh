@@ -3,7 +3,7 @@
 # one CONNECT tunnel, one request after the other) through the gate (lox run --headless), bare
 # goproxy MITM and squid with ssl-bump (when installed: Debian's squid-openssl), each proxy's
 # process counted with strace -c -f while the N requests run, after one request to warm its
-# certificate cache; HTTP/1.1, as the agents of the anchors measure it. Prints the calls per
+# certificate cache; HTTP/1.1 on both sides, as the anchors measure it. Prints the calls per
 # request, in all and the most frequent.
 #
 # Needs: go, curl, strace; squid-openssl for the squid row. Usage: bench/syscalls.sh [N] [BINDIR]
@@ -21,7 +21,7 @@ fi
 BIN=$(cd "$BIN" && pwd)
 go -C bench build -o "$WORK/tools/" ./origin ./mkcert ./goproxymitm # bench/ is a module of its own
 "$WORK/tools/mkcert" "$WORK"
-"$WORK/tools/origin" -listen 127.0.0.1:0 -size 1024 -tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" >"$WORK/origin.addr" &
+"$WORK/tools/origin" -listen 127.0.0.1:0 -size 1024 -http1 -tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" >"$WORK/origin.addr" &
 echo $! >>"$WORK/pids"
 while [ ! -s "$WORK/origin.addr" ]; do sleep 0.05; done
 PORT=$(sed 's/.*://' "$WORK/origin.addr")

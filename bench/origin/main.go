@@ -3,6 +3,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ func main() {
 	size := flag.Int("size", 64, "body size in bytes")
 	certFile := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	keyFile := flag.String("tls-key", "", "the certificate's key (PEM)")
+	http1 := flag.Bool("http1", false, "HTTPS speaks HTTP/1.1 only (no h2 in ALPN), as the anchors' origin")
 	flag.Parse()
 	body := make([]byte, *size)
 	for i := range body {
@@ -33,7 +35,11 @@ func main() {
 		w.Write(body)
 	})
 	if *certFile != "" {
-		log.Fatal(http.ServeTLS(l, h, *certFile, *keyFile))
+		srv := &http.Server{Handler: h}
+		if *http1 {
+			srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		}
+		log.Fatal(srv.ServeTLS(l, *certFile, *keyFile))
 	}
 	log.Fatal(http.Serve(l, h))
 }
