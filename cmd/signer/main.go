@@ -27,11 +27,18 @@ import (
 )
 
 const usage = `usage:
-  signer init --dir DIR
+  signer init --dir DIR [--root]
       Create the CA in DIR (made 0700 if missing): ca-key.pem (mode 0600) and ca.pem (0644).
-      ca.pem is the one file agents trust. It never replaces an existing CA.
+      ca.pem is the one file agents trust. It never replaces an existing CA. --root makes a
+      fleet's root, which signs node signers' intermediates.
   signer serve --ca DIR --socket PATH --allow-uid UID [--allow-uid UID]... [flags]
       Serve leaf certificates to the gate (the allowed uids) over a unix socket.
+  signer serve --root --ca DIR --tls-listen ADDR --tls-node IDENTITY... [flags]
+      A fleet's root signer: hold the root key and sign only the intermediates of the node
+      signers --tls-node lists, over mutual TLS.
+  signer serve --root-url https://HOST:PORT --root-ca FILE --socket PATH --allow-uid UID [flags]
+      A node signer: sign leaves with a short-lived intermediate from the root signer, renewed
+      at two thirds of its life; it holds no CA key on disk.
   signer --ca DIR --socket PATH --allow-uid UID ...
       The same as serve.
   signer --version
@@ -97,7 +104,7 @@ func parseFlags(flags *flag.FlagSet, args []string, e env) int {
 	flags.Usage = func() {
 		switch flags.Name() {
 		case "init":
-			fmt.Fprint(flags.Output(), "usage: signer init --dir DIR\n")
+			fmt.Fprint(flags.Output(), "usage: signer init --dir DIR [--root]\n")
 		case "health":
 			fmt.Fprint(flags.Output(), "usage: signer health --socket PATH\n")
 		case "ca-cert":
@@ -121,6 +128,7 @@ func parseFlags(flags *flag.FlagSet, args []string, e env) int {
 func runInit(args []string, e env) int {
 	flags := flag.NewFlagSet("init", flag.ContinueOnError)
 	dir := flags.String("dir", "", "the `DIR` to create the CA in (required; made with mode 0700 if missing)")
+	root := flags.Bool("root", false, "make a fleet's root CA (path length one): it signs node signers' intermediates (signer serve --root)")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
 	}
@@ -128,7 +136,11 @@ func runInit(args []string, e env) int {
 		fmt.Fprintln(e.stderr, "signer init: --dir is required: the directory to create the CA in")
 		return 2
 	}
-	ca, err := signer.InitCA(*dir, e.now(), rand.Reader)
+	initCA := signer.InitCA
+	if *root {
+		initCA = signer.InitRootCA
+	}
+	ca, err := initCA(*dir, e.now(), rand.Reader)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "signer:", err)
 		return 1
@@ -153,6 +165,15 @@ type serveOptions struct {
 	tlsListen string
 	tls       mtls.Flags
 	tlsGates  mtls.Allow
+	// A fleet's root signer (--root) and its node signers (--root-url).
+	root     bool
+	lifetime time.Duration
+	permit   listFlag
+	exclude  listFlag
+	tlsNodes mtls.Allow
+	rootURL  string
+	rootCA   string
+	tlsRoots mtls.Allow
 }
 
 func runServe(ctx context.Context, args []string, e env) int {
@@ -172,6 +193,14 @@ func runServe(ctx context.Context, args []string, e env) int {
 	flags.StringVar(&o.tlsListen, "tls-listen", "", "also serve the gates of a fleet on this TCP `ADDR` (host:port) over mutual TLS (--tls-cert, --tls-key, --tls-ca): each proves a gate identity --tls-gate admits; empty: the socket only")
 	o.tls.Register(flags)
 	flags.Var(&o.tlsGates, "tls-gate", "an `IDENTITY` admitted over mutual TLS: spiffe://lockhttp/gate/NAME or spiffe://lockhttp/gate/* (repeatable; default spiffe://lockhttp/gate/*)")
+	flags.BoolVar(&o.root, "root", false, "serve as a fleet's root signer: sign only the intermediates of the node signers --tls-node lists, over --tls-listen (the CA made by signer init --root)")
+	flags.DurationVar(&o.lifetime, "intermediate-lifetime", signer.DefaultIntermediateLifetime, "with --root: how long an intermediate lives (`DURATION`); a node renews at two thirds of it, and a stolen node key signs for at most this long")
+	flags.Var(&o.permit, "permit-dns", "with --root: a `DOMAIN` the intermediates may certify (and its subdomains), a name constraint every client checks (repeatable; default: any name)")
+	flags.Var(&o.exclude, "exclude-dns", "with --root: a `DOMAIN` the intermediates may never certify (and its subdomains; repeatable)")
+	flags.Var(&o.tlsNodes, "tls-node", "with --root: a node signer's `IDENTITY` (spiffe://lockhttp/signer/NAME, repeatable, required): the root signs for these only")
+	flags.StringVar(&o.rootURL, "root-url", "", "serve as a node signer: get intermediates from the root signer at this `URL` (https://HOST:PORT, its --tls-listen) over mutual TLS with --tls-cert, --tls-key, --tls-ca; no --ca")
+	flags.StringVar(&o.rootCA, "root-ca", "", "with --root-url: the root's certificate `FILE` (its ca.pem, the one agents trust); every intermediate must chain to it")
+	flags.Var(&o.tlsRoots, "tls-root", "with --root-url: the root signer's `IDENTITY` (repeatable; default spiffe://lockhttp/signer/*)")
 	if code := parseFlags(flags, args, e); code >= 0 {
 		return code
 	}
@@ -179,8 +208,20 @@ func runServe(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "signer serve: "+format+"\n", a...)
 		return code
 	}
+	if o.root {
+		return runRoot(ctx, o, e, fail)
+	}
+	if o.rootURL == "" && (o.rootCA != "" || !o.tlsNodes.Empty() || !o.tlsRoots.Empty() || len(o.permit)+len(o.exclude) > 0) {
+		return fail(2, "--root-ca, --tls-root, --tls-node, --permit-dns and --exclude-dns serve a fleet's root (--root) or node signers (--root-url): give one")
+	}
 	switch {
-	case o.caDir == "":
+	case o.rootURL != "" && (o.caDir != "" || o.init):
+		return fail(2, "--root-url: a node signer holds no CA on disk; drop --ca and --init (the root signer holds the key)")
+	case o.rootURL != "" && (o.rootCA == "" || o.tls.Check() != nil):
+		return fail(2, "--root-url needs --root-ca (the root's ca.pem) and the node's identity for mutual TLS: --tls-cert, --tls-key, --tls-ca (lockhttp fleet issue signer NAME)")
+	case len(o.permit)+len(o.exclude) > 0 || !o.tlsNodes.Empty():
+		return fail(2, "--permit-dns, --exclude-dns and --tls-node are the root's (--root)")
+	case o.caDir == "" && o.rootURL == "":
 		return fail(2, "--ca is required: the CA directory made by `signer init --dir DIR`")
 	case o.socket == "":
 		return fail(2, "--socket is required: the unix socket the gate connects to")
@@ -188,7 +229,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 		return fail(2, "no --allow-uid: name the gate's uid (--allow-uid 10003 in compose), or serve a fleet's gates over mutual TLS (--tls-listen); the signer serves nobody else")
 	case o.tlsListen != "" && o.tls.Check() != nil:
 		return fail(2, "--tls-listen: %v", o.tls.Check())
-	case o.tlsListen == "" && o.tls.Given():
+	case o.tlsListen == "" && o.rootURL == "" && o.tls.Given():
 		return fail(2, "--tls-cert, --tls-key, --tls-ca, --tls-crl and --tls-deny serve --tls-listen: give it")
 	case o.rate <= 0:
 		return fail(2, "--rate %v: use a positive number of certificates a second", o.rate)
@@ -213,6 +254,12 @@ func runServe(ctx context.Context, args []string, e env) int {
 		log.Warn("an allowed uid is the signer's own: that process could read the CA key; run the gate as another user", "uid", e.euid)
 	}
 
+	var node *signer.Node
+	if o.rootURL != "" {
+		if node, err = newNode(o, e, log); err != nil {
+			return fail(1, "%v", err)
+		}
+	}
 	if o.init {
 		// Only an empty CA directory is a first start: half a CA (a ca.pem without its key) is
 		// refused by LoadCA below with the fix, never made whole with a new key.
@@ -224,12 +271,16 @@ func runServe(ctx context.Context, args []string, e env) int {
 			log.Info("created the CA", "dir", o.caDir, "ca", ca)
 		}
 	}
-	ca, err := signer.LoadCA(o.caDir)
-	if err != nil {
-		return fail(1, "%v", err)
+	var ca *signer.CA
+	trusted := func() []byte { return node.RootPEM() }
+	if node == nil {
+		if ca, err = signer.LoadCA(o.caDir); err != nil {
+			return fail(1, "%v", err)
+		}
+		trusted = ca.CertPEM
 	}
 	if o.exportCA != "" {
-		if err := atomicfile.WriteFile(filepath.Join(o.exportCA, signer.CertFile), ca.CertPEM(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(o.exportCA, signer.CertFile), trusted(), 0o644); err != nil {
 			return fail(1, "--export-ca: %v", err)
 		}
 	}
@@ -248,7 +299,7 @@ func runServe(ctx context.Context, args []string, e env) int {
 		murl = metrics.URL(ml.Addr())
 		go reg.Serve(ctx, ml)
 	}
-	srv := signer.NewServer(signer.ServerConfig{CA: ca, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst,
+	srv := signer.NewServer(signer.ServerConfig{CA: ca, Node: node, AllowUIDs: o.allow, HealthUIDs: []int{e.euid}, Logger: log, Now: e.now, Rate: o.rate, Burst: o.burst,
 		Metrics: metrics.NewSigner(reg), MetricsURL: murl, Registry: reg})
 	if o.tlsListen != "" {
 		if err := serveFleet(ctx, o, srv, log); err != nil {
@@ -256,8 +307,11 @@ func runServe(ctx context.Context, args []string, e env) int {
 			return fail(1, "--tls-listen: %v", err)
 		}
 	}
-	log.Info("signer serving", "socket", o.socket, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
-		"ca", ca, "rate", o.rate, "burst", o.burst, "dev", o.dev)
+	if node != nil {
+		go node.Run(ctx)
+	}
+	log.Info("signer serving", "socket", o.socket, "root", o.rootURL, "socket_mode", fmt.Sprintf("%04o", mode), "allow_uids", []int(o.allow),
+		"ca", caName(ca, node), "rate", o.rate, "burst", o.burst, "dev", o.dev)
 	if err := srv.Serve(ctx, l); err != nil {
 		return fail(1, "%v", err)
 	}

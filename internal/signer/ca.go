@@ -80,6 +80,19 @@ func (ca *CA) LogValue() slog.Value {
 // 0644), valid from now-1h for CALifetime. It creates nothing when either file exists
 // (CheckFiles): a CA is replaced only on purpose, with ReplaceCA.
 func InitCA(dir string, now time.Time, rand io.Reader) (*CA, error) {
+	return initCA(dir, now, rand, false)
+}
+
+// RootCAName is the common name of a root made by InitRootCA.
+const RootCAName = "lockhttp root CA"
+
+// InitRootCA is InitCA for a root signer: its certificate has path length one, so that it signs
+// the node signers' intermediates (each of path length zero) and agents trust it alone.
+func InitRootCA(dir string, now time.Time, rand io.Reader) (*CA, error) {
+	return initCA(dir, now, rand, true)
+}
+
+func initCA(dir string, now time.Time, rand io.Reader, root bool) (*CA, error) {
 	keyPath := filepath.Join(dir, KeyFile)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("init CA: %w", err)
@@ -114,6 +127,10 @@ func InitCA(dir string, now time.Time, rand io.Reader) (*CA, error) {
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		SubjectKeyId:          skid,
+	}
+	if root {
+		tmpl.Subject.CommonName = RootCAName
+		tmpl.MaxPathLen, tmpl.MaxPathLenZero = 1, false
 	}
 	der, err := x509.CreateCertificate(rand, tmpl, tmpl, key.Public(), key)
 	if err != nil {

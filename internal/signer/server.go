@@ -59,8 +59,11 @@ const (
 
 // ServerConfig is what a Server needs.
 type ServerConfig struct {
-	// CA signs the certificates. Required.
+	// CA signs the certificates. Required unless Node is set.
 	CA *CA
+	// Node, for a node signer, holds the intermediate that signs instead of CA: while it holds
+	// none valid, POST /sign and GET /health answer 503. Nil: CA signs.
+	Node *Node
 	// AllowUIDs are the uids (the gate's) that may ask for certificates; no uid means nobody.
 	AllowUIDs []int
 	// HealthUIDs are uids whose connections are closed like every refused one, but without a log
@@ -95,6 +98,7 @@ type ServerConfig struct {
 // Server serves certificates over HTTP: POST /sign, GET /health and GET /metrics.
 type Server struct {
 	ca     *CA
+	node   *Node
 	uids   []int
 	health []int
 	log    *slog.Logger
@@ -107,12 +111,12 @@ type Server struct {
 	reg    *metrics.Registry
 }
 
-// NewServer returns a server for cfg. It panics if cfg.CA is nil.
+// NewServer returns a server for cfg. It panics if cfg.CA and cfg.Node are both nil.
 func NewServer(cfg ServerConfig) *Server {
-	if cfg.CA == nil {
-		panic("signer.NewServer: ServerConfig.CA is nil")
+	if cfg.CA == nil && cfg.Node == nil {
+		panic("signer.NewServer: ServerConfig.CA is nil (and so is Node)")
 	}
-	s := &Server{ca: cfg.CA, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout, m: cfg.Metrics, murl: cfg.MetricsURL, reg: cfg.Registry}
+	s := &Server{ca: cfg.CA, node: cfg.Node, uids: slices.Clone(cfg.AllowUIDs), health: slices.Clone(cfg.HealthUIDs), log: cfg.Logger, now: cfg.Now, rand: cfg.Rand, rht: cfg.ReadHeaderTimeout, m: cfg.Metrics, murl: cfg.MetricsURL, reg: cfg.Registry}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -268,8 +272,21 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	ca, root, chain := s.ca, "", ""
+	if s.node != nil {
+		if ca = s.node.Current(now); ca == nil {
+			h := s.node.Health()
+			log.Error("sign", logOutcome, "no-intermediate", logHost, display.Truncate(req.Host, maxShownHost), logReason, h.Error)
+			s.m.Signed(metrics.SignFailed, 0)
+			writeError(w, http.StatusServiceUnavailable, noIntermediate(h))
+			return
+		}
+		root, chain = string(s.node.rootPEM), string(ca.certPEM)
+	} else {
+		root = string(ca.certPEM)
+	}
 	start := time.Now()
-	cert, der, err := Sign(s.ca, req.Host, pub, now, s.rand)
+	cert, der, err := Sign(ca, req.Host, pub, now, s.rand)
 	took := time.Since(start)
 	if err != nil {
 		var ge *GuardError
@@ -286,7 +303,8 @@ func (s *Server) serveSign(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := SignResponse{
 		Certificate: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		CA:          string(s.ca.certPEM),
+		CA:          root,
+		Chain:       chain,
 		Serial:      cert.SerialNumber.Text(16),
 		NotAfter:    cert.NotAfter.UTC().Format(time.RFC3339),
 	}
@@ -317,6 +335,17 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET /health")
 		return
 	}
+	if s.node != nil {
+		h := s.node.Health()
+		status := http.StatusOK
+		if s.node.Current(s.now()) == nil {
+			status = http.StatusServiceUnavailable
+		}
+		root := s.node.root
+		httpjson.Write(w, status, Health{CANotAfter: stamp(root.NotAfter), CASubject: root.Subject.String(), CASHA256: CertSHA256(root),
+			Metrics: s.murl, Role: RoleNode, Intermediate: h})
+		return
+	}
 	httpjson.Write(w, http.StatusOK, Health{
 		CANotAfter: s.ca.cert.NotAfter.UTC().Format(time.RFC3339),
 		CASubject:  s.ca.cert.Subject.String(),
@@ -324,6 +353,12 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		Metrics:    s.murl,
 	})
 }
+
+// The roles of Health.Role.
+const (
+	RoleRoot = "root"
+	RoleNode = "node"
+)
 
 // serveMetrics answers GET /metrics with h (the registry's page); nothing but GET and HEAD.
 func serveMetrics(h http.Handler) http.HandlerFunc {

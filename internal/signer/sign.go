@@ -35,6 +35,9 @@ const (
 	// GuardPublicKey refuses a public key that is not ECDSA P-256, Ed25519 or RSA of at least
 	// MinRSABits bits.
 	GuardPublicKey = "public-key"
+	// GuardNameConstraint refuses a host outside the name constraints of the issuing CA (a
+	// node signer's intermediate, as the root's policy set them).
+	GuardNameConstraint = "name-constraint"
 	// Floor refusals are reported as "floor:<check>", for example "floor:ip-literal".
 )
 
@@ -58,6 +61,9 @@ func Sign(ca *CA, host string, pub crypto.PublicKey, now time.Time, rand io.Read
 	if err := checkPublicKey(pub); err != nil {
 		return nil, nil, err
 	}
+	if err := checkConstraints(ca.cert, host); err != nil {
+		return nil, nil, err
+	}
 	if now.After(ca.cert.NotAfter) {
 		return nil, nil, fmt.Errorf("sign %q: the CA certificate expired at %s; make a new CA with `signer init` in a new directory",
 			host, ca.cert.NotAfter.UTC().Format(time.RFC3339))
@@ -70,11 +76,16 @@ func Sign(ca *CA, host string, pub crypto.PublicKey, now time.Time, rand io.Read
 	if notAfter.After(ca.cert.NotAfter) {
 		notAfter = ca.cert.NotAfter
 	}
+	// A leaf never outlives its issuer, nor starts before it (a node's intermediate is short).
+	notBefore := now.Add(-backdate)
+	if notBefore.Before(ca.cert.NotBefore) {
+		notBefore = ca.cert.NotBefore
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: host},
 		DNSNames:              []string{host},
-		NotBefore:             now.Add(-backdate),
+		NotBefore:             notBefore,
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -109,6 +120,26 @@ func checkHost(host string) error {
 		return &GuardError{"floor:" + string(r.Check), r.Reason}
 	}
 	return nil
+}
+
+// checkConstraints refuses a host outside the issuer's DNS name constraints, which every client
+// would refuse on the path anyway.
+func checkConstraints(issuer *x509.Certificate, host string) error {
+	within := func(d string) bool { return host == d || strings.HasSuffix(host, "."+strings.TrimPrefix(d, ".")) }
+	for _, d := range issuer.ExcludedDNSDomains {
+		if within(d) {
+			return &GuardError{GuardNameConstraint, fmt.Sprintf("host %q is under %q, which the root excludes from this signer's intermediate", display.Truncate(host, maxShownHost), d)}
+		}
+	}
+	if len(issuer.PermittedDNSDomains) == 0 {
+		return nil
+	}
+	for _, d := range issuer.PermittedDNSDomains {
+		if within(d) {
+			return nil
+		}
+	}
+	return &GuardError{GuardNameConstraint, fmt.Sprintf("host %q is outside the names the root permits this signer's intermediate (%s)", display.Truncate(host, maxShownHost), strings.Join(issuer.PermittedDNSDomains, ", "))}
 }
 
 // checkPublicKey accepts ECDSA P-256, Ed25519 and RSA keys of at least MinRSABits bits.

@@ -258,7 +258,10 @@ func (c *Client) run(host string, cl *call) {
 }
 
 func (c *Client) storeLocked(host string, cert *tls.Certificate) {
-	e := &entry{host: host, cert: cert, expires: cert.Leaf.NotAfter, renewAt: cert.Leaf.NotAfter.Add(-c.renew)}
+	// A leaf shortened by a node signer's intermediate is renewed when a third of what was left
+	// of it remains, or Renew before expiry, whichever comes first.
+	renew := min(c.renew, cert.Leaf.NotAfter.Sub(c.now())/3)
+	e := &entry{host: host, cert: cert, expires: cert.Leaf.NotAfter, renewAt: cert.Leaf.NotAfter.Add(-renew)}
 	if el, ok := c.entries[host]; ok {
 		el.Value = e
 		c.lru.MoveToFront(el)
@@ -334,6 +337,10 @@ func (c *Client) check(host string, data []byte) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
+	chain, err := parseChain(sr.Chain)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case !c.key.PublicKey.Equal(leaf.PublicKey):
 		return nil, errors.New("it certifies another public key than the gate's")
@@ -349,15 +356,55 @@ func (c *Client) check(host string, data []byte) (*tls.Certificate, error) {
 	if na, err := time.Parse(time.RFC3339, sr.NotAfter); err != nil || !na.Equal(leaf.NotAfter) {
 		return nil, fmt.Errorf("not_after %q does not match the certificate's %s", sr.NotAfter, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
+	inter := x509.NewCertPool()
+	served := [][]byte{leaf.Raw}
+	for _, ic := range chain {
+		if leaf.NotAfter.After(ic.NotAfter) {
+			return nil, fmt.Errorf("it outlives its intermediate %q (expires %s, the intermediate %s)", ic.Subject.String(),
+				leaf.NotAfter.UTC().Format(time.RFC3339), ic.NotAfter.UTC().Format(time.RFC3339))
+		}
+		inter.AddCert(ic)
+		served = append(served, ic.Raw)
+	}
 	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:       ca.pool,
-		DNSName:     host,
-		CurrentTime: c.now(),
-		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Roots:         ca.pool,
+		Intermediates: inter,
+		DNSName:       host,
+		CurrentTime:   c.now(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
 		return nil, err
 	}
-	return &tls.Certificate{Certificate: [][]byte{leaf.Raw, ca.cert.Raw}, PrivateKey: c.key, Leaf: leaf}, nil
+	// The gate serves the leaf, its intermediates (a node signer's), then the CA.
+	return &tls.Certificate{Certificate: append(served, ca.cert.Raw), PrivateKey: c.key, Leaf: leaf}, nil
+}
+
+// maxChain bounds the intermediates a sign response may carry (a node signer sends one).
+const maxChain = 2
+
+// parseChain reads the intermediates of a sign response: PEM certificates, each a CA.
+func parseChain(chainPEM string) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := []byte(chainPEM)
+	for len(bytes.TrimSpace(rest)) != 0 {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil || block.Type != "CERTIFICATE" {
+			return nil, errors.New("chain is not a list of PEM certificates")
+		}
+		if len(out) == maxChain {
+			return nil, fmt.Errorf("chain has more than %d certificates", maxChain)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("chain: %w", err)
+		}
+		if !cert.BasicConstraintsValid || !cert.IsCA {
+			return nil, errors.New("chain holds a certificate that is not a CA")
+		}
+		out = append(out, cert)
+	}
+	return out, nil
 }
 
 // issuer parses the CA sent with a certificate, reusing the last one when it is the same.
