@@ -28,7 +28,6 @@ import (
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
-
 // rootCA makes a root with InitRootCA, valid from t0.
 func rootCA(t *testing.T) *CA {
 	t.Helper()
