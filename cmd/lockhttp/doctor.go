@@ -56,6 +56,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&direct, "direct", "a `HOST:PORT` outside that the agent network must not reach (repeatable)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fleetConsole := fs.String("console", "", "examine a fleet's console at `URL` (https://HOST:PORT, its -tls-listen) over mutual TLS, with --tls-cert, --tls-key and --tls-ca (a facade's identity)")
+	signerSock := fs.String("signer", "", "examine the signer on this unix socket `PATH` alone (a fleet's node signer: its chain, its intermediate's expiry and the last renewal)")
 	var ident mtls.Flags
 	ident.Register(fs)
 	var consoles mtls.Allow
@@ -72,7 +73,9 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var f *doctor.Facts
-	if *fleetConsole != "" {
+	if *signerSock != "" {
+		f = doctor.GatherSigner(ctx, *signerSock)
+	} else if *fleetConsole != "" {
 		src, err := ident.Load(nil)
 		if err != nil {
 			fmt.Fprintln(stderr, "lockhttp doctor --console:", err)

@@ -25,6 +25,7 @@ func Assess(f *Facts) *Report {
 	assessContainers(r, f)
 	assessCA(r, f)
 	assessSigner(r, f)
+	assessIntermediates(r, f)
 	assessConsole(r, f)
 	assessPolicyFile(r, f)
 	assessPolicy(r, f)

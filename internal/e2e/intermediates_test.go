@@ -177,6 +177,17 @@ func TestIntermediates(t *testing.T) {
 		t.Errorf("node 2's log does not say it refuses to sign:\n%s", n2.p.out)
 	}
 
+	// lockhttp doctor shows each node's chain, its intermediate's expiry and the last renewal.
+	out, code := doctorSigner(t, n1.sock)
+	if code != 0 || !strings.Contains(out, "leaf <- intermediate") || !strings.Contains(out, "last renewal") {
+		t.Errorf("lockhttp doctor --signer on node 1: exit %d\n%s", code, out)
+	}
+	out, code = doctorSigner(t, n2.sock)
+	if code != 2 || !strings.Contains(out, "holds no valid intermediate (the last expired") || !strings.Contains(out, "E_NO_SIGNER") {
+		t.Errorf("lockhttp doctor --signer on node 2: exit %d\n%s", code, out)
+	}
+	t.Logf("lockhttp doctor --signer on node 2:\n%s", out)
+
 	// Node 9, not on the root's list, got nothing: refused in the handshake, no intermediate.
 	h9 := n9.health(t)
 	if h9.Intermediate == nil || h9.Intermediate.SHA256 != "" || h9.Intermediate.Error == "" {
@@ -221,6 +232,19 @@ func logField(t *testing.T, p *proc, msg, field string) string {
 		return false
 	})
 	return v
+}
+
+// doctorSigner runs lockhttp doctor --signer sock and returns its output and exit code.
+func doctorSigner(t *testing.T, sock string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, "lockhttp"), "doctor", "--signer", sock).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
 }
 
 // catAs reads path as uid.
