@@ -549,3 +549,115 @@ func (f *forwarder) cut() {
 		c.Close()
 	}
 }
+
+// TestIntermediatesDocBlocks runs docs/fleet.md's root and node signer commands as a reader
+// would copy them, as a user of their own (not root), with their files in a directory of the
+// test's: the root starts, and the node gets an intermediate and signs a leaf that a client
+// trusting only the root accepts.
+func TestIntermediatesDocBlocks(t *testing.T) {
+	repo, _ := filepath.Abs("../..")
+	blocks, err := readDocBlocks(filepath.Join(repo, "docs", "fleet.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{}
+	for _, b := range blocks {
+		scripts[b.Name] = b.Script
+	}
+	dir, err := os.MkdirTemp("", "lhdoc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	for _, d := range []string{"etc", "var", "run", "bin"} {
+		must(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	data, err := os.ReadFile(filepath.Join(binDir, "signer"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "bin", "signer"), data, 0o755))
+	fleetDir := filepath.Join(t.TempDir(), "fleet")
+	lockhttpCmd(t, "fleet", "init", "--dir", fleetDir)
+	copyFile := func(src, dst string) {
+		data, err := os.ReadFile(src)
+		must(t, err)
+		must(t, os.WriteFile(dst, data, 0o600))
+	}
+	copyFile(filepath.Join(fleetDir, "ca.pem"), filepath.Join(dir, "etc", "fleet-ca.pem"))
+	for _, name := range []string{"root", "node-1"} {
+		lockhttpCmd(t, "fleet", "issue", "--dir", fleetDir, "signer", name)
+		copyFile(filepath.Join(fleetDir, "signer-"+name+".pem"), filepath.Join(dir, "etc", "signer-"+name+".pem"))
+		copyFile(filepath.Join(fleetDir, "signer-"+name+"-key.pem"), filepath.Join(dir, "etc", "signer-"+name+"-key.pem"))
+	}
+	if os.Geteuid() == 0 {
+		filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, nodeUID, nodeUID) })
+	}
+	addr := freeAddr(t)
+	run := func(name string, repl map[string]string) *proc {
+		t.Helper()
+		script := scripts[name]
+		if script == "" {
+			t.Fatalf("docs/fleet.md has no test block %s", name)
+		}
+		for old, new := range repl {
+			if !strings.Contains(script, old) {
+				t.Fatalf("docs/fleet.md's %s block no longer has %q:\n%s", name, old, script)
+			}
+			script = strings.ReplaceAll(script, old, new)
+		}
+		for old, new := range map[string]string{"/etc/lockhttp": filepath.Join(dir, "etc"), "/var/lib/lockhttp": filepath.Join(dir, "var"),
+			"/run/lockhttp": filepath.Join(dir, "run"), "\nsigner ": "\n" + filepath.Join(dir, "bin", "signer") + " "} {
+			script = strings.ReplaceAll("\n"+script, old, new)[1:]
+		}
+		p := &proc{cmd: exec.Command("sh", "-ec", script), out: &testkit.Buffer{}, done: make(chan struct{})}
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if os.Geteuid() == 0 {
+			p.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nodeUID, Gid: nodeUID}
+		}
+		must(t, p.cmd.Start())
+		go func() { p.cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			}
+		})
+		return p
+	}
+	root := run("fleet-root-signer", map[string]string{"0.0.0.0:3140": addr})
+	rootCA := filepath.Join(dir, "var", "root", "ca.pem")
+	testkit.WaitFor(t, 20*time.Second, "the root signer of docs/fleet.md", func() bool {
+		if root.exited() {
+			t.Fatalf("the root block exited:\n%s", root.out)
+		}
+		return strings.Contains(root.out.String(), "root signer serving node signers")
+	})
+	if fi, err := os.Stat(filepath.Join(dir, "var", "root", "ca-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the root key: %v %v", fi, err)
+	}
+	copyFile(rootCA, filepath.Join(dir, "etc", "root-ca.pem"))
+	if os.Geteuid() == 0 {
+		os.Chown(filepath.Join(dir, "etc", "root-ca.pem"), nodeUID, nodeUID)
+	}
+	node := run("fleet-node-signer", map[string]string{"root-signer.internal:3140": addr, "10003": fmt.Sprint(os.Geteuid())})
+	n := &nodeSigner{name: "node-1", sock: filepath.Join(dir, "run", "signer.sock"), p: node}
+	testkit.WaitFor(t, 20*time.Second, "the node signer of docs/fleet.md", func() bool {
+		if node.exited() {
+			t.Fatalf("the node block exited:\n%s", node.out)
+		}
+		_, err := os.Stat(n.sock)
+		return err == nil
+	})
+	n.hc = unixsock.Client(n.sock, 5*time.Second)
+	h := n.waitIntermediate(t)
+	if !strings.Contains(h.Subject, "spiffe://lockhttp/signer/node-1") {
+		t.Errorf("the intermediate's subject %q", h.Subject)
+	}
+	s := n.leafServer(t, "api.example.com")
+	if err := s.check(requireTool(t, "curl"), rootCA); err != nil {
+		t.Fatalf("a leaf of the doc's node signer: %v", err)
+	}
+}
