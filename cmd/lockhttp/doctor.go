@@ -26,6 +26,9 @@ const doctorUsage = `usage:
   lockhttp doctor --console https://HOST:PORT --tls-cert F --tls-key F --tls-ca F [--json]
       a fleet's console over mutual TLS (its -tls-listen), with a facade's identity: the policy
       it serves and the version each gate last fetched
+  lockhttp doctor --signer SOCKET [--json]
+      a signer alone, on its unix socket: for a fleet's node signer, the chain (leaf, its
+      intermediate, the root), the intermediate's expiry and the last renewal
 
 One line per check: OK, WARN (works, look at it) or ERROR (will not work), with the fix.
 Exit status 2 when any check is an ERROR.
