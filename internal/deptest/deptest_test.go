@@ -30,6 +30,8 @@ var pure = []string{
 	"internal/wsframe",
 	// Reads agent bytes from an io.Reader the gate hands it; it dials and listens for nothing.
 	"internal/clienthello",
+	// A decision as the bytes a client reads: the status line, headers and body of each form.
+	"internal/refusal",
 	// MCP's strict reading, call fingerprints, answer cuts and refusal bodies.
 	"internal/mcp",
 	// What a human or a model reads of a request's text; mcp escapes its findings with it.

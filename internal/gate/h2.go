@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/refusal"
 )
 
 // HTTP/2 inside a decrypted tunnel: the client offered h2 by ALPN and the policy lets the gate
@@ -217,7 +218,7 @@ func (g *Gate) refuseH2Busy(w http.ResponseWriter, r *http.Request, tun *judge.B
 	// written (a summarised refusal waits up to a second for its fsync), so that a stream
 	// refused keeps nothing of its header while it waits.
 	clear(r.Header)
-	ex.finishSync(r.Context(), refusalStatus(res.Decision), "")
+	ex.finishSync(r.Context(), refusal.Status(res.Decision), "")
 	writeStreamRefusal(w, rf)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/framing"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/refusal"
 )
 
 // refuseInTunnel delivers the refusal of a CONNECT the gate would decrypt (res.Intercept: the
@@ -46,7 +47,7 @@ func (g *Gate) refuseInTunnel(w http.ResponseWriter, r *http.Request, ex *exchan
 // listener's handshake) opened with the refusal res of the whole host, as refuseInTunnel says.
 func (g *Gate) answerInTunnel(ex *exchange, res judge.Result, pol *policy.Policy, t *tunnelConn, fail *openFailure) {
 	d := res.Decision
-	status := refusalStatus(d)
+	status := refusal.Status(d)
 	detached := false // the tunnel outlives this call: serveTunnelConn's end closes it
 	if t != nil {
 		defer func() {

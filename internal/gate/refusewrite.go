@@ -6,8 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/refusal"
 )
 
 // net/http writes the standard reason phrase and has no way to write another, so the gate
@@ -28,29 +29,29 @@ const (
 // away) what it can of the request's body first, so that closing with the body unread does not
 // reset the connection under the answer. Where the connection cannot be taken over, net/http
 // writes rf with the standard phrase.
-func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal) {
+func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal.Refusal) {
 	if r.ProtoMajor == 2 {
 		writeStreamRefusal(w, rf)
 		return
 	}
 	rc := http.NewResponseController(w)
-	if r.Body != nil && !rf.noDrain {
+	if r.Body != nil && !rf.NoDrain {
 		rc.SetReadDeadline(time.Now().Add(drainTimeout))
 		io.Copy(io.Discard, io.LimitReader(r.Body, drainLimit))
 	}
 	c, brw, err := rc.Hijack()
 	if err != nil {
 		h := w.Header()
-		for k, v := range rf.header {
+		for k, v := range rf.Header {
 			h[k] = v
 		}
-		w.WriteHeader(rf.status)
-		w.Write(rf.body)
+		w.WriteHeader(rf.Status)
+		w.Write(rf.Body)
 		return
 	}
 	defer c.Close()
 	c.SetWriteDeadline(time.Now().Add(drainTimeout))
-	writeRaw(brw.Writer, rf)
+	rf.WriteRaw(brw.Writer)
 }
 
 // writeStreamRefusal answers an HTTP/2 stream with rf and ends that stream only: the
@@ -59,27 +60,16 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, rf *refusal) {
 // connection (and HTTP/2 forbids the header), so it is left out. The request's body is not
 // read: the stream is reset under it once the answer is written, which costs the connection
 // nothing.
-func writeStreamRefusal(w http.ResponseWriter, rf *refusal) {
+func writeStreamRefusal(w http.ResponseWriter, rf *refusal.Refusal) {
 	h := w.Header()
-	for k, v := range rf.header {
+	for k, v := range rf.Header {
 		h[k] = v
 	}
 	delete(h, "Connection") // forward may have copied it there already
-	w.WriteHeader(rf.status)
-	if !rf.head {
-		w.Write(rf.body)
+	w.WriteHeader(rf.Status)
+	if !rf.Head {
+		w.Write(rf.Body)
 	}
-}
-
-// writeRaw writes rf, status line, headers and body (none for a HEAD), to bw and flushes it.
-func writeRaw(bw *bufio.Writer, rf *refusal) {
-	bw.WriteString("HTTP/1.1 " + strconv.Itoa(rf.status) + " " + rf.phrase + "\r\n")
-	rf.header.Write(bw)
-	bw.WriteString("\r\n")
-	if !rf.head {
-		bw.Write(rf.body)
-	}
-	bw.Flush()
 }
 
 // refusalWriter is the ResponseWriter forward writes to. When the request is refused (refuse
@@ -88,8 +78,8 @@ func writeRaw(bw *bufio.Writer, rf *refusal) {
 type refusalWriter struct {
 	http.ResponseWriter
 	r       *http.Request
-	refusal *refusal // set by refuse before forward calls WriteHeader
-	written bool     // the refusal was written: forward's writes are dropped
+	refusal *refusal.Refusal // set by refuse before forward calls WriteHeader
+	written bool             // the refusal was written: forward's writes are dropped
 	// ws is the WebSocket session the origin switched to (set by roundTrip): relaySwitched's hijack
 	// of the agent's connection gets it wrapped, so that every frame is read.
 	ws *wsSession
@@ -124,7 +114,7 @@ func (w *refusalWriter) Write(b []byte) (int, error) {
 	if w.refusal == nil {
 		return w.ResponseWriter.Write(b)
 	}
-	w.WriteHeader(w.refusal.status)
+	w.WriteHeader(w.refusal.Status)
 	return len(b), nil
 }
 

@@ -305,7 +305,7 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 // writeRawRefusal writes a refusal straight to a connection (plain text in a tunnel that should
 // have carried TLS), after its audit record.
 func (g *Gate) writeRawRefusal(c net.Conn, ex *exchange, d policy.Decision) {
-	writeRaw(bufio.NewWriter(c), recordRefusal(context.Background(), nil, ex, d))
+	recordRefusal(context.Background(), nil, ex, d).WriteRaw(bufio.NewWriter(c))
 }
 
 // countConn counts the bytes of a hijacked connection, reading what the server had buffered

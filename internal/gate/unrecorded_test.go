@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/refusal"
 )
 
 // flakyAuditor is a real audit writer whose writes fail while fail is set, and which stays
@@ -253,7 +254,7 @@ func TestUnrecordedAnswerOfTheGateHasNoID(t *testing.T) {
 			if id, ok := resp.Header[HeaderRequest]; ok {
 				t.Errorf("the answer shows request id %q, which no record holds", id)
 			}
-			if !strings.Contains(body, unrecordedID) {
+			if !strings.Contains(body, refusal.UnrecordedID) {
 				t.Errorf("the body does not say the request has no record:\n%s", body)
 			}
 		})

@@ -1,4 +1,4 @@
-package gate
+package refusal
 
 import (
 	"bytes"
@@ -11,13 +11,14 @@ import (
 // git prints the body of an error answer for no POST. So a refused push that asked for a side
 // band is answered the way git-receive-pack answers one it refuses itself: 200 with its result
 // media type, the refusal's lines on the progress band (git shows them as "remote: ...") and
-// a fatal message on the error band (formOf picks this form, newRefusal makes it). The audit
+// a fatal message on the error band (formOf picks this form, New makes it). The audit
 // records the refusal as it is.
 
 const (
-	gitReceivePack   = "/git-receive-pack"
-	gitRequestType   = "application/x-git-receive-pack-request"
-	gitResultType    = "application/x-git-receive-pack-result"
+	gitReceivePack = "/git-receive-pack"
+	// GitRequestType is the media type of a push's request, GitResultType of its answer.
+	GitRequestType   = "application/x-git-receive-pack-request"
+	GitResultType    = "application/x-git-receive-pack-result"
 	gitPeekCommands  = 64 << 10 // the command list is read for the capabilities this far
 	sideBandProgress = 2
 	sideBandError    = 3
@@ -27,7 +28,7 @@ const (
 // held body, asks for a side band.
 func gitSideBand(r *http.Request, body []byte) bool {
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, gitReceivePack) ||
-		!strings.HasPrefix(r.Header.Get("Content-Type"), gitRequestType) {
+		!strings.HasPrefix(r.Header.Get("Content-Type"), GitRequestType) {
 		return false
 	}
 	first := body[:min(len(body), gitPeekCommands)]

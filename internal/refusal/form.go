@@ -1,4 +1,4 @@
-package gate
+package refusal
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ import (
 type refusalForm uint8
 
 const (
-	formText refusalForm = iota // the plain-text body (refusalBody)
+	formText refusalForm = iota // the plain-text body (body)
 	formJSON                    // a JSON object (refusalJSON)
 	formGit                     // git's receive-pack result, the text on its progress band (gitRefusal)
 )
@@ -95,13 +95,13 @@ type refusalDoc struct {
 
 // refusalJSON is the JSON body of a refusal. Every part that came from the request goes through
 // display.Escape, and encoding/json escapes what JSON needs.
-func refusalJSON(ex *exchange, d policy.Decision) []byte {
+func refusalJSON(q Request, d policy.Decision) []byte {
 	rule := display.Escape(d.Rule, false)
 	reason := display.Escape(d.Reason, false)
 	doc := refusalDoc{
 		Code: d.Code, Rule: rule, Reason: reason, WhatToDo: d.Code.Advice(),
-		Method: display.Escape(ex.rec.Method, false), URL: display.Escape(ex.rec.URL, false),
-		Ticket: ex.rec.Ticket, Request: shownID(ex),
+		Method: display.Escape(q.Method, false), URL: display.Escape(q.URL, false),
+		Ticket: q.Ticket, Request: q.ShownID(),
 	}
 	doc.Error = fmt.Sprintf("lockhttp refused this request (%s", d.Code)
 	if rule != "" {

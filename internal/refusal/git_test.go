@@ -1,4 +1,4 @@
-package gate
+package refusal
 
 import (
 	"net/http"
@@ -20,12 +20,12 @@ func TestGitSideBand(t *testing.T) {
 		body []byte
 		want bool
 	}{
-		{"a push with side-band-64k", req("POST", "/repo.git/git-receive-pack", gitRequestType), cmds("report-status side-band-64k agent=git/2.39"), true},
-		{"a push with side-band", req("POST", "/r/git-receive-pack", gitRequestType), cmds("report-status side-band"), true},
-		{"a push without a side band", req("POST", "/r/git-receive-pack", gitRequestType), cmds("report-status"), false},
+		{"a push with side-band-64k", req("POST", "/repo.git/git-receive-pack", GitRequestType), cmds("report-status side-band-64k agent=git/2.39"), true},
+		{"a push with side-band", req("POST", "/r/git-receive-pack", GitRequestType), cmds("report-status side-band"), true},
+		{"a push without a side band", req("POST", "/r/git-receive-pack", GitRequestType), cmds("report-status"), false},
 		{"a fetch", req("POST", "/r/git-upload-pack", "application/x-git-upload-pack-request"), cmds("side-band-64k"), false},
 		{"another media type", req("POST", "/r/git-receive-pack", "text/plain"), cmds("side-band-64k"), false},
-		{"side-band-64k outside the capabilities", req("POST", "/r/git-receive-pack", gitRequestType), []byte("side-band-64k"), false},
+		{"side-band-64k outside the capabilities", req("POST", "/r/git-receive-pack", GitRequestType), []byte("side-band-64k"), false},
 	} {
 		if got := gitSideBand(c.r, c.body); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
