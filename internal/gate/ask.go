@@ -87,30 +87,27 @@ func (g *Gate) askHuman(ctx context.Context, ex *exchange, res judge.Result, pol
 		g.cfg.Refresh(rctx)
 		cancel()
 	}
-	// An ASK the heuristics made, refused (denied, or no one to ask): E_EXFIL_SUSPECT.
-	if d != nil && res.Rule == judge.RuleHeuristics && (d.Code == policy.CodeDenied || d.Code == policy.CodeNoConsole) {
-		d.Code = policy.CodeExfilSuspect
+	if d != nil {
+		r := judge.AskRefused(res.Rule, *d)
+		d = &r
 	}
 	return d
 }
 
 func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, pol *policy.Policy, req hubapi.AskRequest) *policy.Decision {
 	if g.hub == nil || !g.hub.Connected() {
-		d := noConsole(res.Decision)
+		d := judge.NoConsole(res.Decision)
 		return &d
 	}
 	if g.stopCtx.Err() != nil {
-		d := noConsole(res.Decision)
-		d.Reason += " (the gate is stopping: send the request again once it is back)"
+		d := judge.Stopping(res.Decision)
 		return &d
 	}
 	// A place in the journal of held requests first: a request is held only with its record
 	// assured, whatever ends the hold (heldjournal.go).
 	slot, ok := g.holds.reserve(res.Container)
 	if !ok {
-		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeBusy, Rule: res.Rule,
-			Reason: fmt.Sprintf("%s; and %s (or the gate) already has as many requests held for a human as the gate holds at once (%d per container, %d in all), so this one is not held; send it again later",
-				res.Reason, res.Container, maxHeldPerContainer, maxHeldAll)}
+		d := judge.HeldFull(res.Decision, res.Container, maxHeldPerContainer, maxHeldAll)
 		return &d
 	}
 	held := false
@@ -123,9 +120,9 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 	req.MaxPending = pol.Settings.MaxPending
 	ans, err := g.hub.Ask(ctx, req)
 	if err != nil {
+		// The hub's address and error are the log's; the agent reads fixed text.
 		g.log.Warn("hub: ask failed", logID, ex.rec.ID, "err", err)
-		d := noConsole(res.Decision)
-		d.Reason += " (the hub did not answer: " + err.Error() + ")"
+		d := judge.HubFailed(res.Decision)
 		return &d
 	}
 	id := ans.Ticket.ID
@@ -139,8 +136,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 	case hubapi.OutcomeExpired:
 		return timedOut(res, id)
 	case hubapi.OutcomeLimit:
-		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeAskLimit, Rule: res.Rule,
-			Reason: fmt.Sprintf("%s; and %s already has %d requests waiting for a human (max_pending), so no new ticket is opened", res.Reason, res.Container, pol.Settings.MaxPending)}
+		d := judge.AskLimit(res.Decision, res.Container, pol.Settings.MaxPending)
 		return &d
 	}
 	// Held from here: the journal has the request until the hold ends.
@@ -172,18 +168,16 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		slot.stopCut()
 		ex.cutSlot = slot
 		ex.rec.Detail = cutDetail(id, "answered E_PENDING: the retry finds the ticket")
-		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
-			Reason: fmt.Sprintf("%s; the gate is restarting, so the request waits no longer: send it again, it waits on ticket %s", res.Reason, id)}
+		d := judge.Restarting(res.Decision, id)
 		return &d
 	}
 	if err != nil {
 		g.hub.Leave(id)
 		if ctx.Err() != nil {
-			d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "the client went away while the request waited for a human"}
+			d := judge.ClientGone(res.Rule)
 			return &d
 		}
-		d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
-			Reason: fmt.Sprintf("%s; waiting for a human on ticket %s (held %s)", res.Reason, id, pol.Settings.Hold)}
+		d := judge.Held(res.Decision, id, pol.Settings.Hold)
 		return &d
 	}
 	switch t.Status {
@@ -193,8 +187,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		sd, err := g.hub.Claim(ctx, id, req.Fingerprint)
 		if err != nil {
 			g.log.Warn("hub: claim failed", logID, ex.rec.ID, "ticket", id, "err", err)
-			d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule,
-				Reason: "the decision on ticket " + id + " could not be taken (" + err.Error() + "); send the request again"}
+			d := judge.ClaimFailed(res.Rule, id)
 			return &d
 		}
 		if sd.Verdict == hubapi.Denied {
@@ -203,23 +196,18 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		ex.rec.Approver = sd.By
 		return nil
 	}
-	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodePending, Rule: res.Rule, Reason: "ticket " + id + " is still pending"}
+	d := judge.StillPending(res.Rule, id)
 	return &d
 }
 
 func (g *Gate) denied(ex *exchange, res judge.Result, sd *hubapi.SignedDecision) *policy.Decision {
 	ex.rec.Approver = sd.By
-	why := "a human denied it"
-	if sd.Reason != "" {
-		why += ": " + display.Escape(sd.Reason, false)
-	}
-	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeDenied, Rule: res.Rule, Reason: why}
+	d := judge.Denied(res.Rule, sd.Reason)
 	return &d
 }
 
 func timedOut(res judge.Result, id string) *policy.Decision {
-	d := policy.Decision{Verdict: policy.Ask, Code: policy.CodeTimeout, Rule: res.Rule,
-		Reason: "ticket " + id + " expired before a human answered"}
+	d := judge.TimedOut(res.Rule, id)
 	return &d
 }
 

@@ -3,7 +3,6 @@ package gate
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -105,10 +104,11 @@ func (b *bodyHold) release() {
 	b.n = 0
 }
 
-// errBodyTimeout: the body did not arrive in time; why says which bound it passed.
-type errBodyTimeout struct{ why string }
+// errBodyTimeout: the body did not arrive in time; d is its refusal, whose reason says which
+// bound it passed.
+type errBodyTimeout struct{ d policy.Decision }
 
-func (e *errBodyTimeout) Error() string { return e.why }
+func (e *errBodyTimeout) Error() string { return e.d.Reason }
 
 // readDeadliner is the client connection as readBody paces it.
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
@@ -217,11 +217,11 @@ func (br *bodyReader) late(start time.Time, got int64) error {
 	elapsed := br.now().Sub(start)
 	switch {
 	case elapsed >= br.s.BodyTimeout:
-		return &errBodyTimeout{fmt.Sprintf("the body did not arrive within body_timeout (%s; %d bytes had)", br.s.BodyTimeout, got)}
+		return &errBodyTimeout{judge.BodyLate(br.s.BodyTimeout, got)}
 	case br.s.BodyMinRate > 0 && elapsed > br.grace && float64(got) < float64(br.s.BodyMinRate)*(elapsed-br.grace).Seconds():
-		return &errBodyTimeout{fmt.Sprintf("the body arrived slower than body_min_rate (%d bytes per second; %d bytes in %s)", br.s.BodyMinRate, got, elapsed.Round(time.Millisecond))}
+		return &errBodyTimeout{judge.BodySlow(br.s.BodyMinRate, got, elapsed)}
 	}
-	return &errBodyTimeout{fmt.Sprintf("the body stalled: nothing arrived for %s (%d bytes had)", br.stall, got)}
+	return &errBodyTimeout{judge.BodyStalled(br.stall, got)}
 }
 
 func isTimeout(err error) bool {
@@ -239,11 +239,11 @@ func bodyRefusal(err error) (policy.Decision, bool) {
 	var late *errBodyTimeout
 	switch {
 	case errors.As(err, &busy) && busy.container:
-		return judge.Busy(judge.RuleHeldPerContainer, "this container's requests hold as many bytes for decisions (bodies, WebSocket messages, the headers of open HTTP/2 streams) as held_per_container allows"), true
+		return judge.DecisionHeldPerContainer, true
 	case errors.As(err, &busy):
-		return judge.Busy(judge.RuleHeldLimit, "the gate holds as many bytes for decisions (bodies, WebSocket messages, the headers of open HTTP/2 streams) as held_limit allows, for all containers together"), true
+		return judge.DecisionHeldLimit, true
 	case errors.As(err, &late):
-		return judge.BodyTimeout(late.why), true
+		return late.d, true
 	}
 	return policy.Decision{}, false
 }

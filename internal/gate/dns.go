@@ -11,14 +11,6 @@ import (
 	"github.com/lockhttp/lockhttp/internal/secrets"
 )
 
-// Rules and reasons of the DNS records.
-const (
-	ruleDNS      = "dns"
-	ruleDNSFloor = "floor:dns"
-	reasonDNS    = "the gate answers every A query with its own address and every other query with none; it resolves nothing for an agent, so no name leaves the machine"
-	reasonDNSNot = "the gate answers DNS queries of class IN with one question; ANY, zone transfers, other classes and opcodes are not implemented"
-)
-
 // DNSConfig is the configuration of the DNS answerer on the transparent address addr: each
 // source's container as [sources] names it (an unknown source is REFUSED; with no policy yet,
 // or an audit that cannot be written, every query gets SERVFAIL), and a record of each answered
@@ -63,9 +55,9 @@ func (g *Gate) recordDNS(q dnsanswer.Query) {
 		case q.RCode == "SERVFAIL":
 			dec = judge.DecisionNoAudit
 		case q.Answered():
-			dec = policy.Decision{Verdict: policy.Free, Rule: ruleDNS, Reason: reasonDNS}
+			dec = judge.DecisionDNS
 		default:
-			dec = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: ruleDNSFloor, Reason: reasonDNSNot}
+			dec = judge.DecisionDNSRefused
 		}
 	}
 	rec.Verdict, rec.Code, rec.Rule, rec.Reason = dec.Verdict.String(), string(dec.Code), dec.Rule, dec.Reason

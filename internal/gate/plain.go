@@ -15,13 +15,6 @@ import (
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
-// noConsole turns an ASK into its refusal while no hub can ask a human.
-func noConsole(d policy.Decision) policy.Decision {
-	d.Code = policy.CodeNoConsole
-	d.Reason += "; no console is running to ask a human, so it is refused"
-	return d
-}
-
 // env is what Decide needs besides the request, as the gate stands now.
 func (g *Gate) env(pol *policy.Policy) *judge.Env {
 	e := &judge.Env{Policy: pol, Memory: g.exfil, Budgets: g.budget, Decrypt: g.certs != nil, AuditErr: g.audit.Healthy(), Pins: g.mcp}
@@ -350,7 +343,7 @@ func (g *Gate) serveNonProxy(w http.ResponseWriter, r *http.Request) {
 	res := g.decide(g.env(pol), v, ex.rec.Event)
 	if res.Verdict != policy.Deny {
 		// Only refusals reach here; anything else is a defect, refused all the same.
-		res.Decision = policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:origin-form", Reason: "the request names no host"}
+		res.Decision = judge.DecisionNoHost
 	}
 	g.decided(ex, v, res, pol)
 	g.refuseWriter(w, r, ex, res.Decision)

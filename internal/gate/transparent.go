@@ -228,17 +228,17 @@ func (g *Gate) serveTransparentTLS(c *replayConn, ci *connInfo) {
 	}
 	if res.Intercept {
 		if g.certs == nil {
-			refuse(decisionNoSigner, 80, "no signer") // internal_error
+			refuse(judge.DecisionNoSigner, 80, "no signer") // internal_error
 			return
 		}
 		cert, err := g.certs.Certificate(ctx, res.Host)
 		if err != nil {
 			d := res.Decision
 			if res.Verdict != policy.Deny {
-				d = decisionNoSigner
+				d = judge.DecisionNoSigner
 				var refused *signerclient.RefusedError
 				if errors.As(err, &refused) {
-					d = decisionUnsignable(res.Host, refused.Reason)
+					d = judge.Unsignable(res.Host, refused.Reason)
 				}
 			}
 			g.log.Warn("signer: no certificate", logID, ex.rec.ID, "host", res.Host, "err", err)

@@ -36,14 +36,6 @@ type Certs interface {
 // handshakeTimeout bounds the client's TLS handshake inside a tunnel.
 const handshakeTimeout = 15 * time.Second
 
-var decisionNoSigner = policy.Decision{Verdict: policy.Deny, Code: policy.CodeNoSigner, Rule: "signer",
-	Reason: "the gate decrypts this host and cannot get a certificate from its signer; it refuses rather than pass the tunnel unseen"}
-
-func decisionUnsignable(host, why string) policy.Decision {
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:unsignable",
-		Reason: fmt.Sprintf("the signer will not issue a certificate for %q (%s); list the host under splice to let it through undecrypted", host, why)}
-}
-
 // intercept opens a CONNECT the policy wants decrypted: it gets the host's certificate first (so
 // that a signer that is down refuses the CONNECT itself), opens the tunnel (openTunnel: 200, TLS
 // with the SNI check) and serves the requests inside, each decided on its own.
@@ -51,9 +43,9 @@ func (g *Gate) intercept(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	cert, err := g.certs.Certificate(r.Context(), res.Host)
 	if err != nil {
 		var refused *signerclient.RefusedError
-		d := decisionNoSigner
+		d := judge.DecisionNoSigner
 		if errors.As(err, &refused) {
-			d = decisionUnsignable(res.Host, refused.Reason)
+			d = judge.Unsignable(res.Host, refused.Reason)
 		}
 		g.log.Warn("signer: no certificate", logID, ex.rec.ID, "host", res.Host, "err", err)
 		ex.rec.Detail = err.Error()
@@ -99,14 +91,13 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 	if fail != nil {
 		switch fail.kind {
 		case openSNI:
-			d := policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "floor:sni", Reason: fail.detail}
-			ex.refused(d, pol)
+			ex.refused(*fail.sni, pol)
 			ex.finish(0, t.out(), "tls handshake refused")
 		case openRejected:
 			// The client closed or alerted after seeing the gate's certificate: pinning, or a
 			// client that does not trust the lockhttp CA.
-			ex.rec.Code = string(policy.CodePinned)
-			ex.rec.Reason = "the client rejected the gate's certificate: " + fail.detail
+			d := judge.Pinned()
+			ex.rec.Code, ex.rec.Reason = string(d.Code), d.Reason
 			ex.finish(0, t.out(), fail.detail)
 			g.log.Info("client rejected the gate's certificate", logID, ex.rec.ID, "host", res.Host, "err", fail.detail)
 		default:
@@ -170,8 +161,10 @@ type openFailure struct {
 	// status is the status of the CONNECT's record: 500 when the connection could not be
 	// hijacked, 200 once the tunnel was answered, 0 when the handshake failed.
 	status int
-	// detail is the internal cause (the record's detail), or for openSNI the public reason.
+	// detail is the internal cause (the record's detail).
 	detail string
+	// sni is the refusal of an openSNI.
+	sni *policy.Decision
 }
 
 type openKind uint8
@@ -213,7 +206,7 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 // ClientHello's SNI names host (what names it: the CONNECT host, or the name a transparent
 // listener decided). ALPN offers h2 (when h2 is set) and http/1.1.
 func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, cert *tls.Certificate, h2 bool) *openFailure {
-	var sniErr atomic.Pointer[string]
+	var sniErr atomic.Pointer[policy.Decision]
 	protos := []string{"http/1.1"}
 	if h2 {
 		protos = []string{http2.NextProtoTLS, "http/1.1"}
@@ -223,11 +216,8 @@ func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, 
 	conf.Certificates = []tls.Certificate{*cert}
 	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		if !floor.NamesHost(hello.ServerName, host) {
-			why := fmt.Sprintf("the TLS server name %s is not %s %s", floor.Shown(hello.ServerName, 64), what, floor.Shown(host, floor.MaxShown))
-			if hello.ServerName == "" {
-				why = "the client sent no TLS server name (SNI); it must name " + what + " " + floor.Shown(host, floor.MaxShown)
-			}
-			sniErr.Store(&why)
+			d := judge.SNI(hello.ServerName, host, what)
+			sniErr.Store(&d)
 			return nil, errors.New("lockhttp: server name mismatch")
 		}
 		return nil, nil
@@ -236,7 +226,7 @@ func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, 
 	if err := tc.HandshakeContext(ctx); err != nil {
 		switch why := sniErr.Load(); {
 		case why != nil:
-			return &openFailure{kind: openSNI, detail: *why}
+			return &openFailure{kind: openSNI, detail: why.Reason, sni: why}
 		case clientRejected(err):
 			return &openFailure{kind: openRejected, detail: err.Error()}
 		}

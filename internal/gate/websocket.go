@@ -184,7 +184,7 @@ func (s *wsSession) nextFrame() error {
 	}
 	var we *wsframe.Error
 	if errors.As(err, &we) {
-		return s.refuse(wsDecision(we), we.Code)
+		return s.refuse(judge.WebSocketFrame(we.Reason), we.Code)
 	}
 	pol := s.g.pol.Load()
 	if pol == nil {
@@ -242,9 +242,9 @@ func (s *wsSession) nextFrame() error {
 func (s *wsSession) late(open bool, err error) error {
 	switch {
 	case open && isTimeout(err):
-		return s.refuse(judge.BodyTimeout("a WebSocket message did not arrive whole within body_timeout; the gate holds a message only as long as it would a body"), wsframe.ClosePolicy)
+		return s.refuse(judge.DecisionMessageLate, wsframe.ClosePolicy)
 	case isTimeout(err):
-		return s.refuse(judge.BodyTimeout("a WebSocket control frame's payload did not arrive within 60 s of its header"), wsframe.ClosePolicy)
+		return s.refuse(judge.DecisionControlLate, wsframe.ClosePolicy)
 	}
 	return err
 }
@@ -286,7 +286,7 @@ func (s *wsSession) pass(op wsframe.Opcode, buf []byte, cost int64) error {
 	payload := buf[wsframe.MaxHeader:]
 	var we *wsframe.Error
 	if errors.As(wsframe.CheckPayload(op, payload), &we) {
-		return s.refuse(wsDecision(we), we.Code)
+		return s.refuse(judge.WebSocketFrame(we.Reason), we.Code)
 	}
 	text := payload
 	if op == wsframe.Close && len(text) >= 2 {
@@ -314,12 +314,6 @@ func (s *wsSession) pass(op wsframe.Opcode, buf []byte, cost int64) error {
 func (s *wsSession) decide(op wsframe.Opcode, payload []byte, size int64) policy.Decision {
 	m := &judge.Message{Container: s.upgrade.rec.Container, Host: s.upgrade.target.Host, Kind: op.String(), Payload: payload, Size: size}
 	return judge.DecideMessage(s.g.env(s.g.pol.Load()), m)
-}
-
-// wsDecision is the refusal of a frame the gate cannot follow.
-func wsDecision(e *wsframe.Error) policy.Decision {
-	return policy.Decision{Verdict: policy.Deny, Code: policy.CodeFloor, Rule: "websocket:frame",
-		Reason: e.Reason + "; the gate reads every message of a WebSocket and closes one it cannot read"}
 }
 
 // refuse closes the session for d: its record first (on disk), then a close frame to the agent
