@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // How a body read is paced besides the policy's body_timeout and body_min_rate (Config's
@@ -224,10 +223,7 @@ func (br *bodyReader) late(start time.Time, got int64) error {
 	return &errBodyTimeout{judge.BodyStalled(br.stall, got)}
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-}
+func isTimeout(err error) bool { return transport.IsTimeout(err) }
 
 // bodyRefusal is the refusal of a body that could not be read for the decision, or false for a
 // read error that is not one of the bounds.

@@ -29,6 +29,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // Auditor keeps the audit records. *audit.Writer is one.
@@ -107,7 +108,8 @@ type Gate struct {
 	pol       atomic.Pointer[policy.Policy]
 	insp      atomic.Pointer[judge.Checks] // the policy's detector, injected values and Claude credentials
 	transport *http.Transport
-	upstream  *h1Client // HTTP/1.1 to origins on the request's goroutine (upstream.go)
+	upstream  *transport.Upstream // HTTP/1.1 to origins on the request's goroutine
+	h1        transport.H1Config  // the HTTP/1.1 server's, on the listener and in tunnels
 	idPrefix  string
 	idSeq     atomic.Uint64
 	// unrecorded counts the answers whose audit record could not be written since start: cut
@@ -160,6 +162,7 @@ func New(cfg Config) *Gate {
 		g.now = time.Now
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	g.h1 = transport.H1Config{Log: g.log, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
 	g.tunnelTLS = newTunnelTLS()
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	g.budget = budget.New(budget.Config{Now: g.now})
@@ -175,13 +178,13 @@ func New(cfg Config) *Gate {
 		TLSClientConfig: &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: refuseWeakCertificates,
 			// Resumed sessions skip the handshake's key exchange and the chain's verification;
 			// VerifyConnection still sees the chain the session was made with.
-			ClientSessionCache: tls.NewLRUClientSessionCache(upstreamSessions)},
+			ClientSessionCache: tls.NewLRUClientSessionCache(transport.UpstreamSessions)},
 		TLSHandshakeTimeout: 15 * time.Second,
 		// Agents send to few hosts over many connections: the pool keeps as many idle
 		// connections to one host as tunnels a busy agent keeps open, so that keep-alive traffic
 		// never pays a new upstream handshake per request.
-		MaxIdleConns:          upstreamIdle,
-		MaxIdleConnsPerHost:   upstreamIdlePerHost,
+		MaxIdleConns:          transport.UpstreamIdle,
+		MaxIdleConnsPerHost:   transport.UpstreamIdlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass the client's Accept-Encoding and the origin's encoding through
@@ -190,7 +193,7 @@ func New(cfg Config) *Gate {
 		// origin's certificate still passes RootCAs and VerifyConnection.
 		ForceAttemptHTTP2: true,
 	}
-	g.upstream = newH1Client(g.dialer.DialContext, g.transport.TLSClientConfig)
+	g.upstream = transport.NewUpstream(g.dialer.DialContext, g.transport.TLSClientConfig)
 	return g
 }
 
@@ -210,7 +213,7 @@ func (g *Gate) SetPolicy(p *policy.Policy) {
 	}
 	if old != nil && p != nil && old.Version != p.Version {
 		g.transport.CloseIdleConnections()
-		g.upstream.closeIdle()
+		g.upstream.CloseIdle()
 	}
 }
 
@@ -262,7 +265,7 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	cl := connlimit.New(l, connlimit.Config{Max: orInt(g.cfg.MaxConns, defaultMaxConns), PerPeer: orInt(g.cfg.MaxConnsPerSource, defaultMaxConnsPerSource),
 		Key: sourceKey, Log: g.log, Name: "gate"})
 	g.conns.Store(cl)
-	conns := newH1Conns()
+	conns := transport.NewH1Conns()
 	errc := make(chan error, 1)
 	go func() { errc <- g.accept(cl, conns) }()
 	select {
@@ -275,7 +278,7 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	// The requests held for a human are answered (E_PENDING) and recorded as cut by the
 	// restart, before the connections, the tunnels and then the audit close.
 	g.stopNow()
-	conns.shutdown(5 * time.Second)
+	conns.Shutdown(5 * time.Second)
 	if !g.holds.waitCut(5 * time.Second) {
 		g.log.Warn("gate: stopping before the records of some held requests were written; the next start records them as cut")
 	}
@@ -284,7 +287,7 @@ func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 }
 
 // accept serves every connection l accepts until l is closed.
-func (g *Gate) accept(l net.Listener, conns *h1Conns) error {
+func (g *Gate) accept(l net.Listener, conns *transport.H1Conns) error {
 	var backoff time.Duration
 	for {
 		c, err := l.Accept()
@@ -317,13 +320,6 @@ func isTemporary(err error) bool {
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
 }
-
-// The upstream pool: idle connections kept in all and per host, and TLS sessions remembered.
-const (
-	upstreamIdle        = 1024
-	upstreamIdlePerHost = 256
-	upstreamSessions    = 1024
-)
 
 // The bounds on client connections (Config's MaxConns and MaxConnsPerSource): idle and
 // half-open connections from one source cannot take the gate's memory or its file descriptors.
@@ -406,6 +402,6 @@ func (g *Gate) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if h := holdOf(r.Context()); h != nil {
 		defer h.release()
 	}
-	rw, r := withRefusalWriter(w, r)
+	rw, r := transport.WithRefusalWriter(w, r)
 	g.forward(rw, r)
 }

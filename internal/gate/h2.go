@@ -14,6 +14,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/refusal"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // HTTP/2 inside a decrypted tunnel: the client offered h2 by ALPN and the policy lets the gate
@@ -219,7 +220,7 @@ func (g *Gate) refuseH2Busy(w http.ResponseWriter, r *http.Request, tun *judge.B
 	// refused keeps nothing of its header while it waits.
 	clear(r.Header)
 	ex.finishSync(r.Context(), refusal.Status(res.Decision), "")
-	writeStreamRefusal(w, rf)
+	transport.WriteStreamRefusal(w, rf)
 }
 
 // refuseH2Mark refuses a stream whose header block did not end with the gate's mark (h2watch.go):

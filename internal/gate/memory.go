@@ -26,7 +26,7 @@ const quietKeep = 4
 // origin, then collects twice: each collection halves the goroutine stacks a burst grew (an
 // idle tunnel's is a few KiB in use), the second returns the freed pages.
 func (g *Gate) returnMemory() {
-	g.upstream.trimIdle(quietKeep)
+	g.upstream.TrimIdle(quietKeep)
 	g.transport.CloseIdleConnections()
 	runtime.GC()
 	debug.FreeOSMemory()

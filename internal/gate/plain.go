@@ -13,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // env is what Decide needs besides the request, as the gate stands now.
@@ -144,7 +145,7 @@ func removeProxyHeaders(r *http.Request) {
 	r.Header.Del("Proxy-Connection")
 	r.Header.Del("Proxy-Authenticate")
 	r.Header.Del("Proxy-Authorization")
-	if !hasToken(r.Header["Connection"], "upgrade") || !hasToken(r.Header["Upgrade"], "websocket") {
+	if !transport.HasToken(r.Header["Connection"], "upgrade") || !transport.HasToken(r.Header["Upgrade"], "websocket") {
 		r.Header.Del("Connection")
 	}
 }
@@ -249,11 +250,11 @@ func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) 
 	// (upstream.go: HTTP/2 origins, upgrades, Expect, large bodies).
 	var resp *http.Response
 	var err error
-	own := g.upstream.takes(r)
+	own := g.upstream.Takes(r)
 	if own {
 		resp, err = g.upstream.RoundTrip(r)
 	}
-	if !own || errors.Is(err, errSpeaksH2) {
+	if !own || errors.Is(err, transport.ErrSpeaksH2) {
 		resp, err = g.transport.RoundTrip(r)
 	}
 	if err != nil {
@@ -268,7 +269,7 @@ func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) 
 		return resp, nil
 	}
 	up, ok := resp.Body.(io.ReadWriteCloser)
-	rw := refusalWriterFrom(r.Context())
+	rw := transport.RefusalWriterFrom(r.Context())
 	if !ok || rw == nil || !judge.IsWebSocket(resp.Header.Get("Upgrade")) {
 		// Only a WebSocket upgrade is passed (judge.See), and only where its frames are read.
 		resp.Body.Close()
@@ -280,7 +281,7 @@ func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) 
 		return g.refuse(r.Context(), r, ex, *d), nil
 	}
 	s := g.newWSSession(ex, up)
-	resp.Body, rw.ws = s, s
+	resp.Body, rw.WS = s, s
 	return resp, nil
 }
 

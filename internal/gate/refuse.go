@@ -14,6 +14,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/refusal"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // Response headers the gate adds (refusal's, named here for the gate's clients).
@@ -62,8 +63,8 @@ func unrecordedRefusal(r *http.Request, ex *exchange, err error) *refusal.Refusa
 
 // refusalResponse is rf as a response for forward, handed to the request's refusalWriter too.
 func refusalResponse(r *http.Request, rf *refusal.Refusal) *http.Response {
-	if w := refusalWriterFrom(r.Context()); w != nil {
-		w.refusal = rf
+	if w := transport.RefusalWriterFrom(r.Context()); w != nil {
+		w.Refusal = rf
 	}
 	resp := answer(r, rf.Status, rf.Header, rf.Body)
 	resp.Status = strconv.Itoa(rf.Status) + " " + rf.Phrase
@@ -81,7 +82,7 @@ func answer(r *http.Request, status int, h http.Header, body []byte) *http.Respo
 
 // refuseWriter audits a refusal and writes it to w; the client connection ends after it.
 func (g *Gate) refuseWriter(w http.ResponseWriter, r *http.Request, ex *exchange, d policy.Decision) {
-	writeRefusal(w, r, recordRefusal(r.Context(), r, ex, d))
+	transport.WriteRefusal(w, r, recordRefusal(r.Context(), r, ex, d))
 }
 
 // failure answers a request the gate could not carry out (an unreachable target, a broken

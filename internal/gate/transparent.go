@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // The transparent listeners. A client that ignores the proxy variables resolves its host through
@@ -98,7 +99,7 @@ func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error 
 	}
 	cl := connlimit.New(fan, connlimit.Config{Max: orInt(g.cfg.MaxConns, defaultMaxConns), PerPeer: orInt(g.cfg.MaxConnsPerSource, defaultMaxConnsPerSource),
 		Key: sourceKey, Log: g.log, Name: "gate-transparent"})
-	conns := newH1Conns()
+	conns := transport.NewH1Conns()
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -115,7 +116,7 @@ func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error 
 		case <-ctx.Done():
 			cl.Close()
 			<-errc
-			conns.shutdown(5 * time.Second)
+			conns.Shutdown(5 * time.Second)
 			g.closeTunnels()
 			return nil
 		case err := <-errc:
@@ -128,7 +129,7 @@ func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error 
 
 // serveTransparentConn serves one connection to a transparent listener: TLS when its first byte
 // is a handshake record's, plain HTTP otherwise.
-func (g *Gate) serveTransparentConn(c net.Conn, conns *h1Conns) {
+func (g *Gate) serveTransparentConn(c net.Conn, conns *transport.H1Conns) {
 	port := 0
 	if ap, err := netip.ParseAddrPort(c.LocalAddr().String()); err == nil {
 		port = int(ap.Port())

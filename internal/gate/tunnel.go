@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -359,22 +358,6 @@ func (c *countConn) Write(p []byte) (int, error) {
 	c.out.Add(int64(n))
 	return n, err
 }
-
-// closeSignalConn runs end once its connection is closed.
-type closeSignalConn struct {
-	net.Conn
-	once sync.Once
-	end  func()
-}
-
-func (c *closeSignalConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.end)
-	return err
-}
-
-// NetConn lets net/http and unixsock reach the wrapped connection.
-func (c *closeSignalConn) NetConn() net.Conn { return c.Conn }
 
 // refuseWeakCertificates refuses an origin whose certificate chain (already verified against the
 // roots) uses an RSA key under 2048 bits.

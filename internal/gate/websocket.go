@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/transport"
 	"github.com/lockhttp/lockhttp/internal/wsframe"
 )
 
@@ -45,7 +46,7 @@ type wsSession struct {
 	start   time.Time
 	rand    io.Reader // the mask keys of the gate's frames to the origin
 
-	// The agent's side, set by attach; read only by the proxy's copy toward the origin.
+	// The agent's side, set by Attach; read only by the proxy's copy toward the origin.
 	client net.Conn
 	cr     *bufio.Reader
 	asm    wsframe.Assembler
@@ -109,8 +110,8 @@ func (s *wsSession) Close() error {
 	return err
 }
 
-// attach wraps the hijacked agent connection c, whose reader may hold bytes already.
-func (s *wsSession) attach(c net.Conn, brw *bufio.ReadWriter) net.Conn {
+// Attach wraps the hijacked agent connection c, whose reader may hold bytes already.
+func (s *wsSession) Attach(c net.Conn, brw *bufio.ReadWriter) net.Conn {
 	var ahead *bufio.Reader
 	if brw != nil {
 		ahead = brw.Reader
@@ -327,7 +328,7 @@ func (s *wsSession) refuse(d policy.Decision, code uint16) error {
 		nd := judge.NoAudit(err) // no id: no record holds it
 		reason = fmt.Sprintf("lockhttp %s %s", nd.Code, nd.Rule)
 	}
-	s.client.SetWriteDeadline(time.Now().Add(drainTimeout))
+	s.client.SetWriteDeadline(time.Now().Add(transport.DrainTimeout))
 	s.wmu.Lock()
 	if !s.closed && s.down.AtBoundary() {
 		s.client.Write(wsframe.AppendFrame(nil, wsframe.Close, nil, wsframe.ClosePayload(code, reason)))

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package gate
+package transport
 
 import "net"
 

@@ -1,4 +1,4 @@
-package gate
+package transport
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,16 +27,30 @@ import (
 // (egress.Dialer.DialContext, with the request's checked target) and verify an origin's
 // certificate with the same TLS configuration.
 
+// The upstream pool: idle connections kept in all and per host (net/http's transport, for the
+// origins it serves, keeps as many), and TLS sessions remembered.
+const (
+	UpstreamIdle        = 1024
+	UpstreamIdlePerHost = 256
+	UpstreamSessions    = 1024
+)
+
+// IsTimeout reports an error of a deadline passed.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
 // upMaxBody is the largest request body this client sends (written whole before the answer is
 // read: a body that fits the socket's buffers cannot block on an origin that answers first).
 const upMaxBody = 64 << 10
 
-// upstreamIdleTimeout is how long an idle pooled connection is kept (the transport's
+// UpstreamIdleTimeout is how long an idle pooled connection is kept (the transport's
 // IdleConnTimeout).
-const upstreamIdleTimeout = 90 * time.Second
+const UpstreamIdleTimeout = 90 * time.Second
 
-// h1Client is the pool of HTTP/1.1 connections to origins.
-type h1Client struct {
+// Upstream is the pool of HTTP/1.1 connections to origins.
+type Upstream struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConf *tls.Config // the transport's: roots, the weak-key check, the session cache
 	now     func() time.Time
@@ -44,7 +59,7 @@ type h1Client struct {
 	idle    map[string][]*upConn // guarded by mu: per origin ("https://host:port"), the last put last
 	total   int                  // guarded by mu: idle connections in all
 	sweeper bool                 // guarded by mu: the sweep of expired connections is scheduled
-	gen     uint64               // guarded by mu: closeIdle's count; a connection of an older one is not pooled
+	gen     uint64               // guarded by mu: CloseIdle's count; a connection of an older one is not pooled
 	// speaks is what each https origin chose by ALPN: speaksH1 or speaksH2; guarded by mu, at
 	// most upstreamKnown (then it starts again).
 	speaks map[string]uint8
@@ -56,8 +71,8 @@ const (
 	speaksH2
 )
 
-// errSpeaksH2 is an origin that chose HTTP/2: the request goes to net/http's transport.
-var errSpeaksH2 = errors.New("the origin speaks HTTP/2")
+// ErrSpeaksH2 is an origin that chose HTTP/2: the request goes to net/http's transport.
+var ErrSpeaksH2 = errors.New("the origin speaks HTTP/2")
 
 // upstreamKnown bounds the https origins remembered by what they speak.
 const upstreamKnown = 4096
@@ -116,8 +131,8 @@ func (l *headLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newH1Client(dial func(ctx context.Context, network, addr string) (net.Conn, error), tlsConf *tls.Config) *h1Client {
-	return &h1Client{dial: dial, tlsConf: tlsConf, now: time.Now, idle: map[string][]*upConn{}, speaks: map[string]uint8{}}
+func NewUpstream(dial func(ctx context.Context, network, addr string) (net.Conn, error), tlsConf *tls.Config) *Upstream {
+	return &Upstream{dial: dial, tlsConf: tlsConf, now: time.Now, idle: map[string][]*upConn{}, speaks: map[string]uint8{}}
 }
 
 // originKey is the pool's key of r's origin, and the address dialled.
@@ -133,10 +148,10 @@ func originKey(r *http.Request) (key, addr string) {
 	return r.URL.Scheme + "://" + host, host
 }
 
-// takes reports whether this client sends r: an http origin, or an https origin not known to
+// Takes reports whether this client sends r: an http origin, or an https origin not known to
 // speak HTTP/2, and a request with no upgrade, no Expect and a body of known length up to
 // upMaxBody.
-func (c *h1Client) takes(r *http.Request) bool {
+func (c *Upstream) Takes(r *http.Request) bool {
 	switch {
 	case r.URL.Scheme != "http" && r.URL.Scheme != "https",
 		r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "",
@@ -150,13 +165,13 @@ func (c *h1Client) takes(r *http.Request) bool {
 	return c.speaksOf(key) != speaksH2
 }
 
-func (c *h1Client) speaksOf(key string) uint8 {
+func (c *Upstream) speaksOf(key string) uint8 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.speaks[key]
 }
 
-func (c *h1Client) remember(key string, v uint8) {
+func (c *Upstream) remember(key string, v uint8) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.speaks) >= upstreamKnown {
@@ -170,7 +185,7 @@ var errUpstreamClosed = errors.New("the origin closed the connection before answ
 
 // RoundTrip sends r and reads its answer's head; the body is read from the connection as the
 // caller reads it, and the connection pooled again at its end.
-func (c *h1Client) RoundTrip(r *http.Request) (*http.Response, error) {
+func (c *Upstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, upMaxBody+1))
@@ -186,7 +201,7 @@ func (c *h1Client) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		pc, err := c.get(ctx, r)
-		if errors.Is(err, errSpeaksH2) && body != nil {
+		if errors.Is(err, ErrSpeaksH2) && body != nil {
 			r.Body = io.NopCloser(bytes.NewReader(body)) // for the transport
 		}
 		if err != nil {
@@ -216,7 +231,7 @@ func replayable(r *http.Request) bool {
 }
 
 // send writes r on pc and reads the answer's head.
-func (c *h1Client) send(ctx context.Context, pc *upConn, r *http.Request, body []byte) (*http.Response, error) {
+func (c *Upstream) send(ctx context.Context, pc *upConn, r *http.Request, body []byte) (*http.Response, error) {
 	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if body != nil {
@@ -266,7 +281,7 @@ func (c *h1Client) send(ctx context.Context, pc *upConn, r *http.Request, body [
 // back to the pool (when the answer and the request let it); closed before its end, the
 // connection is closed.
 type upBody struct {
-	c    *h1Client
+	c    *Upstream
 	pc   *upConn
 	rc   io.ReadCloser
 	keep bool
@@ -303,7 +318,7 @@ func (b *upBody) finish(atEnd bool) {
 }
 
 // get returns a live pooled connection to r's origin or dials a new one.
-func (c *h1Client) get(ctx context.Context, r *http.Request) (*upConn, error) {
+func (c *Upstream) get(ctx context.Context, r *http.Request) (*upConn, error) {
 	key, addr := originKey(r)
 	for {
 		pc := c.take(key)
@@ -319,7 +334,7 @@ func (c *h1Client) get(ctx context.Context, r *http.Request) (*upConn, error) {
 	return c.dialConn(ctx, key, addr, r.URL.Scheme == "https", r.URL.Hostname())
 }
 
-func (c *h1Client) take(key string) *upConn {
+func (c *Upstream) take(key string) *upConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	list := c.idle[key]
@@ -327,7 +342,7 @@ func (c *h1Client) take(key string) *upConn {
 		pc := list[len(list)-1]
 		list = list[:len(list)-1]
 		c.total--
-		if c.now().Sub(pc.idleAt) < upstreamIdleTimeout {
+		if c.now().Sub(pc.idleAt) < UpstreamIdleTimeout {
 			c.setList(key, list)
 			return pc
 		}
@@ -337,7 +352,7 @@ func (c *h1Client) take(key string) *upConn {
 	return nil
 }
 
-func (c *h1Client) setList(key string, list []*upConn) {
+func (c *Upstream) setList(key string, list []*upConn) {
 	if len(list) == 0 {
 		delete(c.idle, key)
 		return
@@ -345,14 +360,14 @@ func (c *h1Client) setList(key string, list []*upConn) {
 	c.idle[key] = list
 }
 
-// put pools pc, unless its origin already has upstreamIdlePerHost idle or the pool has
-// upstreamIdle.
-func (c *h1Client) put(pc *upConn) {
+// put pools pc, unless its origin already has UpstreamIdlePerHost idle or the pool has
+// UpstreamIdle.
+func (c *Upstream) put(pc *upConn) {
 	pc.idleAt = c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	list := c.idle[pc.key]
-	if len(list) >= upstreamIdlePerHost || c.total >= upstreamIdle || pc.gen != c.gen {
+	if len(list) >= UpstreamIdlePerHost || c.total >= UpstreamIdle || pc.gen != c.gen {
 		pc.conn.Close()
 		return
 	}
@@ -360,28 +375,28 @@ func (c *h1Client) put(pc *upConn) {
 	c.total++
 	if !c.sweeper {
 		c.sweeper = true
-		time.AfterFunc(upstreamIdleTimeout, c.sweep)
+		time.AfterFunc(UpstreamIdleTimeout, c.sweep)
 	}
 }
 
-// sweep closes the connections idle past upstreamIdleTimeout.
-func (c *h1Client) sweep() {
+// sweep closes the connections idle past UpstreamIdleTimeout.
+func (c *Upstream) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	for key, list := range c.idle {
-		c.retain(key, list, func(_ int, pc *upConn) bool { return now.Sub(pc.idleAt) < upstreamIdleTimeout })
+		c.retain(key, list, func(_ int, pc *upConn) bool { return now.Sub(pc.idleAt) < UpstreamIdleTimeout })
 	}
 	c.sweeper = c.total > 0
 	if c.sweeper {
-		time.AfterFunc(upstreamIdleTimeout/2, c.sweep)
+		time.AfterFunc(UpstreamIdleTimeout/2, c.sweep)
 	}
 }
 
-// trimIdle closes each origin's idle connections past the keep it put back last: after a burst,
+// TrimIdle closes each origin's idle connections past the keep it put back last: after a burst,
 // a quiet gate need not hold a connection (and its TLS state and buffers) for every client the
 // burst had.
-func (c *h1Client) trimIdle(keep int) {
+func (c *Upstream) TrimIdle(keep int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, list := range c.idle {
@@ -391,8 +406,8 @@ func (c *h1Client) trimIdle(keep int) {
 	}
 }
 
-// closeIdle closes every pooled connection (a new policy: new connections are checked under it).
-func (c *h1Client) closeIdle() {
+// CloseIdle closes every pooled connection (a new policy: new connections are checked under it).
+func (c *Upstream) CloseIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -403,7 +418,7 @@ func (c *h1Client) closeIdle() {
 
 // retain keeps, in order, the idle connections of key's list for which keep says so (given each
 // one's index), and closes the others. Called with c.mu held.
-func (c *h1Client) retain(key string, list []*upConn, keep func(i int, pc *upConn) bool) {
+func (c *Upstream) retain(key string, list []*upConn, keep func(i int, pc *upConn) bool) {
 	kept := list[:0]
 	for i, pc := range list {
 		if keep(i, pc) {
@@ -420,7 +435,7 @@ func (c *h1Client) retain(key string, list []*upConn, keep func(i int, pc *upCon
 // alive checks a pooled connection before it carries a request: one the origin has closed (or
 // that has bytes no request asked for) is not used. On TLS, bytes waiting may be the origin's
 // session tickets: they are read, and what follows decides.
-func (c *h1Client) alive(pc *upConn) bool {
+func (c *Upstream) alive(pc *upConn) bool {
 	if pc.br.Buffered() > 0 {
 		return pc.tls && c.drainTLS(pc)
 	}
@@ -444,16 +459,16 @@ func (c *h1Client) alive(pc *upConn) bool {
 
 // drainTLS reads what is waiting on a pooled TLS connection: post-handshake messages leave it
 // usable; a close or application data does not.
-func (c *h1Client) drainTLS(pc *upConn) bool {
+func (c *Upstream) drainTLS(pc *upConn) bool {
 	pc.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
 	_, err := pc.br.Peek(1)
 	pc.conn.SetReadDeadline(time.Time{})
-	return err != nil && isTimeout(err)
+	return err != nil && IsTimeout(err)
 }
 
 // dialConn dials addr through the floor (the request's checked target is in ctx) and, for https,
-// completes the TLS handshake: errSpeaksH2 when the origin chose h2.
-func (c *h1Client) dialConn(ctx context.Context, key, addr string, https bool, host string) (*upConn, error) {
+// completes the TLS handshake: ErrSpeaksH2 when the origin chose h2.
+func (c *Upstream) dialConn(ctx context.Context, key, addr string, https bool, host string) (*upConn, error) {
 	c.mu.Lock()
 	gen := c.gen
 	c.mu.Unlock()
@@ -481,7 +496,7 @@ func (c *h1Client) dialConn(ctx context.Context, key, addr string, https bool, h
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
 			c.remember(key, speaksH2)
 			tc.Close()
-			return nil, errSpeaksH2
+			return nil, ErrSpeaksH2
 		}
 		c.remember(key, speaksH1)
 		pc.conn = tc

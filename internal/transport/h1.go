@@ -1,4 +1,4 @@
-package gate
+package transport
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -36,14 +37,22 @@ import (
 // handler's panic closes its connection only. A body the handler did not read to its end closes
 // the connection after the answer (its bytes would be read as the next request).
 
-// h1Conn is one HTTP/1.1 connection served by serveH1.
-type h1Conn struct {
-	g    *Gate
-	all  *h1Conns // the listener's connections, for its shutdown; nil inside a tunnel
+// H1Config is what the HTTP/1.1 server reads of the gate's configuration.
+type H1Config struct {
+	Log *slog.Logger
+	// ReadHeaderTimeout bounds the wait for a request's head; 0: 30 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a connection; 0: 2 min.
+	IdleTimeout time.Duration
+}
+
+// H1Conn is one HTTP/1.1 connection served by Serve.
+type H1Conn struct {
+	cfg  *H1Config
+	all  *H1Conns // the listener's connections, for its shutdown; nil inside a tunnel
 	fc   *framing.Conn
 	conn *closeSignalConn // fc, running the tunnel's end when closed
-	ci   *connInfo
-	base context.Context // the requests' parent: it carries ci
+	base context.Context  // the requests' parent: it carries what the gate knows of the connection
 	h    http.Handler
 	src  firstByteReader // what br reads: the byte the idle wait read, then fc
 	br   *bufio.Reader   // nil while idle
@@ -62,34 +71,37 @@ var (
 // while the request waited.
 var errClientGone = errors.New("the client closed its connection")
 
-// serveH1 serves the requests on fc with h on a goroutine of its own and returns at once; end
-// runs once the connection is closed, by this server or by whoever hijacked it.
-// all, when not nil, is the set of connections a shutdown closes.
-func (g *Gate) serveH1(fc *framing.Conn, ci *connInfo, h http.Handler, all *h1Conns, end func()) {
-	c := &h1Conn{g: g, all: all, fc: fc, conn: &closeSignalConn{Conn: fc, end: end}, ci: ci, h: h}
+// NewH1Conn is the connection fc, whose requests h serves with base as their context's parent;
+// end runs once the connection is closed, by this server or by whoever hijacked it. all, when
+// not nil, is the set of connections a shutdown closes.
+func NewH1Conn(cfg *H1Config, fc *framing.Conn, base context.Context, h http.Handler, all *H1Conns, end func()) *H1Conn {
+	c := &H1Conn{cfg: cfg, all: all, fc: fc, conn: &closeSignalConn{Conn: fc, end: end}, base: base, h: h}
 	c.src.r = fc
-	c.base = context.WithValue(context.Background(), connInfoKey{}, ci)
-	ci.watch = c.watch
-	if all != nil && !all.add(c) {
+	return c
+}
+
+// Serve serves c's requests on a goroutine of its own and returns at once.
+func (c *H1Conn) Serve() {
+	if c.all != nil && !c.all.add(c) {
 		c.conn.Close() // shutting down
 		return
 	}
 	go c.serve()
 }
 
-// h1Conns is the connections of one listener, idle or busy, for its shutdown.
-type h1Conns struct {
+// H1Conns is the connections of one listener, idle or busy, for its shutdown.
+type H1Conns struct {
 	mu      sync.Mutex
-	conns   map[*h1Conn]bool // guarded by mu: connection → idle
+	conns   map[*H1Conn]bool // guarded by mu: connection → idle
 	closing bool             // guarded by mu
 	empty   chan struct{}    // closed when closing and no connection is left; guarded by mu
 }
 
-func newH1Conns() *h1Conns {
-	return &h1Conns{conns: map[*h1Conn]bool{}, empty: make(chan struct{})}
+func NewH1Conns() *H1Conns {
+	return &H1Conns{conns: map[*H1Conn]bool{}, empty: make(chan struct{})}
 }
 
-func (s *h1Conns) add(c *h1Conn) bool {
+func (s *H1Conns) add(c *H1Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -100,14 +112,14 @@ func (s *h1Conns) add(c *h1Conn) bool {
 }
 
 // setIdle marks c idle or busy: false when the listener is shutting down and c must close.
-func (s *h1Conns) setIdle(c *h1Conn, idle bool) bool {
+func (s *H1Conns) setIdle(c *H1Conn, idle bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conns[c] = idle
 	return !s.closing
 }
 
-func (s *h1Conns) remove(c *h1Conn) {
+func (s *H1Conns) remove(c *H1Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
@@ -123,7 +135,7 @@ func (s *h1Conns) remove(c *h1Conn) {
 // shutdown closes the idle connections at once and lets the busy ones finish their request for
 // up to timeout; then it closes what is left. Hijacked connections are not its (their owners
 // close them).
-func (s *h1Conns) shutdown(timeout time.Duration) {
+func (s *H1Conns) Shutdown(timeout time.Duration) {
 	s.mu.Lock()
 	s.closing = true
 	for c, idle := range s.conns {
@@ -147,11 +159,11 @@ func (s *h1Conns) shutdown(timeout time.Duration) {
 	}
 }
 
-func (c *h1Conn) serve() {
+func (c *H1Conn) serve() {
 	defer func() {
 		p := recover()
 		if p != nil && p != http.ErrAbortHandler {
-			c.g.log.Error("panic serving a request; its connection is closed", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			c.cfg.Log.Error("panic serving a request; its connection is closed", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 		if c.hijacked {
 			c.br = nil // the hijacker's now
@@ -169,8 +181,8 @@ func (c *h1Conn) serve() {
 			c.conn.Close()
 		}
 	}()
-	headerTimeout := orDefault(c.g.cfg.ReadHeaderTimeout, 30*time.Second)
-	idleTimeout := orDefault(c.g.cfg.IdleTimeout, 2*time.Minute)
+	headerTimeout := orDefault(c.cfg.ReadHeaderTimeout, 30*time.Second)
+	idleTimeout := orDefault(c.cfg.IdleTimeout, 2*time.Minute)
 	for first := true; ; first = false {
 		if !first && !c.idle(idleTimeout) {
 			return
@@ -193,7 +205,7 @@ func (c *h1Conn) serve() {
 
 // idle waits up to timeout for the first byte of the next request, holding no buffer: false
 // when none came (the client closed, or was idle too long).
-func (c *h1Conn) idle(timeout time.Duration) bool {
+func (c *H1Conn) idle(timeout time.Duration) bool {
 	if c.all != nil && !c.all.setIdle(c, true) {
 		return false // shutting down
 	}
@@ -207,7 +219,7 @@ func (c *h1Conn) idle(timeout time.Duration) bool {
 	return c.all == nil || c.all.setIdle(c, false)
 }
 
-func (c *h1Conn) acquireReader() {
+func (c *H1Conn) acquireReader() {
 	if c.br == nil {
 		c.br = h1Readers.Get().(*bufio.Reader)
 		c.br.Reset(&c.src)
@@ -215,7 +227,7 @@ func (c *h1Conn) acquireReader() {
 }
 
 // release gives the connection's buffers back: only between requests, when they hold nothing.
-func (c *h1Conn) release() {
+func (c *H1Conn) release() {
 	if c.br != nil && c.br.Buffered() == 0 {
 		c.br.Reset(nil)
 		h1Readers.Put(c.br)
@@ -228,7 +240,7 @@ func (c *h1Conn) release() {
 	}
 }
 
-func (c *h1Conn) writer() *bufio.Writer {
+func (c *H1Conn) writer() *bufio.Writer {
 	if c.bw == nil {
 		c.bw = h1Writers.Get().(*bufio.Writer)
 		c.bw.Reset(c.fc)
@@ -238,22 +250,22 @@ func (c *h1Conn) writer() *bufio.Writer {
 
 // badRequest answers a head net/http's parser refused, as net/http's server does, and the
 // connection closes. A connection that ended or timed out gets no answer.
-func (c *h1Conn) badRequest(err error) {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isTimeout(err) || errors.Is(err, net.ErrClosed) {
+func (c *H1Conn) badRequest(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || IsTimeout(err) || errors.Is(err, net.ErrClosed) {
 		return
 	}
-	c.g.log.Debug("request head refused by the parser", "err", err)
+	c.cfg.Log.Debug("request head refused by the parser", "err", err)
 	c.writeError("400 Bad Request", "")
 }
 
 // writeError answers with status and closes (the caller returns false): the body is the status,
 // then the detail.
-func (c *h1Conn) writeError(status, detail string) {
+func (c *H1Conn) writeError(status, detail string) {
 	body := status
 	if detail != "" {
 		body += ": " + detail
 	}
-	c.fc.SetWriteDeadline(time.Now().Add(drainTimeout))
+	c.fc.SetWriteDeadline(time.Now().Add(DrainTimeout))
 	w := c.writer()
 	w.WriteString("HTTP/1.1 " + status + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + body)
 	w.Flush()
@@ -261,7 +273,7 @@ func (c *h1Conn) writeError(status, detail string) {
 
 // serveOne runs the handler on req and finishes its answer: true when the connection may carry
 // another request.
-func (c *h1Conn) serveOne(req *http.Request) bool {
+func (c *H1Conn) serveOne(req *http.Request) bool {
 	if req.ProtoMajor != 1 {
 		c.writeError("505 HTTP Version Not Supported", "")
 		return false
@@ -324,12 +336,12 @@ func (c *h1Conn) serveOne(req *http.Request) bool {
 // after the answer (net/http's server waits as long).
 const rstAvoidanceDelay = 500 * time.Millisecond
 
-// watch returns ctx cancelled when the client closes its connection, and a stop that ends the
+// Watch returns ctx cancelled when the client closes its connection, and a stop that ends the
 // watch: for a request that waits (for a human) with its body read. While the body is not read
 // to its end the watch would take its bytes: ctx is returned as it is. The process's one watch
 // follows the connection's socket (heldwatch.go), and the server's reader, empty, goes back to
 // its pool for the hold; without a socket to watch, a goroutine reads (watchRead).
-func (c *h1Conn) watch(ctx context.Context) (context.Context, func()) {
+func (c *H1Conn) Watch(ctx context.Context) (context.Context, func()) {
 	if c.body == nil || !c.body.eof || c.br == nil {
 		return ctx, func() {}
 	}
@@ -351,14 +363,14 @@ func (c *h1Conn) watch(ctx context.Context) (context.Context, func()) {
 }
 
 // watchRead is watch with a goroutine of its own, which reads a byte of the connection.
-func (c *h1Conn) watchRead(ctx context.Context) (context.Context, func()) {
+func (c *H1Conn) watchRead(ctx context.Context) (context.Context, func()) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		// Nothing else reads the connection while the request waits: the handler is done with
 		// its body and the server reads the next request only after the answer.
-		if _, err := c.br.Peek(1); err != nil && !isTimeout(err) {
+		if _, err := c.br.Peek(1); err != nil && !IsTimeout(err) {
 			cancel(errClientGone)
 		}
 	}()
@@ -441,9 +453,9 @@ func (b *h1Body) Close() error {
 	return b.rc.Close()
 }
 
-// h1Response is the http.ResponseWriter of one request on an h1Conn.
+// h1Response is the http.ResponseWriter of one request on an H1Conn.
 type h1Response struct {
-	c             *h1Conn
+	c             *H1Conn
 	req           *http.Request
 	header        http.Header
 	wroteHeader   bool
@@ -496,7 +508,7 @@ func (w *h1Response) WriteHeader(code int) {
 			}
 		}
 	}
-	if hasToken(h["Connection"], "close") || w.req.Close || !w.req.ProtoAtLeast(1, 1) {
+	if HasToken(h["Connection"], "close") || w.req.Close || !w.req.ProtoAtLeast(1, 1) {
 		w.closeAfter = true
 	}
 	switch {
@@ -679,7 +691,7 @@ func (w *h1Response) finish() bool {
 }
 
 // hasToken reports whether a comma-separated header value lists token.
-func hasToken(vals []string, token string) bool {
+func HasToken(vals []string, token string) bool {
 	for _, v := range vals {
 		for _, t := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), token) {
@@ -710,3 +722,26 @@ func resetConn(c net.Conn) {
 		}
 	}
 }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// closeSignalConn runs end once its connection is closed.
+type closeSignalConn struct {
+	net.Conn
+	once sync.Once
+	end  func()
+}
+
+func (c *closeSignalConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.end)
+	return err
+}
+
+// NetConn lets net/http and unixsock reach the wrapped connection.
+func (c *closeSignalConn) NetConn() net.Conn { return c.Conn }
