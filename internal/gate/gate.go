@@ -306,7 +306,7 @@ func (g *Gate) accept(l net.Listener, conns *transport.H1Conns) error {
 			return err
 		}
 		backoff = 0
-		fc := framing.NewConn(c, framing.Options{Token: newToken()})
+		fc := framing.NewConn(c, framing.Options{Token: transport.NewToken()})
 		ci := &connInfo{fc: fc}
 		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 			ci.source = ap.Addr().Unmap()

@@ -31,8 +31,6 @@ const (
 	// h2MaxStreams is how many streams a client may have open at once (its handlers run at
 	// most this many at a time; x/net closes a connection that queues four times as many).
 	h2MaxStreams = 100
-	// h2MaxFrame is the largest frame the gate reads: HTTP/2's default.
-	h2MaxFrame = 16 << 10
 	// h2HeaderTable bounds the HPACK dynamic table the client may make the gate keep.
 	h2HeaderTable = 4 << 10
 	// h2StreamWindow and h2ConnWindow bound the request-body bytes a client may send ahead of
@@ -100,12 +98,12 @@ func holdOf(ctx context.Context) *bodyHold {
 // ends. id is the CONNECT's; tun the tunnel's binding.
 func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id string, h http.Handler) {
 	st := &h2Streams{g: g, source: source, tun: tun, connect: id, open: map[uint32]bool{}, pace: true}
-	hc := newH2Conn(tc, st)
+	hc := transport.NewH2Conn(tc, st)
 	st.close = func() { hc.Close() }
 	var resets atomic.Int64 // streams the client cancelled before their answer
 	srv := &http2.Server{
 		MaxConcurrentStreams:         h2MaxStreams,
-		MaxReadFrameSize:             h2MaxFrame,
+		MaxReadFrameSize:             transport.H2MaxFrame,
 		MaxDecoderHeaderTableSize:    h2HeaderTable,
 		MaxEncoderHeaderTableSize:    h2HeaderTable,
 		MaxUploadBufferPerStream:     h2StreamWindow,
@@ -127,7 +125,7 @@ func (g *Gate) serveH2(tc *tls.Conn, source netip.Addr, tun *judge.Binding, id s
 	}
 	ctx := context.WithValue(context.Background(), connInfoKey{}, &connInfo{source: source, tunnel: tun, h2: true})
 	srv.ServeConn(hc, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sid, ok := hc.streamOf(r)
+		sid, ok := hc.StreamOf(r)
 		si := &streamInfo{id: sid, rc: http.NewResponseController(w)}
 		r = r.WithContext(context.WithValue(r.Context(), streamInfoKey{}, si))
 		// The stream's header is charged before anything else is done with it, and given back

@@ -152,7 +152,7 @@ func TestH2PacingWaitsForHandlers(t *testing.T) {
 	// atOnce reports whether awaitHandlers returns without waiting for anything.
 	atOnce := func(st *h2Streams) bool {
 		done := make(chan struct{})
-		go func() { st.awaitHandlers(); close(done) }()
+		go func() { st.AwaitHandlers(); close(done) }()
 		select {
 		case <-done:
 			return true
@@ -164,7 +164,7 @@ func TestH2PacingWaitsForHandlers(t *testing.T) {
 	paced := func(t *testing.T, st *h2Streams, release func()) {
 		t.Helper()
 		done := make(chan struct{})
-		go func() { st.awaitHandlers(); close(done) }()
+		go func() { st.AwaitHandlers(); close(done) }()
 		testkit.WaitFor(t, 5*time.Second, "the next header block waiting", func() bool { return waiting(st) })
 		select {
 		case <-done:
@@ -184,19 +184,19 @@ func TestH2PacingWaitsForHandlers(t *testing.T) {
 	}{
 		{"claimed", func(st *h2Streams) { st.claim(1, false) }},
 		{"refused by the server", func(st *h2Streams) { st.mu.Lock(); st.take(1); st.mu.Unlock() }},
-		{"reset by the client", func(st *h2Streams) { st.cancelled(1) }},
-		{"GOAWAY", func(st *h2Streams) { st.unpace() }},
+		{"reset by the client", func(st *h2Streams) { st.Cancelled(1) }},
+		{"GOAWAY", func(st *h2Streams) { st.Unpace() }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &h2Streams{open: map[uint32]bool{}, pace: true}
-			st.opened(1)
+			st.Opened(1)
 			paced(t, st, func() { c.release(st) })
 		})
 	}
 	t.Run("busy", func(t *testing.T) {
 		st := &h2Streams{open: map[uint32]bool{}, pace: true}
 		for id := uint32(1); id < 2*h2BusyAtOnce; id += 2 {
-			st.opened(id)
+			st.Opened(id)
 			st.claim(id, true)
 			if id < 2*h2BusyAtOnce-1 && !atOnce(st) {
 				t.Fatalf("the next header block waits with %d streams being refused", id/2+1)
@@ -206,7 +206,7 @@ func TestH2PacingWaitsForHandlers(t *testing.T) {
 	})
 	t.Run("unpaced", func(t *testing.T) {
 		st := &h2Streams{open: map[uint32]bool{}}
-		st.opened(1)
+		st.Opened(1)
 		if !atOnce(st) { // a connection serveH2 did not pace (the fuzz targets') never waits
 			t.Fatal("an unpaced connection waits")
 		}

@@ -81,7 +81,7 @@ const h2PaceWait = 5 * time.Second
 // record at once before the next header block waits for one of them.
 const h2BusyAtOnce = 16
 
-// awaitHandlers waits, on a paced connection, until no stream the client opened is waiting for
+// AwaitHandlers waits, on a paced connection, until no stream the client opened is waiting for
 // its handler (claim) or the server's refusal (take), and fewer than h2BusyAtOnce are being
 // refused E_BUSY, before the header block of the next one reaches the server. The server
 // decodes a block (x/net joins the Cookie fields into one new string: HPACK-indexed, 40 bytes
@@ -93,7 +93,7 @@ const h2BusyAtOnce = 16
 // to be on disk (up to a second when refusals are summarised): a connection has at most
 // h2BusyAtOnce such streams, not 100. What waits meanwhile is the client's bytes, in the
 // kernel's socket buffers.
-func (s *h2Streams) awaitHandlers() {
+func (s *h2Streams) AwaitHandlers() {
 	if !s.pace {
 		return
 	}
@@ -138,17 +138,17 @@ func (s *h2Streams) wakeUp() {
 	}
 }
 
-// unpace ends the pacing: the server sent GOAWAY (it ignores the streams opened after it) or
+// Unpace ends the pacing: the server sent GOAWAY (it ignores the streams opened after it) or
 // the connection is closed.
-func (s *h2Streams) unpace() {
+func (s *h2Streams) Unpace() {
 	s.mu.Lock()
 	s.unpaced = true
 	s.wakeUp()
 	s.mu.Unlock()
 }
 
-// opened notes a stream the client opened (its first HEADERS).
-func (s *h2Streams) opened(id uint32) {
+// Opened notes a stream the client opened (its first HEADERS).
+func (s *h2Streams) Opened(id uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.open) >= h2MaxOpen {
@@ -158,8 +158,8 @@ func (s *h2Streams) opened(id uint32) {
 	s.open[id] = true
 }
 
-// cancelled notes the client's reset of a stream.
-func (s *h2Streams) cancelled(id uint32) {
+// Cancelled notes the client's reset of a stream.
+func (s *h2Streams) Cancelled(id uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.open[id] {
@@ -213,8 +213,8 @@ func (s *h2Streams) take(id uint32) bool {
 	return true
 }
 
-// reset notes x/net's reset of stream id with code.
-func (s *h2Streams) reset(id uint32, code http2.ErrCode) {
+// Reset notes x/net's reset of stream id with code.
+func (s *h2Streams) Reset(id uint32, code http2.ErrCode) {
 	s.mu.Lock()
 	took := s.take(id)
 	s.mu.Unlock()
@@ -223,9 +223,9 @@ func (s *h2Streams) reset(id uint32, code http2.ErrCode) {
 	}
 }
 
-// answered notes a response header block x/net writes on stream id, with its status when
+// Answered notes a response header block x/net writes on stream id, with its status when
 // known; an answer to a stream no handler claimed is x/net's own.
-func (s *h2Streams) answered(id uint32, status int, endStream bool) {
+func (s *h2Streams) Answered(id uint32, status int, endStream bool) {
 	s.mu.Lock()
 	if !s.take(id) {
 		s.mu.Unlock()
@@ -244,8 +244,8 @@ func (s *h2Streams) answered(id uint32, status int, endStream bool) {
 	s.mu.Unlock()
 }
 
-// answering reports whether x/net is answering stream id itself.
-func (s *h2Streams) answering(id uint32) bool {
+// Answering reports whether x/net is answering stream id itself.
+func (s *h2Streams) Answering(id uint32) bool {
 	if s.answeringN.Load() == 0 {
 		return false
 	}
@@ -254,8 +254,8 @@ func (s *h2Streams) answering(id uint32) bool {
 	return s.answers[id] != nil
 }
 
-// answerText keeps the first bytes of x/net's answer on stream id.
-func (s *h2Streams) answerText(id uint32, b []byte) {
+// AnswerText keeps the first bytes of x/net's answer on stream id.
+func (s *h2Streams) AnswerText(id uint32, b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.answers[id]; a != nil && len(a.text) < maxReplyText {
@@ -263,8 +263,8 @@ func (s *h2Streams) answerText(id uint32, b []byte) {
 	}
 }
 
-// answerEnded notes the end of x/net's answer on stream id: its record is written.
-func (s *h2Streams) answerEnded(id uint32) {
+// AnswerEnded notes the end of x/net's answer on stream id: its record is written.
+func (s *h2Streams) AnswerEnded(id uint32) {
 	s.mu.Lock()
 	a := s.answers[id]
 	if a != nil {
@@ -284,10 +284,10 @@ func answerWords(status int) string {
 	return "it answered " + strconv.Itoa(status) + " itself"
 }
 
-// goAway notes x/net's GOAWAY: one with an error code closes the connection, and its record is
+// GoAway notes x/net's GOAWAY: one with an error code closes the connection, and its record is
 // written before the frame leaves.
-func (s *h2Streams) goAway(code http2.ErrCode) {
-	s.unpace()
+func (s *h2Streams) GoAway(code http2.ErrCode) {
+	s.Unpace()
 	s.mu.Lock()
 	if code == http2.ErrCodeNo || s.goAwayErr != 0 {
 		s.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/judge"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // The fuzz targets of the watch on HTTP/2 frames (h2watch.go): the client's bytes through
@@ -129,7 +130,7 @@ type h2Block struct {
 // after the preface): frame by frame the same, but for the mark at the end of each header
 // block that opens a stream, exactly once, and HPACK-decodable as the client's fields then the
 // mark whenever the client's block decodes. decoded is how many blocks it decoded so.
-func checkClientFrames(t *testing.T, c *h2Conn, in, out []byte) (decoded int) {
+func checkClientFrames(t *testing.T, c *transport.H2Conn, in, out []byte) (decoded int) {
 	t.Helper()
 	fin, restIn := splitFrames(in)
 	fout, restOut := splitFrames(out)
@@ -150,7 +151,7 @@ func checkClientFrames(t *testing.T, c *h2Conn, in, out []byte) (decoded int) {
 		}
 		g := fout[j]
 		j++
-		m := c.mark(f.id)
+		m := c.Mark(f.id)
 		if g.typ != f.typ || g.rawID != f.rawID {
 			t.Fatalf("frame %d: type %v id %x out of type %v id %x", i, g.typ, g.rawID, f.typ, f.rawID)
 		}
@@ -201,7 +202,7 @@ func checkClientFrames(t *testing.T, c *h2Conn, in, out []byte) (decoded int) {
 	var open *h2Block
 	var maxID uint32
 	for i, f := range fin {
-		if !f.whole || f.length > h2MaxFrame || f.typ == http2.FrameContinuation && open == nil ||
+		if !f.whole || f.length > transport.H2MaxFrame || f.typ == http2.FrameContinuation && open == nil ||
 			open != nil && (f.typ != http2.FrameContinuation || f.id != open.id) || f.typ == http2.FrameHeaders && f.id == 0 {
 			return 0
 		}
@@ -243,7 +244,7 @@ func checkClientFrames(t *testing.T, c *h2Conn, in, out []byte) (decoded int) {
 		}
 		want := bytes.Clone(block)
 		if b.opens {
-			want = append(want, c.mark(b.id)...)
+			want = append(want, c.Mark(b.id)...)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("stream %d: the block x/net reads is %x, want %x", b.id, got, want)
@@ -257,7 +258,7 @@ func checkClientFrames(t *testing.T, c *h2Conn, in, out []byte) (decoded int) {
 			continue
 		}
 		if b.opens {
-			fields = append(fields, hpack.HeaderField{Name: h2MarkName, Value: fmt.Sprintf("%s.%d", c.token, b.id)})
+			fields = append(fields, hpack.HeaderField{Name: transport.H2MarkName, Value: fmt.Sprintf("%s.%d", c.Token(), b.id)})
 		}
 		gotFields, err := dout.DecodeFull(got)
 		if err != nil {
@@ -304,10 +305,10 @@ func FuzzH2ClientFrames(f *testing.F) {
 		sh := shapeOf(rd, wr)
 		w := &fakeWire{in: append([]byte(http2.ClientPreface), frames...), chunk: sh.chunk, eofLast: sh.eof}
 		st := &h2Streams{open: map[uint32]bool{}}
-		c := newH2Conn(w, st)
+		c := transport.NewH2Conn(w, st)
 		var out []byte
 		// Each frame of the client's grows by at most the gate's CONTINUATION.
-		limit := len(http2.ClientPreface) + len(frames) + (len(frames)/9+1)*(9+len(c.mark(1<<31-1)))
+		limit := len(http2.ClientPreface) + len(frames) + (len(frames)/9+1)*(9+len(c.Mark(1<<31-1)))
 		buf := make([]byte, sh.buf)
 		for calls := 0; ; calls++ {
 			if calls > 4*limit+16 {
@@ -402,7 +403,7 @@ func h2ClientSeeds(tb testing.TB) [][]byte {
 		must(fr.WriteContinuation(3, true, b[3:]))
 	})
 	// Blocks of the largest frame, and of a frame the mark just does or does not fit.
-	for _, size := range []int{h2MaxFrame, h2MaxFrame - 10, h2MaxFrame - len("x-lockhttp-stream") - 40} {
+	for _, size := range []int{transport.H2MaxFrame, transport.H2MaxFrame - 10, transport.H2MaxFrame - len("x-lockhttp-stream") - 40} {
 		seed(func() {
 			must(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: filledBlock(tb, size), EndStream: true, EndHeaders: true}))
 			must(fr.WriteData(1, true, nil))
@@ -491,9 +492,9 @@ func serverFrames(t *testing.T, g *Gate, aud *memAuditor, frames []byte, chunk i
 	st := &h2Streams{g: g, source: netip.MustParseAddr("127.0.0.1"), tun: &judge.Binding{Host: "origin.test", Port: 443},
 		connect: "c1", open: map[uint32]bool{}, close: func() {}}
 	w := &fakeWire{}
-	c := newH2Conn(w, st)
+	c := transport.NewH2Conn(w, st)
 	for id := uint32(1); id <= 41; id += 2 {
-		st.opened(id)
+		st.Opened(id)
 	}
 	for p := frames; len(p) > 0; {
 		k := len(p)
@@ -596,7 +597,7 @@ func TestH2FuzzSeedsAreWhatTheyClaim(t *testing.T) {
 	seeds := h2ClientSeeds(t)
 	for i, seed := range seeds[:len(seeds)-1] {
 		fr := http2.NewFramer(nil, bytes.NewReader(seed))
-		fr.SetMaxReadFrameSize(h2MaxFrame)
+		fr.SetMaxReadFrameSize(transport.H2MaxFrame)
 		for {
 			_, err := fr.ReadFrame()
 			if errors.Is(err, io.EOF) {
@@ -607,12 +608,12 @@ func TestH2FuzzSeedsAreWhatTheyClaim(t *testing.T) {
 			}
 		}
 		w := &fakeWire{in: append([]byte(http2.ClientPreface), seed...)}
-		c := newH2Conn(w, &h2Streams{open: map[uint32]bool{}})
+		c := transport.NewH2Conn(w, &h2Streams{open: map[uint32]bool{}})
 		out, err := io.ReadAll(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := bytes.Count(out, []byte(c.token+".")); n == 0 {
+		if n := bytes.Count(out, []byte(c.Token()+".")); n == 0 {
 			t.Fatalf("seed %d: no mark", i)
 		}
 		if n := checkClientFrames(t, c, seed, out[len(http2.ClientPreface):]); n == 0 {

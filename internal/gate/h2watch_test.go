@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // h2Opening is a client's preface then a HEADERS frame that opens stream 1 and ends its block.
@@ -29,7 +31,7 @@ func h2Opening(t *testing.T) []byte {
 // frame's payload (it asked the connection for nothing, over and over: testdata/fuzz/
 // FuzzH2ClientFrames/empty-read-spins).
 func TestH2EmptyReadReturns(t *testing.T) {
-	c := newH2Conn(&fakeWire{in: h2Opening(t)}, &h2Streams{open: map[uint32]bool{}})
+	c := transport.NewH2Conn(&fakeWire{in: h2Opening(t)}, &h2Streams{open: map[uint32]bool{}})
 	read := 0
 	for _, at := range []int{0, 10, len(http2.ClientPreface) + 9, len(http2.ClientPreface) + 12} {
 		if _, err := io.ReadFull(c, make([]byte, at-read)); err != nil {
@@ -49,7 +51,7 @@ func TestH2EmptyReadReturns(t *testing.T) {
 // eof-before-the-mark).
 func TestH2MarkComesBeforeTheConnectionsEnd(t *testing.T) {
 	for _, chunk := range []int{0, 1, 7} {
-		c := newH2Conn(&fakeWire{in: h2Opening(t), chunk: chunk, eofLast: true}, &h2Streams{open: map[uint32]bool{}})
+		c := transport.NewH2Conn(&fakeWire{in: h2Opening(t), chunk: chunk, eofLast: true}, &h2Streams{open: map[uint32]bool{}})
 		if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestH2MarkComesBeforeTheConnectionsEnd(t *testing.T) {
 			t.Fatalf("chunks of %d: %v", chunk, err)
 		}
 		mh := f.(*http2.MetaHeadersFrame)
-		if got := mh.Fields[len(mh.Fields)-1]; got.Name != h2MarkName || got.Value != c.token+".1" {
+		if got := mh.Fields[len(mh.Fields)-1]; got.Name != transport.H2MarkName || got.Value != c.Token()+".1" {
 			t.Fatalf("chunks of %d: the block ends in %v", chunk, got)
 		}
 		if _, err := fr.ReadFrame(); err != io.EOF {
@@ -79,9 +81,9 @@ func TestH2ReadAllocatesNothingPerFrame(t *testing.T) {
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x88}, EndStream: true, EndHeaders: true}) // trailers
 	frames := buf.Bytes()
 	w := &fakeWire{in: h2Opening(t)}
-	c := newH2Conn(w, &h2Streams{open: map[uint32]bool{}})
+	c := transport.NewH2Conn(w, &h2Streams{open: map[uint32]bool{}})
 	p := make([]byte, 16<<10)
-	if _, err := io.ReadFull(c, p[:len(w.in)+len(c.mark(1))]); err != nil {
+	if _, err := io.ReadFull(c, p[:len(w.in)+len(c.Mark(1))]); err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/refusal"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // refuseInTunnel delivers the refusal of a CONNECT the gate would decrypt (res.Intercept: the
@@ -69,7 +70,7 @@ func (g *Gate) answerInTunnel(ex *exchange, res judge.Result, pol *policy.Policy
 	h2 := t.tls.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS
 	var fc *framing.Conn
 	if !h2 {
-		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
+		fc = framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: transport.NewToken(), Lean: true})
 	}
 	tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Transparent: ex.transparent()}
 	var answered atomic.Pointer[string] // the id of the (first) request refused inside

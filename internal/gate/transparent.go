@@ -154,7 +154,7 @@ func (g *Gate) serveTransparentConn(c net.Conn, conns *transport.H1Conns) {
 		return
 	}
 	c.SetReadDeadline(time.Time{}) // the server sets its own
-	fc := framing.NewConn(rc, framing.Options{Tunnel: true, Token: newToken()})
+	fc := framing.NewConn(rc, framing.Options{Tunnel: true, Token: transport.NewToken()})
 	ci.fc = fc
 	g.serveH1(fc, ci, http.HandlerFunc(g.serveTransparent), conns, func() {})
 }

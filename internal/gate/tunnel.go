@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/signerclient"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // Certs issues the leaf certificates of decrypted tunnels; *signerclient.Client is one.
@@ -79,7 +79,7 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 		// framing check.
 		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true, Transparent: ex.transparent()}
 		t.cc.readBufferedFirst() // the server sets its own deadlines
-		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
+		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: transport.NewToken(), Lean: true})
 		detached = true
 		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
 			end("cleartext")
@@ -110,7 +110,7 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 		end("http/2")
 		return
 	}
-	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: newToken(), Lean: true})
+	fc := framing.NewConn(t.tls, framing.Options{Tunnel: true, Token: transport.NewToken(), Lean: true})
 	detached = true
 	g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
 		end("")
@@ -124,12 +124,6 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 // answer, or by whoever hijacked it.
 func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler, end func()) {
 	g.serveH1(fc, &connInfo{fc: fc, source: source, tunnel: tun}, h, nil, end)
-}
-
-func newToken() string {
-	var tok [12]byte
-	rand.Read(tok[:])
-	return hex.EncodeToString(tok[:])
 }
 
 // tunnelConn is a hijacked CONNECT: the client connection, counted, and once the handshake is

@@ -1,8 +1,10 @@
-package gate
+package transport
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,7 +18,7 @@ import (
 // The gate's watch on the frames of an HTTP/2 connection inside a tunnel. golang.org/x/net's
 // server reads the frames and refuses what HTTP/2 forbids, but it tells the gate's handler
 // neither the id of its stream nor anything of a stream it refuses itself. So the connection it
-// reads and writes is the TLS connection wrapped (h2Conn), and the gate follows the frame
+// reads and writes is the TLS connection wrapped (H2Conn), and the gate follows the frame
 // headers both ways (9 bytes a frame; payloads pass untouched and uncopied):
 //
 //   - On the way in, a header block that opens a stream (HEADERS with a new odd id, and its
@@ -37,18 +39,18 @@ import (
 //     the frame that ends it leaves the gate (h2Streams). A GOAWAY with an error code ends the
 //     connection's record.
 
-// h2MarkHeader is the field the gate appends to each header block that opens a stream, as
+// H2MarkHeader is the field the gate appends to each header block that opens a stream, as
 // net/http canonicalises it.
 const (
-	h2MarkName   = "x-lockhttp-stream"
-	h2MarkHeader = "X-Lockhttp-Stream"
+	H2MarkName   = "x-lockhttp-stream"
+	H2MarkHeader = "X-Lockhttp-Stream"
 )
 
-// h2Conn is the TLS connection of one HTTP/2 connection inside a tunnel, as x/net's server
+// H2Conn is the TLS connection of one HTTP/2 connection inside a tunnel, as x/net's server
 // reads and writes it.
-type h2Conn struct {
-	h2Wire
-	st    *h2Streams
+type H2Conn struct {
+	H2Wire
+	st    H2Streams
 	token string // the connection's mark: token "." stream id
 
 	in h2In // read by x/net's frame reader only (and its preface read before it starts)
@@ -57,23 +59,57 @@ type h2Conn struct {
 	out h2Out
 }
 
-// h2Wire is the connection under an h2Conn: the tunnel's *tls.Conn (a test's fake in the fuzz
+// H2Wire is the connection under an H2Conn: the tunnel's *tls.Conn (a test's fake in the fuzz
 // targets). x/net's server takes the TLS state from its ConnectionState.
-type h2Wire interface {
+type H2Wire interface {
 	net.Conn
 	ConnectionState() tls.ConnectionState
 }
 
-func newH2Conn(tc h2Wire, st *h2Streams) *h2Conn {
-	return &h2Conn{h2Wire: tc, st: st, token: newToken(), in: h2In{preface: len(http2.ClientPreface)}}
+// H2MaxFrame is the largest frame the gate reads: HTTP/2's default.
+const H2MaxFrame = 16 << 10
+
+// H2Streams is what the gate keeps of one HTTP/2 connection's streams, told what its frames
+// show: which streams the client opened or cancelled, what the server answered, reset or ended
+// (the gate's h2Streams).
+type H2Streams interface {
+	// AwaitHandlers waits, before the next frame is read, until the handlers of the streams
+	// opened so far have run (or the wait is called off: Unpace).
+	AwaitHandlers()
+	// Unpace calls the wait off for good.
+	Unpace()
+	Opened(id uint32)
+	Cancelled(id uint32)
+	// Answering reports whether x/net is answering stream id itself.
+	Answering(id uint32) bool
+	AnswerText(id uint32, b []byte)
+	AnswerEnded(id uint32)
+	Reset(id uint32, code http2.ErrCode)
+	GoAway(code http2.ErrCode)
+	Answered(id uint32, status int, endStream bool)
 }
 
-// streamOf is the id of the stream r came on, from the gate's mark, which it removes from r's
+// NewToken is a random token: an HTTP/2 connection's mark, a framing check's.
+func NewToken() string {
+	var tok [12]byte
+	rand.Read(tok[:])
+	return hex.EncodeToString(tok[:])
+}
+
+// Token is c's mark: each stream's is Token "." its id.
+func (c *H2Conn) Token() string { return c.token }
+
+// NewH2Conn is tc watched for the streams st keeps.
+func NewH2Conn(tc H2Wire, st H2Streams) *H2Conn {
+	return &H2Conn{H2Wire: tc, st: st, token: NewToken(), in: h2In{preface: len(http2.ClientPreface)}}
+}
+
+// StreamOf is the id of the stream r came on, from the gate's mark, which it removes from r's
 // header (with any field of that name the client sent: the gate's is the last). ok is false
 // when the mark is missing or not this connection's.
-func (c *h2Conn) streamOf(r *http.Request) (id uint32, ok bool) {
-	vs := r.Header[h2MarkHeader]
-	delete(r.Header, h2MarkHeader)
+func (c *H2Conn) StreamOf(r *http.Request) (id uint32, ok bool) {
+	vs := r.Header[H2MarkHeader]
+	delete(r.Header, H2MarkHeader)
 	if len(vs) == 0 {
 		return 0, false
 	}
@@ -100,7 +136,7 @@ type h2In struct {
 	marking uint32 // the stream whose opening header block is still open
 }
 
-func (c *h2Conn) Read(p []byte) (int, error) {
+func (c *H2Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		// Nothing to give: asking the connection for nothing (a *tls.Conn answers 0, nil)
 		// would go on without end.
@@ -114,7 +150,7 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if lim := in.preface + in.left; lim > 0 {
-			n, err := c.h2Wire.Read(p[:min(len(p), lim)])
+			n, err := c.H2Wire.Read(p[:min(len(p), lim)])
 			if in.preface > 0 {
 				in.preface -= n
 			} else if in.left -= n; in.left == 0 && in.after != nil {
@@ -127,7 +163,7 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		n, err := c.h2Wire.Read(in.hdr[in.hn:])
+		n, err := c.H2Wire.Read(in.hdr[in.hn:])
 		if in.hn += n; in.hn < len(in.hdr) {
 			if err != nil {
 				return 0, err
@@ -147,7 +183,7 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 
 // frameIn looks at the header of the client's next frame, in c.in.hdr, before x/net reads it:
 // it marks a header block that opens a stream, and notes the client's resets.
-func (c *h2Conn) frameIn() {
+func (c *H2Conn) frameIn() {
 	in := &c.in
 	typ, flags := http2.FrameType(in.hdr[3]), http2.Flags(in.hdr[4])
 	id := binary.BigEndian.Uint32(in.hdr[5:]) & (1<<31 - 1)
@@ -159,13 +195,13 @@ func (c *h2Conn) frameIn() {
 		if marking == 0 {
 			// (Inside another stream's header block, this frame is a connection error x/net
 			// must see at once: nothing to wait for.)
-			c.st.awaitHandlers()
+			c.st.AwaitHandlers()
 		}
-		c.st.opened(id)
+		c.st.Opened(id)
 		marking = id
 	case typ == http2.FrameContinuation && id == marking && id != 0:
 	case typ == http2.FrameRSTStream:
-		c.st.cancelled(id)
+		c.st.Cancelled(id)
 		return
 	default:
 		return
@@ -174,8 +210,8 @@ func (c *h2Conn) frameIn() {
 		in.marking = marking
 		return
 	}
-	m := c.mark(id)
-	if n := in.left + len(m); !flags.Has(http2.FlagHeadersPadded) && n <= h2MaxFrame {
+	m := c.Mark(id)
+	if n := in.left + len(m); !flags.Has(http2.FlagHeadersPadded) && n <= H2MaxFrame {
 		// The mark goes at the end of the block's last frame, which grows by its length.
 		in.hdr[0], in.hdr[1], in.hdr[2] = byte(n>>16), byte(n>>8), byte(n)
 		in.after = m
@@ -195,18 +231,18 @@ func (c *h2Conn) frameIn() {
 
 // Close closes the connection and ends the pacing (awaitHandlers), whose wait would otherwise
 // hold x/net's reader.
-func (c *h2Conn) Close() error {
-	c.st.unpace()
-	return c.h2Wire.Close()
+func (c *H2Conn) Close() error {
+	c.st.Unpace()
+	return c.H2Wire.Close()
 }
 
-// mark is the gate's field that ends the header block of stream id: one literal field without
+// Mark is the gate's field that ends the header block of stream id: one literal field without
 // indexing, x-lockhttp-stream: token.id.
-func (c *h2Conn) mark(id uint32) []byte {
+func (c *H2Conn) Mark(id uint32) []byte {
 	v := c.token + "." + strconv.FormatUint(uint64(id), 10)
-	b := make([]byte, 0, 1+1+len(h2MarkName)+1+len(v)) // both lengths fit a 7-bit prefix
-	b = append(b, 0x00, byte(len(h2MarkName)))
-	b = append(b, h2MarkName...)
+	b := make([]byte, 0, 1+1+len(H2MarkName)+1+len(v)) // both lengths fit a 7-bit prefix
+	b = append(b, 0x00, byte(len(H2MarkName)))
+	b = append(b, H2MarkName...)
 	b = append(b, byte(len(v)))
 	return append(b, v...)
 }
@@ -227,14 +263,14 @@ type h2Out struct {
 
 // Write follows the frames of p; what they end (a stream refused by x/net, the connection) is
 // recorded before p is written.
-func (c *h2Conn) Write(p []byte) (int, error) {
+func (c *H2Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	c.follow(p)
 	c.wmu.Unlock()
-	return c.h2Wire.Write(p)
+	return c.H2Wire.Write(p)
 }
 
-func (c *h2Conn) follow(p []byte) {
+func (c *H2Conn) follow(p []byte) {
 	o := &c.out
 	for len(p) > 0 {
 		if o.hn < len(o.hdr) {
@@ -256,7 +292,7 @@ func (c *h2Conn) follow(p []byte) {
 			case http2.FrameHeaders:
 				o.want = len(o.head)
 			case http2.FrameData:
-				o.data = c.st.answering(o.id)
+				o.data = c.st.Answering(o.id)
 			}
 			o.want = min(o.want, o.left)
 			c.seen()
@@ -267,13 +303,13 @@ func (c *h2Conn) follow(p []byte) {
 			c.seen()
 		}
 		if o.data {
-			c.st.answerText(o.id, p[:k])
+			c.st.AnswerText(o.id, p[:k])
 		}
 		o.left -= k
 		p = p[k:]
 		if o.left == 0 {
 			if o.data && o.flags.Has(http2.FlagDataEndStream) {
-				c.st.answerEnded(o.id)
+				c.st.AnswerEnded(o.id)
 			}
 			o.hn = 0
 		}
@@ -282,7 +318,7 @@ func (c *h2Conn) follow(p []byte) {
 
 // seen acts on the frame being written once its header and the payload bytes the watch wants
 // have been followed.
-func (c *h2Conn) seen() {
+func (c *H2Conn) seen() {
 	o := &c.out
 	if o.want < 0 || o.hl < o.want {
 		return
@@ -291,14 +327,14 @@ func (c *h2Conn) seen() {
 	switch o.typ {
 	case http2.FrameRSTStream:
 		if o.hl == 4 {
-			c.st.reset(o.id, http2.ErrCode(binary.BigEndian.Uint32(o.head[:4])))
+			c.st.Reset(o.id, http2.ErrCode(binary.BigEndian.Uint32(o.head[:4])))
 		}
 	case http2.FrameGoAway:
 		if o.hl == 8 {
-			c.st.goAway(http2.ErrCode(binary.BigEndian.Uint32(o.head[4:8])))
+			c.st.GoAway(http2.ErrCode(binary.BigEndian.Uint32(o.head[4:8])))
 		}
 	case http2.FrameHeaders:
-		c.st.answered(o.id, answerStatus(o.flags, o.head[:o.hl]), o.flags.Has(http2.FlagHeadersEndStream))
+		c.st.Answered(o.id, answerStatus(o.flags, o.head[:o.hl]), o.flags.Has(http2.FlagHeadersEndStream))
 	}
 }
 
