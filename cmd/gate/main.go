@@ -45,6 +45,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/signerclient"
 	"github.com/lockhttp/lockhttp/internal/tracing"
 	"github.com/lockhttp/lockhttp/internal/traffic"
+	"github.com/lockhttp/lockhttp/internal/transport"
 	"github.com/lockhttp/lockhttp/internal/unixsock"
 )
 
@@ -477,7 +478,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		ctx = sctx
 		tr.serve(ctx, g, log, cancel)
 		if tr.proxy != nil {
-			proxy = gate.Merge(l, tr.proxy)
+			proxy = transport.Merge(l, tr.proxy)
 		}
 	}
 	err = g.Serve(ctx, proxy)

@@ -6,11 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 
 	"github.com/lockhttp/lockhttp/internal/egress"
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // serveConnect decides a CONNECT: one to be decrypted is opened (intercept), or refused inside
@@ -88,56 +88,10 @@ func writeFailure(w http.ResponseWriter, r *http.Request, ex *exchange, status i
 	io.Copy(w, resp.Body)
 }
 
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// withBuffered reads what br holds already, then from c: the bytes a hijacked connection's
-// server read ahead come first.
-func withBuffered(br *bufio.Reader, c io.Reader) io.Reader {
-	if br == nil || br.Buffered() == 0 {
-		return c
-	}
-	return io.MultiReader(io.LimitReader(br, int64(br.Buffered())), c)
-}
-
-// splice copies both ways until both directions end; it returns the bytes sent up (client to
-// target) and down.
+// splice copies both ways until both directions end (transport.Splice), the client tracked as an
+// open tunnel meanwhile; it returns the bytes sent up (client to target) and down.
 func (g *Gate) splice(client net.Conn, buffered *bufio.Reader, up net.Conn) (in, out int64) {
 	g.trackTunnel(client, true)
 	defer g.trackTunnel(client, false)
-	src := withBuffered(buffered, client)
-	done := make(chan int64, 1)
-	go func() {
-		n := copyBuf(up, src)
-		closeWrite(up)
-		done <- n
-	}()
-	out = copyBuf(client, up)
-	closeWrite(client)
-	in = <-done
-	client.Close()
-	up.Close()
-	return in, out
-}
-
-func copyBuf(dst io.Writer, src io.Reader) int64 {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	n, _ := io.CopyBuffer(dst, src, *bp)
-	return n
-}
-
-// closeWrite half-closes c when it can, else closes it: the other direction then ends too.
-func closeWrite(c net.Conn) {
-	type closeWriter interface{ CloseWrite() error }
-	if cw, ok := c.(closeWriter); ok {
-		cw.CloseWrite()
-		return
-	}
-	if u, ok := c.(interface{ NetConn() net.Conn }); ok {
-		if cw, ok := u.NetConn().(closeWriter); ok {
-			cw.CloseWrite()
-			return
-		}
-	}
-	c.Close()
+	return transport.Splice(client, buffered, up)
 }

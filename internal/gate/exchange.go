@@ -17,6 +17,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/policy"
 	"github.com/lockhttp/lockhttp/internal/secrets"
+	"github.com/lockhttp/lockhttp/internal/transport"
 )
 
 // Log field names of the canonical request line.
@@ -278,8 +279,8 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // io.Copy, which would otherwise allocate 32 KiB per request (the writer it copies to is not a
 // ReaderFrom).
 func (b *countingBody) WriteTo(w io.Writer) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+	bp := transport.CopyBufs.Get().(*[]byte)
+	defer transport.CopyBufs.Put(bp)
 	// The struct hides this WriteTo from io.CopyBuffer, which would call it again.
 	return io.CopyBuffer(w, struct{ io.Reader }{b}, *bp)
 }

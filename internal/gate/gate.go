@@ -163,7 +163,7 @@ func New(cfg Config) *Gate {
 	}
 	g.srvLog = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	g.h1 = transport.H1Config{Log: g.log, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
-	g.tunnelTLS = newTunnelTLS()
+	g.tunnelTLS = transport.NewTunnelTLS()
 	g.exfil = exfil.New(exfil.Config{Now: g.now})
 	g.budget = budget.New(budget.Config{Now: g.now})
 	g.holds = newHeldJournal(cfg.HeldDir, g.log)
@@ -175,7 +175,7 @@ func New(cfg Config) *Gate {
 	g.transport = &http.Transport{
 		Proxy:       nil, // the gate's own HTTP(S)_PROXY is ignored: it dials through the floor
 		DialContext: g.dialer.DialContext,
-		TLSClientConfig: &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: refuseWeakCertificates,
+		TLSClientConfig: &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12, VerifyConnection: transport.RefuseWeakCertificates,
 			// Resumed sessions skip the handshake's key exchange and the chain's verification;
 			// VerifyConnection still sees the chain the session was made with.
 			ClientSessionCache: tls.NewLRUClientSessionCache(transport.UpstreamSessions)},

@@ -163,7 +163,7 @@ func relaySwitched(w http.ResponseWriter, up io.ReadCloser) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(rw, withBuffered(brw.Reader, conn)); done <- struct{}{} }()
+	go func() { io.Copy(rw, transport.WithBuffered(brw.Reader, conn)); done <- struct{}{} }()
 	go func() { io.Copy(conn, rw); done <- struct{}{} }()
 	<-done
 }

@@ -104,7 +104,7 @@ func unreachable(err error) string {
 		unknown  x509.UnknownAuthorityError
 		invalid  x509.CertificateInvalidError
 		hostname x509.HostnameError
-		weak     *weakCertError
+		weak     *transport.WeakCertError
 		netErr   net.Error
 	)
 	switch {

@@ -98,7 +98,7 @@ func (g *Gate) answerInTunnel(ex *exchange, res judge.Result, pol *policy.Policy
 		g.refuseWriter(w, req, in, d)
 	})
 	end := func() {
-		ex.bytesIn.Store(t.cc.in.Load())
+		ex.bytesIn.Store(t.cc.In.Load())
 		detail := "the tunnel was opened to answer with this refusal; the client sent no request"
 		if id := answered.Load(); id != nil {
 			detail = "the tunnel was opened to answer with this refusal; answered request " + *id

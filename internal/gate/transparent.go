@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/clienthello"
@@ -56,7 +55,7 @@ const helloTimeout = 15 * time.Second
 // are bounded as the proxy's are (Config's MaxConns and MaxConnsPerSource, over all the
 // transparent ports together).
 func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error {
-	fan := newFanIn()
+	fan := transport.NewFanIn()
 	defer fan.Close()
 	open := map[int]net.Listener{}
 	sync := func(first bool) error {
@@ -84,7 +83,7 @@ func (g *Gate) ServeTransparent(ctx context.Context, t TransparentListen) error 
 				continue
 			}
 			open[port] = l
-			fan.add(l)
+			fan.Add(l)
 		}
 		ports := make([]int, 0, len(open))
 		for port := range open {
@@ -148,7 +147,7 @@ func (g *Gate) serveTransparentConn(c net.Conn, conns *transport.H1Conns) {
 		c.Close() // nothing sent: no request to record
 		return
 	}
-	rc := &replayConn{Conn: c, r: replay{b: first[:], r: c}}
+	rc := transport.NewReplayConn(c, first[:])
 	if first[0] == 0x16 {
 		g.serveTransparentTLS(rc, ci)
 		return
@@ -184,7 +183,7 @@ func (g *Gate) serveTransparent(w http.ResponseWriter, r *http.Request) {
 // holds by construction), refused inside the TLS connection when the policy refuses the whole
 // host, spliced to the name the gate resolves itself when the policy says so, or refused with a
 // TLS alert. A hello with no server name the gate can read is refused (floor:sni).
-func (g *Gate) serveTransparentTLS(c *replayConn, ci *connInfo) {
+func (g *Gate) serveTransparentTLS(c *transport.ReplayConn, ci *connInfo) {
 	raw, hello, herr := clienthello.Read(c)
 	if errors.Is(herr, io.EOF) {
 		c.Close()
@@ -210,7 +209,7 @@ func (g *Gate) serveTransparentTLS(c *replayConn, ci *connInfo) {
 	v := judge.See(a)
 	res := g.decide(g.env(pol), v, ex.rec.Event)
 	g.decided(ex, v, res, pol)
-	c.r.b = raw // replayed to whoever reads the connection next
+	c.Replay(raw) // replayed to whoever reads the connection next
 	refuse := func(d policy.Decision, alert byte, detail string) {
 		if d != res.Decision {
 			ex.refused(d, pol)
@@ -251,7 +250,7 @@ func (g *Gate) serveTransparentTLS(c *replayConn, ci *connInfo) {
 			return
 		}
 		g.trackTunnel(c, true)
-		t := &tunnelConn{g: g, client: c, cc: &countConn{Conn: c, r: &c.r}}
+		t := &tunnelConn{g: g, client: c, cc: transport.NewCountConn(c, c.Reader())}
 		c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 		fail := g.handshake(ctx, t, res.Host, "the name the gate decided", cert, pol.Settings.HTTP2)
 		if fail != nil && fail.kind == openGone {
@@ -297,99 +296,4 @@ func orText(s, def string) string {
 		return s
 	}
 	return def
-}
-
-// replayConn is a connection whose first bytes were read already: Read gives them back first.
-type replayConn struct {
-	net.Conn
-	r replay
-}
-
-func (c *replayConn) Read(b []byte) (int, error) { return c.r.Read(b) }
-
-// NetConn lets the TLS server and the splice reach the connection (its half-close).
-func (c *replayConn) NetConn() net.Conn { return c.Conn }
-
-// Merge is one listener over ls: Accept returns a connection any of them accepted, Addr is the
-// first one's, and Close closes them all. The gate serves its proxy so on its listen address and
-// on its transparent address at once.
-func Merge(ls ...net.Listener) net.Listener {
-	f := newFanIn()
-	for _, l := range ls {
-		f.add(l)
-	}
-	return f
-}
-
-// fanIn is one listener over several: Accept returns a connection any of them accepted.
-type fanIn struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	ls    []net.Listener // guarded by mu: every listener added, closed with the fan-in
-}
-
-func newFanIn() *fanIn { return &fanIn{conns: make(chan net.Conn), done: make(chan struct{})} }
-
-// add accepts on l until l or the fan-in is closed.
-func (f *fanIn) add(l net.Listener) {
-	f.mu.Lock()
-	f.ls = append(f.ls, l)
-	f.mu.Unlock()
-	go func() {
-		var backoff time.Duration
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				select {
-				case <-f.done:
-					return
-				case <-time.After(backoff):
-				}
-				continue
-			}
-			backoff = 0
-			select {
-			case f.conns <- c:
-			case <-f.done:
-				c.Close()
-				return
-			}
-		}
-	}()
-}
-
-func (f *fanIn) Accept() (net.Conn, error) {
-	select {
-	case c := <-f.conns:
-		return c, nil
-	case <-f.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (f *fanIn) Close() error {
-	f.once.Do(func() {
-		close(f.done)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, l := range f.ls {
-			l.Close()
-		}
-	})
-	return nil
-}
-
-func (f *fanIn) Addr() net.Addr {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.ls) > 0 {
-		return f.ls[0].Addr()
-	}
-	return &net.TCPAddr{}
 }

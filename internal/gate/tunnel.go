@@ -3,16 +3,12 @@ package gate
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +64,7 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 		}()
 	}
 	end := func(detail string) {
-		ex.bytesIn.Store(t.cc.in.Load())
+		ex.bytesIn.Store(t.cc.In.Load())
 		ex.finish(http.StatusOK, t.out(), detail)
 	}
 	if fail != nil && fail.kind == openPlain {
@@ -78,7 +74,7 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 		// the tunnel's host and port; anything that is not HTTP/1.1 is refused by the
 		// framing check.
 		tun := &judge.Binding{Host: res.Host, Port: res.Port, Agent: ex.rec.Agent, Cleartext: true, Transparent: ex.transparent()}
-		t.cc.readBufferedFirst() // the server sets its own deadlines
+		t.cc.ReadBufferedFirst() // the server sets its own deadlines
 		fc := framing.NewConn(t.cc, framing.Options{Tunnel: true, Token: transport.NewToken(), Lean: true})
 		detached = true
 		g.serveTunnelConn(fc, ex.source, tun, http.HandlerFunc(g.serveTunnel), func() {
@@ -131,7 +127,7 @@ func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.B
 type tunnelConn struct {
 	g      *Gate
 	client net.Conn // the hijacked connection, tracked (closed on shutdown) until close
-	cc     *countConn
+	cc     *transport.CountConn
 	tls    *tls.Conn // nil until the handshake succeeded
 }
 
@@ -145,7 +141,7 @@ func (t *tunnelConn) out() int64 {
 	if t == nil {
 		return 0
 	}
-	return t.cc.out.Load()
+	return t.cc.Out.Load()
 }
 
 // openFailure is why openTunnel returned no TLS connection.
@@ -180,7 +176,7 @@ func (g *Gate) openTunnel(w http.ResponseWriter, r *http.Request, id, host strin
 		return nil, &openFailure{kind: openGone, status: http.StatusInternalServerError, detail: "hijack: " + err.Error()}
 	}
 	g.trackTunnel(client, true)
-	t := &tunnelConn{g: g, client: client, cc: &countConn{Conn: client, r: brw.Reader}}
+	t := &tunnelConn{g: g, client: client, cc: transport.NewCountConn(client, brw.Reader)}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n"+HeaderRequest+": "+id+"\r\n\r\n"); err != nil {
 		return t, &openFailure{kind: openGone, status: http.StatusOK, detail: "client went away"}
 	}
@@ -220,50 +216,15 @@ func (g *Gate) handshake(ctx context.Context, t *tunnelConn, host, what string, 
 		switch why := sniErr.Load(); {
 		case why != nil:
 			return &openFailure{kind: openSNI, detail: why.Reason, sni: why}
-		case clientRejected(err):
+		case transport.ClientRejected(err):
 			return &openFailure{kind: openRejected, detail: err.Error()}
 		}
 		return &openFailure{kind: openGone, detail: "tls handshake: " + err.Error()}
 	}
 	t.client.SetReadDeadline(time.Time{})
-	t.cc.unbuffer()
+	t.cc.Unbuffer()
 	t.tls = tc
 	return nil
-}
-
-// newTunnelTLS is the TLS configuration every decrypted tunnel's is cloned from. Its
-// session-ticket key, random and the process's own, is shared by the clones: a client that
-// keeps its sessions (curl, Python, Node, Go with a session cache) resumes on its next tunnel and
-// spares the gate the certificate's signature. The SNI check runs on every ClientHello,
-// resumed or not (GetConfigForClient), and each tunnel's certificate is its host's.
-func newTunnelTLS() *tls.Config {
-	var key [32]byte
-	rand.Read(key[:])
-	c := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		// The agent-to-gate hop is local: classical key exchange saves the post-quantum
-		// encapsulation on every new connection. The gate-to-origin hop keeps Go's defaults.
-		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
-	}
-	c.SetSessionTicketKeys([][32]byte{key})
-	return c
-}
-
-// clientRejected reports a handshake that failed on the client's side: it sent an alert
-// (unknown CA, bad certificate) or closed the connection after the gate's certificate.
-func clientRejected(err error) bool {
-	// context.Canceled: the client closed the connection while the handshake waited on it
-	// (Node). "bad record MAC": OpenSSL clients (curl, Python) that reject the certificate in
-	// TLS 1.3 send their alert under keys the gate's side of the handshake cannot read.
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
-		return true
-	}
-	var ae tls.AlertError
-	if errors.As(err, &ae) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "remote error") || strings.Contains(s, "connection reset") || strings.Contains(s, "bad record MAC")
 }
 
 // serveTunnel hands a decrypted request to the proxy, where it is decided like any other: its
@@ -289,87 +250,4 @@ func (g *Gate) serveTunnel(w http.ResponseWriter, r *http.Request) {
 // have carried TLS), after its audit record.
 func (g *Gate) writeRawRefusal(c net.Conn, ex *exchange, d policy.Decision) {
 	recordRefusal(context.Background(), nil, ex, d).WriteRaw(bufio.NewWriter(c))
-}
-
-// countConn counts the bytes of a hijacked connection, reading what the server had buffered
-// first.
-type countConn struct {
-	net.Conn
-	r       io.Reader // the server's buffered reader, then (unbuffer) the connection itself
-	in, out atomic.Int64
-}
-
-// unbuffer reads straight from the connection once the server's buffer is drained (after the
-// handshake, the client waits for the gate's answer): an open tunnel keeps no 4 KiB buffer of
-// the connection it came on. Called by the reading goroutine between reads.
-func (c *countConn) unbuffer() {
-	switch r := c.r.(type) {
-	case *bufio.Reader:
-		if r.Buffered() == 0 {
-			c.r = c.Conn
-		}
-	case *replay:
-		if len(r.b) == 0 {
-			c.r = c.Conn
-		}
-	}
-}
-
-// replay reads b, then from r: the bytes a transparent listener read before the handshake.
-type replay struct {
-	b []byte
-	r io.Reader
-}
-
-func (p *replay) Read(b []byte) (int, error) {
-	if len(p.b) > 0 {
-		n := copy(b, p.b)
-		p.b = p.b[n:]
-		return n, nil
-	}
-	return p.r.Read(b)
-}
-
-// readBufferedFirst reads what the server had buffered, then straight from the connection,
-// for a tunnel that is served without TLS (the buffer is let go once it is read).
-func (c *countConn) readBufferedFirst() {
-	if br, ok := c.r.(*bufio.Reader); ok {
-		c.r = withBuffered(br, c.Conn)
-	}
-}
-
-func (c *countConn) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.in.Add(int64(n))
-	return n, err
-}
-
-// NetConn is the client connection (resetConn reaches the TCP connection through it).
-func (c *countConn) NetConn() net.Conn { return c.Conn }
-
-func (c *countConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.out.Add(int64(n))
-	return n, err
-}
-
-// refuseWeakCertificates refuses an origin whose certificate chain (already verified against the
-// roots) uses an RSA key under 2048 bits.
-func refuseWeakCertificates(cs tls.ConnectionState) error {
-	for _, c := range cs.PeerCertificates {
-		if k, ok := c.PublicKey.(interface{ Size() int }); ok && c.PublicKeyAlgorithm == x509.RSA && k.Size()*8 < 2048 {
-			return &weakCertError{name: c.Subject.CommonName, bits: k.Size() * 8}
-		}
-	}
-	return nil
-}
-
-// weakCertError is an origin certificate with an RSA key under 2048 bits.
-type weakCertError struct {
-	name string
-	bits int
-}
-
-func (e *weakCertError) Error() string {
-	return fmt.Sprintf("weak certificate: %q has a %d-bit RSA key; 2048 bits is the least the gate accepts", e.name, e.bits)
 }

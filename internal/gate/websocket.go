@@ -117,7 +117,7 @@ func (s *wsSession) Attach(c net.Conn, brw *bufio.ReadWriter) net.Conn {
 		ahead = brw.Reader
 	}
 	s.client = c
-	s.cr = bufio.NewReaderSize(withBuffered(ahead, c), 64<<10)
+	s.cr = bufio.NewReaderSize(transport.WithBuffered(ahead, c), 64<<10)
 	return &wsClient{Conn: c, s: s}
 }
 
@@ -374,7 +374,7 @@ func (s *wsSession) end() {
 		s.closed = true
 		s.wmu.Unlock()
 		if s.client != nil {
-			closeWrite(s.client)
+			transport.CloseWrite(s.client)
 			s.client.Close()
 		}
 		s.hmu.Lock()
