@@ -20,6 +20,8 @@ type binary struct {
 	// modules, when not nil, are the only other modules the binary may link (the standard
 	// library is always allowed).
 	modules []string
+	// requires are packages of this module the binary must link, with why.
+	requires map[string]string
 }
 
 // gateInternals are the packages only the gate needs: its servers, its decision and what it
@@ -35,6 +37,8 @@ var gateInternals = map[string]string{
 	"internal/dnsanswer":   "the gate's DNS answers",
 	"internal/tracing":     "the gate's trace exporter",
 	"internal/auditdb":     "the gate's copy of the audit to a database",
+	"internal/transport":   "the gate's HTTP/1.1 server, upstream pool and tunnels",
+	"internal/refusal":     "the gate's refusals, as the bytes a client reads",
 }
 
 var binaries = []binary{{
@@ -47,6 +51,13 @@ var binaries = []binary{{
 		"internal/notify":  "the console's notification channels",
 		"internal/tui":     "the console's terminal",
 		"internal/phone":   "the hub's phone page",
+	},
+	// The gate is cut along its jobs: its I/O with clients and origins, its decision and its
+	// refusals' bytes, each a package of its own under the request pipeline.
+	requires: map[string]string{
+		"internal/transport": "its HTTP/1.1 server, upstream pool, HTTP/2 watch and tunnels",
+		"internal/judge":     "every decision and every outcome it reports",
+		"internal/refusal":   "a decision as the bytes a client reads",
 	},
 }, {
 	cmd: "cmd/signer",
@@ -99,8 +110,40 @@ var binaries = []binary{{
 		"internal/hubdb":        "the hub's tickets in PostgreSQL (lox reaches them through the hub's API)",
 		"internal/notify":       "the console's notification channels",
 		"internal/tui":          "the console's terminal",
+		"internal/transport":    "the gate's HTTP/1.1 server, upstream pool and tunnels",
 	},
 }}
+
+// layers are the gate's parts under its request pipeline, each held to linking none of what is
+// above it.
+var layers = []binary{{
+	cmd: "internal/transport",
+	forbidden: map[string]string{
+		"internal/gate":  "the request pipeline above it (transport is its I/O)",
+		"internal/judge": "the decision: transport moves bytes and decides nothing",
+	},
+}, {
+	cmd: "internal/refusal",
+	forbidden: map[string]string{
+		"internal/gate":      "the request pipeline above it",
+		"internal/judge":     "the decision: refusal renders one, it makes none",
+		"internal/transport": "I/O: refusal turns a decision into bytes, the gate writes them",
+	},
+}}
+
+// TestLayers holds each of the gate's parts to linking nothing above it.
+func TestLayers(t *testing.T) {
+	var patterns []string
+	for _, l := range layers {
+		patterns = append(patterns, module+l.cmd)
+	}
+	all := list(t, "linux", patterns)
+	for _, l := range layers {
+		for _, v := range linkViolations(all, l) {
+			t.Error(v)
+		}
+	}
+}
 
 // contracts are the packages of what crosses a socket; each links neither server nor client.
 var contracts = []string{"internal/signerapi", "internal/hubapi", "internal/consoleapi", "internal/gateapi"}
@@ -191,6 +234,11 @@ func linkViolations(pkgs map[string]pkg, b binary) []string {
 			}
 		}
 	}
+	for rel, why := range b.requires {
+		if _, linked := via[module+rel]; !linked {
+			out = append(out, b.cmd+" does not link "+rel+": "+why)
+		}
+	}
 	slices.Sort(out)
 	return out
 }
@@ -229,6 +277,11 @@ func TestLinkViolations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("only:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	got = linkViolations(pkgs, binary{cmd: "cmd/x", requires: map[string]string{"internal/hubapi": "its contract", "internal/refusal": "its refusals"}})
+	want = []string{"cmd/x does not link internal/refusal: its refusals"}
+	if !slices.Equal(got, want) {
+		t.Errorf("requires:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
