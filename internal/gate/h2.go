@@ -221,7 +221,7 @@ func (g *Gate) refuseH2Busy(w http.ResponseWriter, r *http.Request, tun *judge.B
 	transport.WriteStreamRefusal(w, rf)
 }
 
-// refuseH2Mark refuses a stream whose header block did not end with the gate's mark (h2watch.go):
+// refuseH2Mark refuses a stream whose header block did not end with the gate's mark (transport/h2watch.go):
 // a block that ends inside a representation, which HTTP/2 forbids, and which took the mark into
 // a field of its own.
 func (g *Gate) refuseH2Mark(w http.ResponseWriter, r *http.Request, tun *judge.Binding) {

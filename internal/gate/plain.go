@@ -247,7 +247,7 @@ type sentTargetKey struct{}
 func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) {
 	start := time.Now()
 	// The gate's own client, unless the request or its origin needs net/http's transport
-	// (upstream.go: HTTP/2 origins, upgrades, Expect, large bodies).
+	// (transport.Upstream: HTTP/2 origins, upgrades, Expect, large bodies).
 	var resp *http.Response
 	var err error
 	own := g.upstream.Takes(r)
