@@ -13,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/judge"
 	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
+	"github.com/lockhttp/lockhttp/internal/refusal"
 )
 
 // The gate's side of MCP answers (docs/mcp.md, "The answers"): a request to an [[mcp]]
@@ -76,32 +77,19 @@ func (g *Gate) mcpGoing(r *http.Request, ex *exchange, res judge.Result) {
 	}
 }
 
-// mcpRefused fills rf with the refusal of an MCP POST as its client reads it: a JSON-RPC error
-// under each request's id, with the code, the reason and the advice (mcp.Answer), answered 200
-// so that every client hands it to the call that waits on it (a 4xx is an error of the
-// transport to most clients, and a 403 starts the Go SDK's OAuth flow). Nothing to answer (a
-// refused notification) is 202 with no body. It reports false for any other request.
-func mcpRefused(rf *refusal, r *http.Request, ex *exchange, d policy.Decision) bool {
+// mcpRefused is the refusal of an MCP POST as its client reads it (refusal.MCP), or nil for
+// any other request.
+func mcpRefused(r *http.Request, ex *exchange, d policy.Decision) *refusal.Refusal {
 	x := ex.mcp
 	if x == nil || r == nil || r.Method != http.MethodPost || len(x.m.Messages) == 0 && len(x.m.Findings) == 0 {
-		return false
+		return nil
 	}
-	body := mcp.Answer(x.body(), func(i int) (mcp.Refusal, bool) {
-		rd := d
+	return refusal.MCP(ex.shown(), d, x.body(), func(i int) policy.Decision {
 		if i >= 0 && i < len(x.m.Messages) && x.m.Messages[i].Decision.Verdict == policy.Deny && d.Verdict == policy.Deny {
-			rd = x.m.Messages[i].Decision // in a refused batch, each refused element says its own rule
+			return x.m.Messages[i].Decision // in a refused batch, each refused element says its own rule
 		}
-		return mcp.Refusal{Code: rd.Code, Rule: rd.Rule, Reason: rd.Reason, Ticket: ex.rec.Ticket,
-			RetryAfter: max(rd.RetryAfter, retryAfter(rd.Code))}, true
-	}, mcp.AsError, false)
-	rf.status, rf.body = http.StatusOK, body
-	if body == nil {
-		rf.status = http.StatusAccepted
-	}
-	rf.header = refusalHeader(ex, d, "application/json", len(body))
-	rf.phrase = http.StatusText(rf.status)
-	rf.header.Set("Connection", "close")
-	return true
+		return d
+	})
 }
 
 // kinds are mcp.Kind by the names the judge gives them.

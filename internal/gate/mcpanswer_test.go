@@ -195,13 +195,13 @@ func TestMCPRefusedForms(t *testing.T) {
 			ex := &exchange{g: g}
 			ex.mcp = &mcpExchange{e: e, pol: p, container: "agent", m: &judge.MCP{Endpoint: "files", Batch: c.batch, Messages: c.msgs}}
 			rf := newRefusal(r, ex, c.d)
-			if rf.status != c.status || !strings.HasPrefix(string(rf.body), c.body) || c.ordinary != (rf.header.Get("Content-Type") != "application/json") {
-				t.Fatalf("%d %s %q", rf.status, rf.header.Get("Content-Type"), rf.body)
+			if rf.Status != c.status || !strings.HasPrefix(string(rf.Body), c.body) || c.ordinary != (rf.Header.Get("Content-Type") != "application/json") {
+				t.Fatalf("%d %s %q", rf.Status, rf.Header.Get("Content-Type"), rf.Body)
 			}
-			if c.batch && !strings.Contains(string(rf.body), `{"jsonrpc":"2.0","id":3,"error":{"code":-32010,"message":"lockhttp refused this call (E_RULE, rule mcp:files:no-delete): no.`) {
-				t.Fatalf("the refused element does not say its own rule: %s", rf.body)
+			if c.batch && !strings.Contains(string(rf.Body), `{"jsonrpc":"2.0","id":3,"error":{"code":-32010,"message":"lockhttp refused this call (E_RULE, rule mcp:files:no-delete): no.`) {
+				t.Fatalf("the refused element does not say its own rule: %s", rf.Body)
 			}
-			if !c.ordinary && rf.header.Get(HeaderCode) != "E_RULE" {
+			if !c.ordinary && rf.Header.Get(HeaderCode) != "E_RULE" {
 				t.Fatalf("no %s header", HeaderCode)
 			}
 		})

@@ -34,6 +34,9 @@ func (ex *exchange) shown() refusal.Request {
 // newRefusal is the answer refusing r with d. r is nil for what the gate could not read as a
 // request (plain text where TLS was expected): it gets the plain-text form.
 func newRefusal(r *http.Request, ex *exchange, d policy.Decision) *refusal.Refusal {
+	if rf := mcpRefused(r, ex, d); rf != nil {
+		return rf
+	}
 	return refusal.New(r, ex.held, ex.shown(), d)
 }
 

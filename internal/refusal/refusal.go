@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
 
@@ -191,4 +192,26 @@ func Failure(q Request, why string, closeAfter bool) (http.Header, []byte) {
 		h.Set("Connection", "close")
 	}
 	return h, body
+}
+
+// MCP is the refusal of an MCP POST whose messages are b, as its client reads it: a JSON-RPC
+// error under each request's id with the code, the reason and the advice (mcp.Answer), answered
+// 200 so that every client hands it to the call that waits on it (a 4xx is an error of the
+// transport to most clients, and a 403 starts the Go SDK's OAuth flow). Nothing to answer (a
+// refused notification) is 202 with no body. element is the decision each message is refused
+// with (in a refused batch, each refused element says its own rule); the headers are d's.
+func MCP(q Request, d policy.Decision, b *mcp.Body, element func(i int) policy.Decision) *Refusal {
+	out := mcp.Answer(b, func(i int) (mcp.Refusal, bool) {
+		rd := element(i)
+		return mcp.Refusal{Code: rd.Code, Rule: rd.Rule, Reason: rd.Reason, Ticket: q.Ticket,
+			RetryAfter: max(rd.RetryAfter, retryAfter(rd.Code))}, true
+	}, mcp.AsError, false)
+	rf := &Refusal{Status: http.StatusOK, Body: out}
+	if out == nil {
+		rf.Status = http.StatusAccepted
+	}
+	rf.Header = header(q, d, "application/json", len(out))
+	rf.Phrase = http.StatusText(rf.Status)
+	rf.Header.Set("Connection", "close")
+	return rf
 }
