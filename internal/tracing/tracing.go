@@ -2,11 +2,12 @@
 // OTLP/HTTP collector, a child of the agent's own span when the request named one (traceparent).
 //
 // The gate hands each finished request to Exporter.Finished, which copies the record's fields into
-// a bounded queue and returns: it never waits, allocates or fails. Run builds the spans from the
-// queue and the OpenTelemetry SDK batches and exports them; a full queue drops the request's span
-// and counts it, an export that fails counts its spans and is logged at most once a minute. A
-// span holds what the audit record holds, less the URL's query and user info: never a header, a
-// body or a query string.
+// a bounded queue and returns: it never waits, allocates or fails. Run encodes the spans from the
+// queue as OTLP protobuf (otlp.go, by hand: the OpenTelemetry SDK and its exporter would link
+// gRPC into the gate for a feature most gates never turn on), batches them and posts each batch
+// to the collector (export.go); a full queue drops the request's span and counts it, an export
+// that fails counts its spans and is logged at most once a minute. A span holds what the audit
+// record holds, less the URL's query and user info: never a header, a body or a query string.
 package tracing
 
 import (
@@ -14,21 +15,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/gateapi"
@@ -113,8 +106,10 @@ type Options struct {
 // every finished request with Finished.
 type Exporter struct {
 	queue    chan span
-	provider *sdktrace.TracerProvider
-	tracer   trace.Tracer
+	post     *poster
+	resource []byte        // the encoded Resource of every export
+	batchMax int           // spans an export holds at most
+	batchAge time.Duration // how long a span waits for others at most
 	m        *metrics.Tracing
 	log      *slog.Logger
 	endpoint string
@@ -173,26 +168,23 @@ func ParseEndpoint(s string) (string, error) {
 	return u.String(), nil
 }
 
-// New builds an Exporter for o.Endpoint. It sends nothing until Run builds spans; the
-// OpenTelemetry SDK's batching goroutine starts here.
+// batchMax is how many spans one export holds at most.
+const batchMax = 512
+
+// New builds an Exporter for o.Endpoint, with the collector's headers, CA, client certificate
+// and compression from the OTEL_EXPORTER_OTLP_ variables (export.go). It sends nothing until Run
+// has spans, and starts no goroutine.
 func New(o Options) (*Exporter, error) {
 	endpoint, err := ParseEndpoint(o.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	client, err := otlptracehttp.New(context.Background(),
-		otlptracehttp.WithEndpointURL(endpoint),
-		// Straight to the collector, whatever HTTP_PROXY says: the gate's own proxy variables
-		// could send its spans through itself.
-		otlptracehttp.WithProxy(func(*http.Request) (*url.URL, error) { return nil, nil }),
-		otlptracehttp.WithTimeout(10*time.Second),
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Second,
-			MaxInterval: 5 * time.Second, MaxElapsedTime: 15 * time.Second}),
-	)
+	post, err := newPoster(endpoint, o.Version, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter for %s: %w", endpoint, err)
 	}
-	e := &Exporter{queue: make(chan span, cmp(o.Queue, DefaultQueue)), m: o.Metrics, log: o.Logger,
+	e := &Exporter{queue: make(chan span, cmp(o.Queue, DefaultQueue)), post: post, m: o.Metrics, log: o.Logger,
+		batchMax: batchMax, batchAge: cmp(o.Batch, DefaultBatch),
 		endpoint: endpoint, logEvery: cmp(o.LogEvery, DefaultLogEvery), now: o.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -200,21 +192,7 @@ func New(o Options) (*Exporter, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", ServiceName)}
-	if o.Version != "" {
-		attrs = append(attrs, attribute.String("service.version", o.Version))
-	}
-	e.provider = sdktrace.NewTracerProvider(
-		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
-		// Every decision is exported, whatever the agent's sampling flag says.
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		// Blocking: the SDK's own queue never drops silently. Run waits on it, and Finished
-		// drops (and counts) when Run falls behind.
-		sdktrace.WithBatcher(&counted{SpanExporter: client, e: e}, sdktrace.WithBlocking(),
-			sdktrace.WithMaxQueueSize(512), sdktrace.WithMaxExportBatchSize(512),
-			sdktrace.WithBatchTimeout(cmp(o.Batch, DefaultBatch))),
-	)
-	e.tracer = e.provider.Tracer(scope)
+	e.resource = appendResource(nil, o.Version)
 	return e, nil
 }
 
@@ -245,70 +223,105 @@ func (e *Exporter) Finished(r *audit.Record, traceparent string) {
 	}
 }
 
-// Run builds and exports the queued spans until ctx ends, then exports what is queued within
-// five seconds and returns.
+// Run encodes and exports the queued spans until ctx ends, then exports what is queued within
+// five seconds and returns. A batch goes out when it holds batchMax spans or its first span has
+// waited Options.Batch.
 func (e *Exporter) Run(ctx context.Context) {
+	b := &batch{}
+	var timer *time.Timer
+	var due <-chan time.Time
+	flush := func(ctx context.Context) {
+		if timer != nil {
+			timer.Stop()
+			due = nil
+		}
+		e.flush(ctx, b, true)
+	}
 	for {
 		select {
 		case s := <-e.queue:
-			e.export(s)
+			e.add(b, s)
+			if b.n >= e.batchMax {
+				flush(ctx)
+			} else if due == nil {
+				if timer == nil {
+					timer = time.NewTimer(e.batchAge)
+				} else {
+					timer.Reset(e.batchAge)
+				}
+				due = timer.C
+			}
+		case <-due:
+			due = nil
+			e.flush(ctx, b, true)
 		case <-ctx.Done():
-			e.shutdown()
+			if timer != nil {
+				timer.Stop()
+			}
+			e.shutdown(b)
 			return
 		}
 	}
 }
 
-// shutdown exports the spans still queued and stops the SDK.
-func (e *Exporter) shutdown() {
-	for len(e.queue) > 0 { // Run is the only reader
-		e.export(<-e.queue)
-	}
+// shutdown exports the batch and the spans still queued, for five seconds at most; what is left
+// then counts as failed.
+func (e *Exporter) shutdown(b *batch) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := e.provider.Shutdown(ctx); err != nil {
-		e.log.Warn("trace export at shutdown", "endpoint", e.endpoint, "err", err)
-	}
-}
-
-// propagator reads the traceparent header only: tracestate is the agent's free text, and the
-// gate exports none of it.
-var propagator = propagation.TraceContext{}
-
-// export builds s's span and ends it, which hands it to the SDK's batcher.
-func (e *Exporter) export(s span) {
-	ctx := context.Background()
-	if s.traceparent != "" && len(s.traceparent) <= maxTraceparent {
-		ctx = propagator.Extract(ctx, propagation.MapCarrier{"traceparent": s.traceparent})
-	}
-	full, host, port := splitURL(s.url)
-	attrs := make([]attribute.KeyValue, 0, 16)
-	attrs = append(attrs,
-		attribute.String(AttrID, s.id),
-		attribute.String(AttrEvent, s.event),
-		attribute.String(AttrContainer, s.container),
-		attribute.String(AttrMethod, s.method),
-		attribute.String(AttrURL, audit.Clip(full, maxURL)),
-		attribute.String(AttrHost, audit.Clip(host, maxURL)),
-		attribute.String(AttrVerdict, s.verdict),
-		attribute.Int(AttrStatus, s.status),
-		attribute.Int64(AttrBytesIn, s.bytesIn),
-		attribute.Int64(AttrBytesOut, s.bytesOut),
-	)
-	for _, kv := range [...]struct{ k, v string }{{AttrAgent, s.agent}, {AttrCode, s.code}, {AttrRule, s.rule}, {AttrPolicy, s.policy}, {AttrTicket, s.ticket}} {
-		if kv.v != "" {
-			attrs = append(attrs, attribute.String(kv.k, kv.v))
+	for len(e.queue) > 0 { // Run is the only reader
+		e.add(b, <-e.queue)
+		if b.n >= e.batchMax {
+			e.flush(ctx, b, false)
 		}
 	}
-	if port > 0 {
-		attrs = append(attrs, attribute.Int(AttrPort, port))
+	e.flush(ctx, b, false)
+}
+
+// add encodes s's span into b.
+func (e *Exporter) add(b *batch, s span) {
+	b.spans = appendSpan(b.spans, &s, randomIDs)
+	b.n++
+}
+
+// flush posts b's spans, counts them exported or failed, and empties b. With keep, an export cut
+// short because ctx (Run's) ended keeps its spans for shutdown.
+func (e *Exporter) flush(ctx context.Context, b *batch, keep bool) {
+	if b.n == 0 {
+		return
 	}
-	_, sp := e.tracer.Start(ctx, SpanName, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(s.start), trace.WithAttributes(attrs...))
-	if s.status >= 500 {
-		sp.SetStatus(codes.Error, s.code)
+	b.body = appendRequest(b.body[:0], e.resource, b.spans)
+	err := e.post.export(ctx, b.body)
+	if err != nil && keep && ctx.Err() != nil {
+		return // Run is stopping: shutdown sends them
 	}
-	sp.End(trace.WithTimestamp(s.start.Add(s.duration)))
+	n := b.n
+	b.reset()
+	if err != nil {
+		e.failed(n, err)
+		return
+	}
+	e.exported.Add(int64(n))
+	e.m.Spans(metrics.SpanExported, n)
+	e.mu.Lock()
+	e.lastOK = e.now()
+	e.mu.Unlock()
+}
+
+// batch is the spans of the next export, encoded, and the buffer of its request.
+type batch struct {
+	spans []byte // Span messages, each with its field tag and length
+	n     int
+	body  []byte
+}
+
+// reset empties b, keeping its buffers unless they grew large.
+func (b *batch) reset() {
+	b.n = 0
+	b.spans = b.spans[:0]
+	if cap(b.spans) > 4<<20 {
+		b.spans, b.body = nil, nil
+	}
 }
 
 // splitURL is the audit record's URL (secrets already masked) without its query, fragment and
@@ -335,26 +348,6 @@ func splitURL(u string) (full, host string, port int) {
 		port, _ = strconv.Atoi(p)
 	}
 	return scheme + auth + path, host, port
-}
-
-// counted is the OTLP exporter, counting what it exports and logging its failures: it answers
-// nil to the SDK, which would hand an error to OpenTelemetry's global handler.
-type counted struct {
-	sdktrace.SpanExporter
-	e *Exporter
-}
-
-func (c *counted) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if err := c.SpanExporter.ExportSpans(ctx, spans); err != nil {
-		c.e.failed(len(spans), err)
-		return nil
-	}
-	c.e.exported.Add(int64(len(spans)))
-	c.e.m.Spans(metrics.SpanExported, len(spans))
-	c.e.mu.Lock()
-	c.e.lastOK = c.e.now()
-	c.e.mu.Unlock()
-	return nil
 }
 
 // failed counts n spans whose export failed and logs it, at most once per logEvery.
