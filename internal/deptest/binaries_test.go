@@ -59,6 +59,19 @@ var binaries = []binary{{
 		"internal/judge":     "every decision and every outcome it reports",
 		"internal/refusal":   "a decision as the bytes a client reads",
 	},
+	// Of other modules: the policy's TOML, brotli (bodies the gate reads), the Prometheus client
+	// with what it needs, PostgreSQL's driver (auditdb), go-spiffe's X.509-SVID checks, the
+	// fallback roots and the x/ modules. No OpenTelemetry SDK or gRPC: the trace exporter writes
+	// OTLP itself (internal/tracing), as most gates never turn it on.
+	modules: []string{
+		"github.com/BurntSushi/toml", "github.com/andybalholm/brotli",
+		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
+		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
+		"github.com/munnerz/goautoneg", "google.golang.org/protobuf",
+		"github.com/jackc/pgx/v5", "github.com/jackc/pgpassfile", "github.com/jackc/pgservicefile",
+		"github.com/spiffe/go-spiffe/v2", "golang.org/x/crypto/x509roots/fallback",
+		"golang.org/x/net", "golang.org/x/sys", "golang.org/x/text", "golang.org/x/time",
+	},
 }, {
 	cmd: "cmd/signer",
 	// The signer's process holds the CA key: it links its own server, the contract it serves,
