@@ -187,9 +187,13 @@ type retryable struct {
 func (r *retryable) Error() string { return r.err.Error() }
 func (r *retryable) Unwrap() error { return r.err }
 
+// errStopped is an export whose retry was cut short by its stop channel.
+var errStopped = errors.New("the exporter stopped before a retry")
+
 // export posts body, gzipped when configured, retrying what may succeed later within the total
-// retry time, and returns the last failure.
-func (p *poster) export(ctx context.Context, body []byte) error {
+// retry time, and returns the last failure, or errStopped when stop closes while it waits to
+// retry (a nil stop never does). ctx bounds every post.
+func (p *poster) export(ctx context.Context, stop <-chan struct{}, body []byte) error {
 	if p.gzip {
 		p.zbuf.Reset()
 		if p.zwriter == nil {
@@ -221,6 +225,9 @@ func (p *poster) export(ctx context.Context, body []byte) error {
 		case <-ctx.Done():
 			t.Stop()
 			return err
+		case <-stop:
+			t.Stop()
+			return errStopped
 		case <-t.C:
 		}
 		wait = min(2*wait, retryMax)

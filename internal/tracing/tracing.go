@@ -12,6 +12,7 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -227,22 +228,28 @@ func (e *Exporter) Finished(r *audit.Record, traceparent string) {
 // five seconds and returns. A batch goes out when it holds batchMax spans or its first span has
 // waited Options.Batch.
 func (e *Exporter) Run(ctx context.Context) {
+	// The posts run under grace, which ends shutdownGrace after ctx does: a post in flight when
+	// ctx ends is not cut (the collector may have taken it), and the whole shutdown, that post
+	// and the last ones, takes shutdownGrace at most.
+	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(shutdownGrace, cancel) })()
 	b := &batch{}
 	var timer *time.Timer
 	var due <-chan time.Time
-	flush := func(ctx context.Context) {
+	flush := func() {
 		if timer != nil {
 			timer.Stop()
 			due = nil
 		}
-		e.flush(ctx, b, true)
+		e.flush(grace, ctx.Done(), b)
 	}
 	for {
 		select {
 		case s := <-e.queue:
 			e.add(b, s)
 			if b.n >= e.batchMax {
-				flush(ctx)
+				flush()
 			} else if due == nil {
 				if timer == nil {
 					timer = time.NewTimer(e.batchAge)
@@ -253,29 +260,31 @@ func (e *Exporter) Run(ctx context.Context) {
 			}
 		case <-due:
 			due = nil
-			e.flush(ctx, b, true)
+			e.flush(grace, ctx.Done(), b)
 		case <-ctx.Done():
 			if timer != nil {
 				timer.Stop()
 			}
-			e.shutdown(b)
+			e.shutdown(grace, b)
 			return
 		}
 	}
 }
 
-// shutdown exports the batch and the spans still queued, for five seconds at most; what is left
-// then counts as failed.
-func (e *Exporter) shutdown(b *batch) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// shutdownGrace is how long the exporter takes at most to export what it holds once Run's
+// context ends.
+const shutdownGrace = 5 * time.Second
+
+// shutdown exports the batch and the spans still queued until grace ends; what is left then
+// counts as failed.
+func (e *Exporter) shutdown(grace context.Context, b *batch) {
 	for len(e.queue) > 0 { // Run is the only reader
 		e.add(b, <-e.queue)
 		if b.n >= e.batchMax {
-			e.flush(ctx, b, false)
+			e.flush(grace, nil, b)
 		}
 	}
-	e.flush(ctx, b, false)
+	e.flush(grace, nil, b)
 }
 
 // add encodes s's span into b.
@@ -284,16 +293,16 @@ func (e *Exporter) add(b *batch, s span) {
 	b.n++
 }
 
-// flush posts b's spans, counts them exported or failed, and empties b. With keep, an export cut
-// short because ctx (Run's) ended keeps its spans for shutdown.
-func (e *Exporter) flush(ctx context.Context, b *batch, keep bool) {
+// flush posts b's spans under ctx, counts them exported or failed, and empties b. An export
+// whose retry stop cut short keeps its spans, for shutdown.
+func (e *Exporter) flush(ctx context.Context, stop <-chan struct{}, b *batch) {
 	if b.n == 0 {
 		return
 	}
 	b.body = appendRequest(b.body[:0], e.resource, b.spans)
-	err := e.post.export(ctx, b.body)
-	if err != nil && keep && ctx.Err() != nil {
-		return // Run is stopping: shutdown sends them
+	err := e.post.export(ctx, stop, b.body)
+	if errors.Is(err, errStopped) {
+		return
 	}
 	n := b.n
 	b.reset()
