@@ -129,7 +129,11 @@ func (s *FileStore) Ask(_ context.Context, q StoreAsk) (StoreAnswer, error) {
 			}
 		}
 	}
-	if t, ok := s.tickets[s.byFP[q.Fingerprint]]; ok {
+	if t, ok := s.tickets[s.byFP[q.Fingerprint]]; ok && q.NoHold {
+		if t.Status == Pending || t.Decision != nil && now.Sub(t.Decision.At) < q.Window || t.Status == Expired && now.Sub(t.Expires) < q.Window {
+			return StoreAnswer{Outcome: outcomeOf(t.Status), Ticket: *cloneTicket(t)}, nil
+		}
+	} else if ok {
 		recently := t.Decision != nil && now.Sub(t.Decision.At) < q.Window
 		switch {
 		case t.Status == Pending:
@@ -149,23 +153,31 @@ func (s *FileStore) Ask(_ context.Context, q StoreAsk) (StoreAnswer, error) {
 			return StoreAnswer{Outcome: OutcomeExpired, Ticket: *cloneTicket(t)}, nil
 		}
 	}
-	n, all := 0, 0
+	n, all, kind := 0, 0, 0
 	for _, t := range s.tickets {
 		if t.Status == Pending {
 			all++
 			if t.Container == q.Container {
 				n++
+				if t.Kind == q.Kind {
+					kind++
+				}
 			}
 		}
 	}
 	if q.MaxPending > 0 && n >= q.MaxPending || q.MaxPendingAll > 0 && all >= q.MaxPendingAll {
 		return StoreAnswer{Outcome: OutcomeLimit, Pending: n}, nil
 	}
+	if q.MaxPendingKind > 0 && kind >= q.MaxPendingKind {
+		return StoreAnswer{Outcome: OutcomeLimit, Pending: kind}, nil
+	}
 	t := cloneTicket(&q.New)
 	t.Holders = 0
 	s.tickets[t.ID] = t
 	s.byFP[t.Fingerprint] = t.ID
-	s.hold(t, q.Gate, 1)
+	if !q.NoHold {
+		s.hold(t, q.Gate, 1)
+	}
 	s.dirty = true
 	return StoreAnswer{Outcome: OutcomePending, Ticket: *cloneTicket(t), Created: true}, nil
 }

@@ -54,6 +54,8 @@ func (h *Hub) SetHoldingsAs(gate string, s Holdings) int {
 // stands for and until when.
 func (h *Hub) waitingText(t *Ticket) string {
 	switch {
+	case t.Kind == KindRule:
+		return ""
 	case t.Status == Pending && t.Holders == 0:
 		return "Nothing is waiting on this ticket now (" + goneWords(t.Gone) + "). Approving it lets one identical retry of the request through within " +
 			words(h.window()) + " of the approval; no request goes out unless the agent sends it again."

@@ -137,6 +137,7 @@ func (h *Hub) GateHandlerFor(c Callers) http.Handler {
 		httpjson.Write(w, 200, t)
 	})
 	mux.HandleFunc("GET /v1/gate/events", h.serveEvents)
+	h.ruleRoutes(mux)
 	return GateOnlyFor(c, mux)
 }
 
@@ -150,6 +151,8 @@ func statusOf(err error) int {
 		return 404
 	case errors.Is(err, ErrFingerprint), errors.Is(err, ErrDecided):
 		return 409
+	case errors.Is(err, ErrRuleAtTerminal):
+		return 403
 	}
 	return 400
 }

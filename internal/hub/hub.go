@@ -74,6 +74,10 @@ type Config struct {
 	// console hosting the hub: console.(*Console).BindIssued). Nil: the gate's BindIssued fails,
 	// and the container's next request with the login asks.
 	Issued func(i Issued) error
+	// CheckRule checks the rule an agent asks for against the approved policy and the floor
+	// (the console hosting the hub: propose.Check), and says what taking it would change.
+	// Nil: the hub refuses every request for a rule.
+	CheckRule func(container, rule string) (hubapi.RuleAsk, error)
 	// Metrics counts tickets opened and closed and the time to a human's decision (metrics.go).
 	// Nil: nothing counted.
 	Metrics *metrics.Hub
@@ -260,6 +264,10 @@ func (h *Hub) signed(t *Ticket) *SignedDecision {
 // it must be the ticket's. by names the facade and the person ("terminal:alice"). Nothing but a
 // call from a facade a human operates reaches here: there is no automatic approval.
 func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (Ticket, error) {
+	return h.decideWith(id, fingerprint, approve, by, reason, nil)
+}
+
+func (h *Hub) decideWith(id, fingerprint string, approve bool, by, reason string, take func(Ticket) error) (Ticket, error) {
 	if strings.TrimSpace(by) == "" {
 		return Ticket{}, errors.New("a decision names who made it")
 	}
@@ -268,9 +276,15 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 	var bind func(Ticket) error
 	if approve {
 		d.Verdict = Approved
+		if take != nil {
+			return h.decide(id, fingerprint, d, take)
+		}
 		// The binding first: an approval whose binding is not kept would let this request out
 		// and ask again about the next one, and the human would not know why.
 		bind = func(t Ticket) error {
+			if t.Kind == KindRule {
+				return ErrRuleAtTerminal
+			}
 			if t.Bind == nil {
 				return nil
 			}
@@ -284,6 +298,12 @@ func (h *Hub) Decide(id, fingerprint string, approve bool, by, reason string) (T
 			return nil
 		}
 	}
+	return h.decide(id, fingerprint, d, bind)
+}
+
+// decide keeps d on ticket id, bind first (see Store.Decide), and tells the subscribers.
+func (h *Hub) decide(id, fingerprint string, d Decision, bind func(Ticket) error) (Ticket, error) {
+	by, now := d.By, d.At
 	ctx, cancel := h.ctx()
 	defer cancel()
 	t, err := h.store.Decide(ctx, id, fingerprint, d, bind)

@@ -85,6 +85,14 @@ type StoreAsk struct {
 	Window time.Duration
 	// MaxPendingAll bounds the pending tickets of all containers.
 	MaxPendingAll int
+	// NoHold is an ask no request is held on (a KindRule ticket): the pending ticket of the
+	// fingerprint is answered without a holder counted, a decided or expired one of the
+	// window is answered as it stands (no use spent, no report taken), and a new ticket has no
+	// holder.
+	NoHold bool
+	// MaxPendingKind, when above zero, bounds the pending tickets of the container of the
+	// ask's Kind: past it, OutcomeLimit.
+	MaxPendingKind int
 }
 
 // StoreAnswer is the store's answer to an ask: an outcome (hubapi's), the ticket, whether the
@@ -117,8 +125,21 @@ var ErrExpiredNow = fmt.Errorf("%w: it expired before the decision", ErrDecided)
 
 // errNoStore wraps a store's failure as the facades and the gate see it.
 func storeFailed(err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFingerprint) || errors.Is(err, ErrDecided) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFingerprint) || errors.Is(err, ErrDecided) || errors.Is(err, ErrRuleAtTerminal) || errors.Is(err, errTake) {
 		return err
 	}
 	return fmt.Errorf("hub: the hub's store failed (%w); try again", err)
+}
+
+// outcomeOf is the outcome of an ask answered with a ticket of status st as it stands.
+func outcomeOf(st Status) string {
+	switch st {
+	case Approved:
+		return OutcomeApproved
+	case Denied:
+		return OutcomeDenied
+	case Expired:
+		return OutcomeExpired
+	}
+	return OutcomePending
 }

@@ -47,6 +47,7 @@ const (
 const (
 	KindRequest = "request" // one request, decided by its fingerprint
 	KindConnect = "connect" // a CONNECT decided at the domain: approval opens container × host × port
+	// KindRule (rule.go): an agent's request for a rule, with its reason.
 )
 
 // Header is one header line as a human sees it (masked, escaped).
@@ -89,6 +90,8 @@ type Ticket struct {
 	// the policy that is one call, keyed by the call's fingerprint ("mcp1:") rather than its
 	// bytes, so that an approval frees that call with those arguments once, whatever its id.
 	MCP *MCPCall `json:"mcp,omitempty"`
+	// RuleAsk is an agent's request for a rule, on a KindRule ticket; nil on every other kind.
+	RuleAsk *RuleAsk `json:"rule_ask,omitempty"`
 
 	Status   Status    `json:"status"`
 	Decision *Decision `json:"decision,omitempty"`
@@ -210,6 +213,10 @@ func (t Ticket) Escaped() Ticket {
 		c.Server, c.Method, c.Tool = e(c.Server), e(c.Method), e(c.Tool)
 		c.Arguments, c.Params = display.Escape(c.Arguments, true), display.Escape(c.Params, true)
 		t.MCP = &c
+	}
+	if t.RuleAsk != nil {
+		r := t.RuleAsk.Escaped()
+		t.RuleAsk = &r
 	}
 	return t
 }

@@ -190,9 +190,21 @@ func (s *Store) ask(ctx context.Context, tx pgx.Tx, q hub.StoreAsk) (hub.StoreAn
 		t, _, err := getTicket(ctx, tx, id)
 		return hub.StoreAnswer{Outcome: hub.OutcomePending, Ticket: t}, err == nil, err
 	}
+	if q.NoHold {
+		t, ok, err := latest()
+		if err != nil {
+			return hub.StoreAnswer{}, err
+		}
+		if ok && (t.Status == hub.Pending || t.Decision != nil && now.Sub(t.Decision.At) < q.Window || t.Status == hub.Expired && now.Sub(t.Expires) < q.Window) {
+			return hub.StoreAnswer{Outcome: outcomeOf(t.Status), Ticket: t}, nil
+		}
+	}
 	// A ticket decided between the read and the write is read again (at most a few times: a
 	// decision is a human's).
 	for range 4 {
+		if q.NoHold {
+			break
+		}
 		t, ok, err := latest()
 		if err != nil {
 			return hub.StoreAnswer{}, err
@@ -232,9 +244,10 @@ func (s *Store) ask(ctx context.Context, tx pgx.Tx, q hub.StoreAsk) (hub.StoreAn
 		}
 		break
 	}
-	var n, all int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE container = $1), count(*) FROM hub_tickets WHERE status = 'pending'`,
-		q.Container).Scan(&n, &all); err != nil {
+	var n, all, kind int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE container = $1), count(*), count(*) FILTER (WHERE container = $1 AND asked->>'kind' = $2)
+FROM hub_tickets WHERE status = 'pending'`,
+		q.Container, q.Kind).Scan(&n, &all, &kind); err != nil {
 		return hub.StoreAnswer{}, err
 	}
 	if q.MaxPending > 0 && n >= q.MaxPending || q.MaxPendingAll > 0 && all >= q.MaxPendingAll {
@@ -242,6 +255,9 @@ func (s *Store) ask(ctx context.Context, tx pgx.Tx, q hub.StoreAsk) (hub.StoreAn
 			return hub.StoreAnswer{}, err
 		}
 		return hub.StoreAnswer{Outcome: hub.OutcomeLimit, Pending: n}, nil
+	}
+	if q.MaxPendingKind > 0 && kind >= q.MaxPendingKind {
+		return hub.StoreAnswer{Outcome: hub.OutcomeLimit, Pending: kind}, nil
 	}
 	nt := q.New
 	nt.Status, nt.Holders, nt.Uses, nt.Decision, nt.Gone, nt.Cut, nt.Waiting, nt.Reported = hub.Pending, 0, 0, nil, "", 0, "", false
@@ -257,8 +273,10 @@ ON CONFLICT (fingerprint) WHERE status = 'pending' DO UPDATE SET gone = '', upda
 RETURNING id, xmax = 0`, nt.ID, nt.Fingerprint, nt.Container, nt.Created, nt.Expires, asked).Scan(&id, &created); err != nil {
 		return hub.StoreAnswer{}, err
 	}
-	if err := hold(ctx, tx, id, q.Gate, 1); err != nil {
-		return hub.StoreAnswer{}, err
+	if !q.NoHold {
+		if err := hold(ctx, tx, id, q.Gate, 1); err != nil {
+			return hub.StoreAnswer{}, err
+		}
 	}
 	if err := s.notify(ctx, tx, note{T: "ticket", ID: id}); err != nil {
 		return hub.StoreAnswer{}, err
@@ -770,3 +788,16 @@ func (s *Store) Notice(ctx context.Context, id string) (bool, error) {
 }
 
 var _ hub.Noticer = (*Store)(nil)
+
+// outcomeOf is the outcome of an ask answered with a ticket of status st as it stands.
+func outcomeOf(st hub.Status) string {
+	switch st {
+	case hub.Approved:
+		return hub.OutcomeApproved
+	case hub.Denied:
+		return hub.OutcomeDenied
+	case hub.Expired:
+		return hub.OutcomeExpired
+	}
+	return hub.OutcomePending
+}
