@@ -16,6 +16,9 @@ type SelfAnswer = gateapi.SelfAnswer
 // selfResponse answers a request for the gate's own name (Decide's rule self) and records it,
 // on disk before the answer; when the record could not be written, unrecordedRefusal answers.
 func (g *Gate) selfResponse(r *http.Request, ex *exchange, res judge.Result, pol *policy.Policy, decrypted bool) *http.Response {
+	if r.URL.Path == SelfMCPPath {
+		return g.selfMCP(r, ex, res, pol)
+	}
 	body, _ := json.Marshal(SelfAnswer{Gate: "lockhttp", Decrypted: decrypted, Container: res.Container,
 		PolicyVersion: pol.Version, Request: ex.rec.ID})
 	body = append(body, '\n')
