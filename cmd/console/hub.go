@@ -61,6 +61,7 @@ type hubServer struct {
 	log     *slog.Logger
 	audit   *audit.Writer // the console's: decisions, expiries, unpaired phones
 	traffic *traffic.Log  // the gate's decisions as they happen, for the terminal
+	asks    *asks         // the rules agents ask for
 }
 
 // serveHub starts the hub on its TCP listener: the gate's API, the facades' API and, with
@@ -88,7 +89,9 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 	// So is a Claude login the gate saw issued to a container, without a ticket.
 	issued := func(i hub.Issued) error { return c.BindIssued(i.Container, i.Hash, i.Host, i.Request) }
 	hm := metrics.NewHub(reg)
-	h, err := hub.New(hub.Config{Store: store, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm})
+	ak := &asks{c: c, pr: &proposer{c: c, policyPath: o.policy}, now: time.Now}
+	h, err := hub.New(hub.Config{Store: store, Key: key, Log: log, Audit: aw, TicketTTL: o.hubTTL, Bind: bind, Issued: issued, Metrics: hm,
+		CheckRule: ak.check})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func serveHub(ctx context.Context, o *options, store hub.Store, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.hubListen, err)
 	}
-	hs := &hubServer{hub: h, log: log, audit: aw, traffic: traffic.NewLog(0)}
+	hs := &hubServer{hub: h, log: log, audit: aw, traffic: traffic.NewLog(0), asks: ak}
 	mux := http.NewServeMux()
 	tokens := hub.Tokens(gateToken, facades)
 	hs.mountAPI(mux, tokens, c)

@@ -177,9 +177,15 @@ func runTickets(args []string, stdout, stderr io.Writer) int {
 		e := t.Escaped()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, time.Since(t.Created).Round(time.Second), e.Container, e.Method,
 			display.Line(t.URL, 60), e.Rule, heldColumn(t), fingerprint.Short(e.Fingerprint))
-		none = none || t.Holders == 0
+		none = none || t.Holders == 0 && t.Kind != hubapi.KindRule
 	}
 	tw.Flush()
+	for _, t := range ts {
+		if t.Kind == hubapi.KindRule {
+			e := t.Escaped()
+			fmt.Fprintf(stdout, "%s: AN AGENT ASKS FOR A RULE, answered at the console's terminal alone (lox deny can refuse it): %s\n", e.ID, e.Reason)
+		}
+	}
 	if none {
 		fmt.Fprintln(stdout, "HELD 0: no request waits on the ticket now; approving it lets one identical retry through, once (lox approve says until when)")
 	}

@@ -64,8 +64,10 @@ func (h *Hub) AskRule(gate string, req RuleRequest) (Ticket, error) {
 	sum := sha256.Sum256([]byte(req.Container + "\x00" + ra.Rule + "\x00" + req.Reason))
 	fp := "rule1:" + hex.EncodeToString(sum[:])
 	now := h.now()
+	// Every facade shows the method, the URL, the reason and the warning of a ticket, escaped:
+	// a rule ticket's say what it is, and its reason is the agent's, marked so.
 	t := Ticket{ID: newTicketID(), Kind: KindRule, Container: req.Container, Agent: req.Agent, Method: "RULE",
-		Rule: "agent-asks", Reason: "the agent asks for a rule: " + ra.Loosens, Fingerprint: fp, Created: now,
+		URL: "policy rule asked by the agent: " + ra.Loosens, Rule: "agent-asks", Reason: hubapi.AgentWords(req.Reason), Fingerprint: fp, Created: now,
 		Expires: now.Add(h.ttl()), NeverAuto: true, Warning: ruleWarning, Red: true, RuleAsk: &ra, Status: Pending}
 	ctx, cancel := h.ctx()
 	defer cancel()

@@ -54,8 +54,10 @@ func (r RuleAsk) Escaped() RuleAsk {
 	return r
 }
 
-// AgentWords marks a text as the agent's, for every facade alike: what a human reads inside it
-// was written by the agent and proves nothing.
-func AgentWords(escaped string) string {
-	return "the agent's words (unverified): «" + escaped + "»"
-}
+// AgentWordsMark opens a text that is the agent's own, for every facade alike: what follows it
+// to the end of the line was written by the agent and proves nothing. The agent's line breaks
+// are shown escaped, so its words never reach another line.
+const AgentWordsMark = "[the agent's own words, unverified] "
+
+// AgentWords is s marked as the agent's (AgentWordsMark before it).
+func AgentWords(s string) string { return AgentWordsMark + s }

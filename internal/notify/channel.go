@@ -212,7 +212,7 @@ func (n *Notifier) show(cfg policy.Notify, t hub.Ticket) Webhook {
 	// again here, and it is cut short: a notification leaves the machine.
 	w.BodyPreview = display.Escape(display.Truncate(secrets.MaskText(t.BodyPreview), previewBytes), true)
 	w.URL = display.Escape(maskURL(t.URL), false)
-	if cfg.Human {
+	if cfg.Human && t.Kind != hub.KindRule { // a rule an agent asks for is answered at the console's terminal alone
 		w.DecisionURL = n.DecisionURL(cfg.Name, id)
 	}
 	w.Fingerprint = display.Escape(fp, false)

@@ -649,6 +649,11 @@ func (m *model) decide(approve bool) tea.Cmd {
 		m.openPrompt(promptDeny, "deny "+display.Escape(t.ID, false)+": reason: ", "told to the agent; enter denies, esc cancels")
 		return textinput.Blink
 	}
+	if t.Kind == hub.KindRule {
+		// A rule an agent asks for is not applied by an approval: the console takes it into the
+		// policy file and opens :review on its diff (the console's :rule command).
+		return m.run(":rule take " + t.ID + " " + t.Fingerprint)
+	}
 	m.record(t, true, "")
 	return nil
 }

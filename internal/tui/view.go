@@ -13,6 +13,7 @@ import (
 	"github.com/lockhttp/lockhttp/internal/display"
 	"github.com/lockhttp/lockhttp/internal/fingerprint"
 	"github.com/lockhttp/lockhttp/internal/hub"
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/phone"
 	"github.com/lockhttp/lockhttp/internal/restarts"
 	"github.com/lockhttp/lockhttp/internal/traffic"
@@ -755,6 +756,20 @@ func (m *model) detailLines(w int) []string {
 			d += ": " + t.Decision.Reason
 		}
 		field("decision", d)
+	}
+	if ra := t.RuleAsk; ra != nil {
+		// An agent's request for a rule: its words marked as its own, the rule and the diff
+		// taking it makes; y takes it into the policy file and opens :review, nothing more.
+		out = append(out, "", m.st.warning.Render("AN AGENT ASKS FOR A RULE (y opens :review on this diff; the policy changes only when you approve the review)"))
+		field("agent says", hubapi.AgentWords(ra.AgentReason))
+		field("loosens", dash(ra.Loosens))
+		field("against", dash(ra.Version))
+		out = append(out, "  "+m.st.label.Render("diff"))
+		for _, pl := range strings.Split(ra.Diff, "\n") {
+			for _, l := range strings.Split(ansi.Hardwrap(pl, max(1, w-4), true), "\n") {
+				out = append(out, "    "+l)
+			}
+		}
 	}
 	if c := t.MCP; c != nil {
 		// The call an approval frees, whatever its id: its server, tool and arguments.
