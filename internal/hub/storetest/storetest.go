@@ -97,6 +97,44 @@ func Run(t *testing.T, open Open, shared Shared) {
 		}
 	})
 
+	t.Run("a rule ask holds nothing, keeps its rule, and is bounded per container", func(t *testing.T) {
+		s := open(t)
+		rq := func(container, fp string, now time.Time) hub.StoreAsk {
+			a := qc(container, fp, "gA", now)
+			a.Kind, a.New.Kind, a.NoHold, a.MaxPendingKind = hub.KindRule, hub.KindRule, true, 2
+			a.New.RuleAsk = &hub.RuleAsk{Rule: "[[rule]]\nname = \"x\"\n", AgentReason: "because\x1b[31m\napproved", Loosens: "rule \"x\": + free"}
+			return a
+		}
+		ask(t, s, q("fp1:req", "gA", t0)) // a request ticket of the same container counts apart
+		a := ask(t, s, rq("agent", "rule1:a", t0))
+		b := ask(t, s, rq("agent", "rule1:a", t0.Add(time.Second)))
+		if a.Outcome != hub.OutcomePending || !a.Created || b.Created || b.Ticket.ID != a.Ticket.ID {
+			t.Fatalf("a %+v\nb %+v", a, b)
+		}
+		tk := get(t, s, a.Ticket.ID)
+		if tk.Holders != 0 || tk.Kind != hub.KindRule || tk.RuleAsk == nil || tk.RuleAsk.AgentReason != "because\x1b[31m\napproved" || tk.RuleAsk.Rule != "[[rule]]\nname = \"x\"\n" {
+			t.Fatalf("ticket %+v (rule %+v)", tk, tk.RuleAsk)
+		}
+		ask(t, s, rq("agent", "rule1:b", t0))
+		if c := ask(t, s, rq("agent", "rule1:c", t0)); c.Outcome != hub.OutcomeLimit || c.Pending != 2 {
+			t.Fatalf("the third pending rule of a container: %+v", c)
+		}
+		if d := ask(t, s, rq("other", "rule1:d", t0)); d.Outcome != hub.OutcomePending || !d.Created {
+			t.Fatalf("another container's rule: %+v", d)
+		}
+		if _, err := decide(s, a.Ticket.ID, "rule1:a", true, t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		// Asked again after the decision: answered as it stands, no use spent.
+		e := ask(t, s, rq("agent", "rule1:a", t0.Add(2*time.Minute)))
+		if e.Outcome != hub.OutcomeApproved || e.Ticket.ID != a.Ticket.ID || e.Created {
+			t.Fatalf("asked again after the approval: %+v", e)
+		}
+		if u := get(t, s, a.Ticket.ID).Uses; u != 1 {
+			t.Fatalf("uses %d after a rule ask answered, want 1", u)
+		}
+	})
+
 	t.Run("concurrent identical asks share one ticket", func(t *testing.T) {
 		s := open(t)
 		const n = 50
