@@ -510,7 +510,7 @@ func (m *model) key(msg tea.KeyMsg) tea.Cmd {
 		m.refreshTraffic()
 		m.setMsg("recent decisions: %s (f for %s)", m.filter, m.filter.Next())
 	case key.Matches(msg, m.keys.Approve):
-		m.decide(true)
+		return m.decide(true)
 	case key.Matches(msg, m.keys.Deny):
 		return m.decide(false)
 	case m.screen == screenDetail:
