@@ -64,7 +64,9 @@ func runTUI(ctx context.Context, hs *hubServer, c *console.Console, msgs *messag
 		Commands: map[string]func(args []string) (string, error){
 			"review":  func(args []string) (string, error) { return review(c, "terminal:"+name, args) },
 			"propose": func(args []string) (string, error) { return pr.command("terminal:"+name, args) },
-			"rule":    func(args []string) (string, error) { return hs.asks.command(hs.hub, "terminal:"+hub.CleanName(name), args) },
+			"rule": func(args []string) (string, error) {
+				return hs.asks.command(hs.hub, "terminal:"+hub.CleanName(name), args)
+			},
 		},
 	}
 	if hs.phone != nil {

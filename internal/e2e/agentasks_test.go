@@ -283,4 +283,3 @@ func TestAgentAsksForARule(t *testing.T) {
 	}
 	s.quit(t)
 }
-
