@@ -8,6 +8,10 @@ import "strings"
 // under .internal) for every other purpose; the signer signs it and no other local name.
 const SelfName = "lockhttp.internal"
 
+// SelfMCPPath is where the gate serves its own MCP server to the agents, on SelfName: the tools
+// explain, pending and request_rule.
+const SelfMCPPath = "/mcp"
+
 // MetadataNames are the names of cloud metadata services. Name refuses each
 // of them and every name under it (Metadata), and every name that starts with
 // "kubernetes.default." whatever the cluster domain. Read at package

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lockhttp/lockhttp/internal/explain"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/hubclient"
 	"github.com/lockhttp/lockhttp/internal/judge"
@@ -26,7 +27,7 @@ import (
 // Streamable HTTP transport, stateless, each answer one JSON body. Every tool answers about
 // the calling container alone, as the gate knows it (the policy's [sources]), whatever the
 // arguments say.
-const SelfMCPPath = "/mcp"
+const SelfMCPPath = floor.SelfMCPPath
 
 // Bounds of the gate's MCP server.
 const (

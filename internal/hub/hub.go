@@ -100,6 +100,8 @@ type Hub struct {
 	mu      sync.Mutex
 	subs    map[chan Event]struct{} // guarded by mu
 	limited map[string]time.Time    // guarded by mu: when each container's last "limit" event went out
+
+	ruleChecks ruleRate // each container's requests for rules this minute
 }
 
 // New opens the store (the embedded one on StatePath unless Store is set) and returns the hub.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lockhttp/lockhttp/internal/httpjson"
@@ -55,6 +57,8 @@ func (h *Hub) AskRule(gate string, req RuleRequest) (Ticket, error) {
 		return Ticket{}, errors.New("the rule and the reason are UTF-8 text")
 	case h.cfg.CheckRule == nil:
 		return Ticket{}, errors.New("this hub cannot check a rule (it runs without the console)")
+	case !h.ruleChecks.allow(req.Container, h.now()):
+		return Ticket{}, fmt.Errorf("container %s asked for %d rules within a minute, the most it may: wait a minute", req.Container, ruleChecksPerMinute)
 	}
 	ra, err := h.cfg.CheckRule(req.Container, req.Rule)
 	if err != nil {
@@ -155,4 +159,28 @@ func (h *Hub) ruleRoutes(mux *http.ServeMux) {
 		}
 		httpjson.Write(w, 200, out)
 	})
+}
+
+// ruleChecksPerMinute bounds the rules a container may ask for in a minute: each costs the
+// console a check against the approved policy (about 14 ms), refused or not.
+const ruleChecksPerMinute = 10
+
+// ruleRate counts each container's requests for rules in the current minute.
+type ruleRate struct {
+	mu     sync.Mutex
+	minute int64          // guarded by mu: the minute counted
+	counts map[string]int // guarded by mu: the requests of each container in it
+}
+
+func (r *ruleRate) allow(container string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := now.Unix() / 60; m != r.minute || r.counts == nil {
+		r.minute, r.counts = m, map[string]int{}
+	}
+	if r.counts[container] >= ruleChecksPerMinute {
+		return false
+	}
+	r.counts[container]++
+	return true
 }

@@ -88,4 +88,13 @@ func TestRuleTicket(t *testing.T) {
 	if _, err := h.AskRule("g", RuleRequest{Container: "busy", Rule: "r", Reason: "one more"}); err == nil || !strings.Contains(err.Error(), "waiting for a human") {
 		t.Fatalf("past the bound: %v", err)
 	}
+	for range ruleChecksPerMinute {
+		h.AskRule("g", RuleRequest{Container: "rate", Rule: "169.254.169.254", Reason: "x"})
+	}
+	if _, err := h.AskRule("g", RuleRequest{Container: "rate", Rule: "r", Reason: "x"}); err == nil || !strings.Contains(err.Error(), "within a minute") {
+		t.Fatalf("past the rate: %v", err)
+	}
+	if _, err := h.AskRule("g", RuleRequest{Container: "rate2", Rule: "r", Reason: "x"}); err != nil {
+		t.Fatalf("another container within the minute: %v", err)
+	}
 }

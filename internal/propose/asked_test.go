@@ -1,6 +1,7 @@
 package propose
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -54,4 +55,24 @@ func TestCheckAsked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkCheckAsked: the console's check of a rule an agent asks for, near its bound (2 KiB:
+// 60 exact paths), against a small policy.
+func BenchmarkCheckAsked(b *testing.B) {
+	var paths []string
+	for i := range 60 {
+		paths = append(paths, fmt.Sprintf("\"/v1/items/%06d/a\"", i))
+	}
+	rule := "[[rule]]\nhosts = [\"api.example.com\"]\nmethods = [\"GET\"]\npaths = [" + strings.Join(paths, ", ") + "]\n"
+	if len(rule) > MaxAskedRule {
+		b.Fatalf("the rule is %d bytes", len(rule))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CheckAsked("p.toml", []byte(testPolicy), "agent", rule); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(rule)), "rule-bytes")
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/lockhttp/lockhttp/internal/display"
+	"github.com/lockhttp/lockhttp/internal/floor"
 	"github.com/lockhttp/lockhttp/internal/mcp"
 	"github.com/lockhttp/lockhttp/internal/policy"
 )
@@ -141,6 +142,7 @@ func body(q Request, d policy.Decision) []byte {
 	}
 	fmt.Fprintf(&b, "Request: %s\n\n", q.ShownID())
 	fmt.Fprintf(&b, "What to do: %s\n", d.Code.Advice())
+	b.WriteString("Ask for a rule: the MCP server https://" + floor.SelfName + floor.SelfMCPPath + " (tools explain, pending, request_rule)\n")
 	return b.Bytes()
 }
 
