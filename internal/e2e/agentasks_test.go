@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -280,6 +281,16 @@ func TestAgentAsksForARule(t *testing.T) {
 	}
 	if e := call(t, ctx, other, "explain", map[string]any{"method": "GET", "url": target}, &ex); e != "" || ex.Verdict != "ASK" {
 		t.Fatalf("the other container after the review: %q %+v", e, ex)
+	}
+	// A refusal's page names the server.
+	resp, err := (&coreEnv{running: env.running}).client().Get("http://169.254.169.254/latest/meta-data/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(page), "Ask for a rule: the MCP server https://lockhttp.internal/mcp") {
+		t.Errorf("a refusal's page: %d\n%s", resp.StatusCode, page)
 	}
 	s.quit(t)
 }

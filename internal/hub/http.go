@@ -45,6 +45,8 @@ type apiError struct {
 //	POST /v1/gate/state   GateState
 //	POST /v1/gate/issued  Issued (a Claude login the gate saw issued to a container: bound, no ticket)
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
+//	POST /v1/gate/rule    RuleRequest → Ticket (an agent's request for a rule: rule.go)
+//	GET  /v1/gate/asks?container=C → []Ticket (the container's own)
 //	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
 func (h *Hub) GateHandler(token string) http.Handler {
 	return h.GateHandlerFor(Tokens(token, nil))

@@ -76,3 +76,28 @@ func BenchmarkCheckAsked(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(rule)), "rule-bytes")
 }
+
+// FuzzCheckAsked: whatever text an agent sends, CheckAsked answers without a panic, and what
+// it accepts is one free rule of the asking container for one exact host, whose block reads
+// back as that rule.
+func FuzzCheckAsked(f *testing.F) {
+	f.Add("[[rule]]\nhosts = [\"api.example.com\"]\nmethods = [\"GET\"]\npaths = [\"/v1/items/*\"]\n")
+	f.Add("[[rule]]\nhosts = [\"*\"]\n")
+	f.Add("trusted = [\"x.example.com\"]\n[[rule]]\nhosts = [\"api.example.com\"]\nmethods = [\"GET\"]\n")
+	f.Add("[[rule]]\nname = \"a\\u001b\"\nhosts = [\"api.example.com\"]\nmethods = [\"GET\"]\ncontainers = [\"other\"]\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		a, err := CheckAsked("p.toml", []byte(testPolicy), "agent", text)
+		if err != nil {
+			return
+		}
+		r := a.Rule
+		if len(r.Hosts) != 1 || strings.Contains(r.Hosts[0], "*") || len(r.Containers) != 1 || r.Containers[0] != "agent" || r.Verdict != "free" ||
+			len(r.Methods) != 1 || r.Methods[0] == "CONNECT" {
+			t.Fatalf("accepted %q as %+v", text, r)
+		}
+		again, err := CheckAsked("p.toml", []byte(testPolicy), "agent", a.Block)
+		if err != nil || again.Block != a.Block {
+			t.Fatalf("the block of %q does not read back: %v\n%s", text, err, a.Block)
+		}
+	})
+}
