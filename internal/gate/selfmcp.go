@@ -243,6 +243,11 @@ func (s *selfTools) pending(ctx context.Context, _ *mcp.CallToolRequest, _ Pendi
 		return r, PendingOut{}, nil
 	}
 	ts, err := rh.Asks(ctx, s.container)
+	var se *hubclient.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusTooManyRequests {
+		r, _ := errTool("%s", se.Msg)
+		return r, PendingOut{}, nil
+	}
 	if err != nil {
 		s.g.log.Warn("gate: the MCP server could not list tickets", "container", s.container, "err", err)
 		r, _ := errTool("the hub did not answer; try again later")

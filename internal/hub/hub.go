@@ -102,6 +102,7 @@ type Hub struct {
 	limited map[string]time.Time    // guarded by mu: when each container's last "limit" event went out
 
 	ruleChecks ruleRate // each container's requests for rules this minute
+	asksRead   ruleRate // each container's reads of its tickets this minute
 }
 
 // New opens the store (the embedded one on StatePath unless Store is set) and returns the hub.

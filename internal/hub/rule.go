@@ -57,7 +57,7 @@ func (h *Hub) AskRule(gate string, req RuleRequest) (Ticket, error) {
 		return Ticket{}, errors.New("the rule and the reason are UTF-8 text")
 	case h.cfg.CheckRule == nil:
 		return Ticket{}, errors.New("this hub cannot check a rule (it runs without the console)")
-	case !h.ruleChecks.allow(req.Container, h.now()):
+	case !h.ruleChecks.allow(req.Container, ruleChecksPerMinute, h.now()):
 		return Ticket{}, fmt.Errorf("container %s asked for %d rules within a minute, the most it may: wait a minute", req.Container, ruleChecksPerMinute)
 	}
 	ra, err := h.cfg.CheckRule(req.Container, req.Rule)
@@ -114,9 +114,13 @@ func (h *Hub) TakeRule(id, fingerprint, by string, take func(Ticket) error) (Tic
 }
 
 // Asks lists the tickets of container, pending and decided, newest first, at most
-// hubapi.MaxAsksListed: what the agent's pending tool answers.
-func (h *Hub) Asks(container string) []Ticket {
+// hubapi.MaxAsksListed: what the agent's pending tool answers. A container reads it at most
+// asksPerMinute times a minute.
+func (h *Hub) Asks(container string) ([]Ticket, error) {
 	var out []Ticket
+	if !h.asksRead.allow(container, asksPerMinute, h.now()) {
+		return nil, fmt.Errorf("container %s read its tickets %d times within a minute, the most it may: wait a minute", container, asksPerMinute)
+	}
 	for _, t := range append(h.Pending(), h.Recent(0)...) {
 		if t.Container == container {
 			out = append(out, t)
@@ -126,7 +130,7 @@ func (h *Hub) Asks(container string) []Ticket {
 	if len(out) > hubapi.MaxAsksListed {
 		out = out[:hubapi.MaxAsksListed]
 	}
-	return out
+	return out, nil
 }
 
 // ruleRoutes adds the gate's routes of an agent's requests:
@@ -153,7 +157,11 @@ func (h *Hub) ruleRoutes(mux *http.ServeMux) {
 			httpjson.Write(w, 400, apiError{"name the container: ?container=NAME"})
 			return
 		}
-		out := h.Asks(c)
+		out, err := h.Asks(c)
+		if err != nil {
+			httpjson.Write(w, http.StatusTooManyRequests, apiError{err.Error()})
+			return
+		}
 		if out == nil {
 			out = []Ticket{}
 		}
@@ -165,6 +173,10 @@ func (h *Hub) ruleRoutes(mux *http.ServeMux) {
 // console a check against the approved policy (about 14 ms), refused or not.
 const ruleChecksPerMinute = 10
 
+// asksPerMinute bounds the lists of its tickets a container reads in a minute: each reads every
+// ticket the hub keeps. Past it the list is empty until the next minute.
+const asksPerMinute = 60
+
 // ruleRate counts each container's requests for rules in the current minute.
 type ruleRate struct {
 	mu     sync.Mutex
@@ -172,13 +184,13 @@ type ruleRate struct {
 	counts map[string]int // guarded by mu: the requests of each container in it
 }
 
-func (r *ruleRate) allow(container string, now time.Time) bool {
+func (r *ruleRate) allow(container string, limit int, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m := now.Unix() / 60; m != r.minute || r.counts == nil {
 		r.minute, r.counts = m, map[string]int{}
 	}
-	if r.counts[container] >= ruleChecksPerMinute {
+	if r.counts[container] >= limit {
 		return false
 	}
 	r.counts[container]++

@@ -55,11 +55,17 @@ func TestRuleTicket(t *testing.T) {
 	if _, err := h.TakeRule(a.Ticket.ID, "fp1:a", "terminal:alice", func(Ticket) error { return nil }); err == nil {
 		t.Fatal("TakeRule took a request ticket")
 	}
-	if asks := h.Asks("agent"); len(asks) != 2 {
-		t.Fatalf("asks of agent: %d", len(asks))
+	if asks, err := h.Asks("agent"); err != nil || len(asks) != 2 {
+		t.Fatalf("asks of agent: %d %v", len(asks), err)
 	}
-	if asks := h.Asks("other"); len(asks) != 0 {
-		t.Fatalf("asks of other: %d", len(asks))
+	if asks, err := h.Asks("other"); err != nil || len(asks) != 0 {
+		t.Fatalf("asks of other: %d %v", len(asks), err)
+	}
+	for range asksPerMinute - 1 {
+		h.Asks("agent")
+	}
+	if _, err := h.Asks("agent"); err == nil || !strings.Contains(err.Error(), "within a minute") {
+		t.Fatalf("past the rate of reads: %v", err)
 	}
 	for _, tc := range []struct {
 		name string
