@@ -484,6 +484,9 @@ func (s *Server) decide(approve bool) http.HandlerFunc {
 		case errors.Is(err, hub.ErrNotFound):
 			writeError(w, http.StatusNotFound, "no such ticket", "")
 			return
+		case errors.Is(err, hub.ErrRuleAtTerminal):
+			writeError(w, http.StatusForbidden, "a rule an agent asks for is approved at the console's terminal only; deny it here, or answer it there", "terminal")
+			return
 		case err != nil:
 			infoOf(r).err = err.Error()
 			writeError(w, http.StatusInternalServerError, "the hub could not record the decision; see its log", "")

@@ -49,7 +49,7 @@ func newEnv(t *testing.T, fake bool) *env {
 		e.clock = testkit.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 		now = e.clock.Now
 	}
-	e.hub, err = hub.New(hub.Config{Key: key, Now: now})
+	e.hub, err = hub.New(hub.Config{Key: key, Now: now, CheckRule: checkRule})
 	if err != nil {
 		t.Fatal(err)
 	}
