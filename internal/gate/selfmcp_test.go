@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 func TestRefusalNamesTheMCPServer(t *testing.T) {
 	ex := &exchange{}
 	ex.rec.ID, ex.rec.Method, ex.rec.URL = "r1", "GET", "http://a.example/"
-	body := string(refusalBody(ex, policy.Decision{Verdict: policy.Deny, Code: policy.CodeRule, Rule: "no", Reason: "no"}))
+	r, _ := http.NewRequest("GET", "http://a.example/", nil)
+	body := string(newRefusal(r, ex, policy.Decision{Verdict: policy.Deny, Code: policy.CodeRule, Rule: "no", Reason: "no"}).Body)
 	if !strings.Contains(body, "\nAsk for a rule: the MCP server https://lockhttp.internal/mcp (tools explain, pending, request_rule)\n") {
 		t.Fatalf("the refusal's body:\n%s", body)
 	}
