@@ -62,8 +62,13 @@ var binaries = []binary{{
 	// Of other modules: the policy's TOML, brotli (bodies the gate reads), the Prometheus client
 	// with what it needs, PostgreSQL's driver (auditdb), go-spiffe's X.509-SVID checks, the
 	// fallback roots and the x/ modules. No OpenTelemetry SDK or gRPC: the trace exporter writes
-	// OTLP itself (internal/tracing), as most gates never turn it on.
+	// OTLP itself (internal/tracing), as most gates never turn it on. The official MCP SDK and
+	// what it needs (jsonschema-go, segmentio's JSON, uritemplate, x/oauth2 and x/sync): the
+	// gate's own MCP server to the agents (gate/selfmcp.go), whose protocol revisions are the
+	// SDK's to get right; it costs the binary about 2.8 MB.
 	modules: []string{
+		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/segmentio/encoding",
+		"github.com/segmentio/asm", "github.com/yosida95/uritemplate/v3", "golang.org/x/oauth2", "golang.org/x/sync",
 		"github.com/BurntSushi/toml", "github.com/andybalholm/brotli",
 		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
 		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
