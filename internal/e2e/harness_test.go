@@ -133,7 +133,7 @@ func (r *running) stop() {
 	}
 }
 
-// auditRecords reads every record the gate wrote.
+// auditRecords reads every record the gate wrote, but its intent records (testkit.AuditIntents).
 func (r *running) auditRecords() []map[string]any {
 	r.t.Helper()
 	files, _ := filepath.Glob(filepath.Join(r.up.AuditDir, "*.jsonl"))
@@ -149,6 +149,9 @@ func (r *running) auditRecords() []map[string]any {
 			var m map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 				r.t.Fatalf("audit line %q: %v", sc.Text(), err)
+			}
+			if m["event"] == "intent" {
+				continue
 			}
 			out = append(out, m)
 		}

@@ -47,6 +47,11 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if d, ok := g.intend(r.Context(), ex); !ok {
+		ex.refused(d, pol)
+		g.refuseWriter(w, r, ex, d)
+		return
+	}
 	up, err := g.dialer.Dial(r.Context(), ex.target)
 	if err != nil {
 		var refused *egress.RefusedError

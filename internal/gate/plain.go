@@ -245,6 +245,10 @@ type sentTargetKey struct{}
 // roundTrip sends a FREE request and wraps the response body, so that the exchange is recorded
 // when the body has been copied to the client.
 func (g *Gate) roundTrip(r *http.Request, ex *exchange) (*http.Response, error) {
+	if d, ok := g.intend(r.Context(), ex); !ok {
+		ex.refused(d, g.pol.Load())
+		return g.refuse(r.Context(), r, ex, d), nil
+	}
 	start := time.Now()
 	// The gate's own client, unless the request or its origin needs net/http's transport
 	// (transport.Upstream: HTTP/2 origins, upgrades, Expect, large bodies).

@@ -273,6 +273,10 @@ func (g *Gate) serveTransparentTLS(c *transport.ReplayConn, ci *connInfo) {
 			return
 		}
 	}
+	if d, ok := g.intend(ctx, ex); !ok {
+		refuse(d, 80, "") // internal_error
+		return
+	}
 	up, err := g.dialer.Dial(ctx, ex.target)
 	if err != nil {
 		var refused *egress.RefusedError

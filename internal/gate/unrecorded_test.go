@@ -22,11 +22,13 @@ import (
 )
 
 // flakyAuditor is a real audit writer whose writes fail while fail is set, and which stays
-// healthy meanwhile: the decision was taken while the audit could be written, the record of
-// the request's answer cannot be (a disk that filled in between).
+// healthy meanwhile: the decision was taken while the audit could be written, and so was the
+// request's intent record as it went out, the record of the request's answer cannot be (a disk
+// that filled in between). With failIntents the intent records fail too.
 type flakyAuditor struct {
 	*audit.Writer
-	fail atomic.Bool
+	fail        atomic.Bool
+	failIntents atomic.Bool
 }
 
 var errTestFull = errors.New("audit: write test.jsonl: no space left on device")
@@ -39,6 +41,12 @@ func (a *flakyAuditor) Write(ctx context.Context, r *audit.Record) error {
 }
 
 func (a *flakyAuditor) Append(ctx context.Context, r *audit.Record) error {
+	if r.Event == audit.EventIntent {
+		if a.failIntents.Load() {
+			return errTestFull
+		}
+		return a.Writer.Append(ctx, r)
+	}
 	if a.fail.Load() {
 		return errTestFull
 	}

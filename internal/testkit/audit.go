@@ -9,9 +9,34 @@ import (
 )
 
 // AuditRecords returns the audit records in dir (its *.jsonl day files), decoded, in file
-// order. A last line still being written (no line end yet) is left for the next call; any other
-// line that is not JSON fails the test.
+// order, without the intent records (event "intent", written as a request goes out and
+// completed by its own record: AuditIntents has them). A last line still being written (no line
+// end yet) is left for the next call; any other line that is not JSON fails the test.
 func AuditRecords(t testing.TB, dir string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, rec := range AuditAll(t, dir) {
+		if rec["event"] != "intent" {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// AuditIntents returns the intent records in dir, in file order.
+func AuditIntents(t testing.TB, dir string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, rec := range AuditAll(t, dir) {
+		if rec["event"] == "intent" {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// AuditAll returns every record in dir, intents included, in file order.
+func AuditAll(t testing.TB, dir string) []map[string]any {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil {
