@@ -96,6 +96,12 @@ type VerifyOptions struct {
 type VerifyReport struct {
 	Files    int       `json:"files"`
 	Records  int       `json:"records"`
+	// Intents counts the intent records (a request going out); Unfinished those no record of
+	// the request's outcome follows: the gate stopped (killed) while they were out, or, at the
+	// end of a running gate's log, they are still out. Each of the first maxUnfinishedNotes is a
+	// Note: they leave the verdict clean.
+	Intents    int `json:"intents"`
+	Unfinished int `json:"unfinished"`
 	FirstSeq int64     `json:"first_seq"`
 	LastSeq  int64     `json:"last_seq"`
 	Findings []Finding `json:"findings"`
@@ -192,6 +198,7 @@ type dirVerifier struct {
 	// covered yet.
 	pending []uncoveredLines
 	lastAt  string // file:line of the last record
+	outs    Outcomes
 }
 
 // keep remembers seq's hash while it may be needed: for a later day's prev_file (recent
@@ -256,10 +263,14 @@ func (v *dirVerifier) uncoveredTail() {
 }
 
 type lineFields struct {
-	Time     string `json:"time"`
-	Seq      int64  `json:"seq"`
-	Prev     string `json:"prev"`
-	PrevFile string `json:"prev_file"`
+	Time     string   `json:"time"`
+	Seq      int64    `json:"seq"`
+	Prev     string   `json:"prev"`
+	PrevFile string   `json:"prev_file"`
+	Event    string   `json:"event"`
+	ID       string   `json:"id"`
+	IDs      []string `json:"ids"`
+	URL      string   `json:"url"`
 }
 
 func (v *dirVerifier) file(s Source) error {
@@ -368,6 +379,7 @@ func (v *dirVerifier) file(s Source) error {
 		lastSeq = f.Seq
 		v.maxSeq = max(v.maxSeq, f.Seq)
 		v.rep.Records++
+		v.outs.See(f.Event, f.ID, f.IDs, name, n, f.Time, f.URL)
 		v.keep(f.Seq, hash)
 		if v.isHead(f.Seq) {
 			if v.where == nil {
@@ -423,9 +435,21 @@ func (v *dirVerifier) headCovers(seq int64, h [2 * hashLen]byte) bool {
 	return false
 }
 
+// maxUnfinishedNotes bounds the notes that name a request whose outcome was never written; the
+// rest are counted in one note.
+const maxUnfinishedNotes = 20
+
 func (v *dirVerifier) finish() {
 	rep := v.rep
 	v.uncoveredTail()
+	open := v.outs.Open()
+	rep.Intents, rep.Unfinished = v.outs.Intents, len(open)+v.outs.Dropped
+	for _, x := range open[:min(len(open), maxUnfinishedNotes)] {
+		rep.add(Note, x.File, x.Line, "request %s (%s) went out and no record of its outcome follows: the gate stopped (killed) before writing it, or the request is still out", x.ID, Clip(x.URL, 256))
+	}
+	if more := rep.Unfinished - min(len(open), maxUnfinishedNotes); more > 0 {
+		rep.add(Note, "", 0, "%d more requests went out and no record of their outcome follows (of %d intents in all)", more, rep.Intents)
+	}
 	runs := v.runs
 	slices.SortFunc(runs, func(a, b run) int { return int(a.first - b.first) })
 	if len(runs) > 0 {
