@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/hubapi"
 	"github.com/lockhttp/lockhttp/internal/propose"
 )
@@ -32,7 +33,15 @@ type Stats struct {
 	Files   int // day files read
 	Records int // records passed on
 	Bad     int // lines that are not records (cut short, too long, not JSON)
+	// Unfinished counts the intent records (a request going out) that no record of the
+	// request's outcome followed: the gate was killed while they were out. Each is passed on as
+	// the request's record (its status 0); an intent its outcome followed is not passed on.
+	Unfinished int
 }
+
+// maxOpenIntents bounds the intents Audit keeps until their outcome: more open at once are passed
+// on as they are read.
+const maxOpenIntents = 1 << 16
 
 // record is the part of an audit record propose reads (docs/audit.md names the fields).
 type record struct {
@@ -48,15 +57,55 @@ type record struct {
 	Ticket    string    `json:"ticket"`
 	Approver  string    `json:"approver"`
 	Detail    string    `json:"detail"`
+	IDs       []string  `json:"ids"`
 }
 
 // Audit reads the gate's audit in dir (its day files, YYYY-MM-DD.jsonl) from the day of since
 // on, the whole audit when since is zero, and passes each record to each, oldest file first.
+//
+// An intent record (a request going out, audit.EventIntent) is passed on only when no record of
+// its outcome follows it (Stats.Unfinished), after the rest, as the request's own record: the
+// request went out as it says, and the gate was killed before its answer came back.
 func Audit(dir string, since time.Time, each func(propose.Observation)) (Stats, error) {
-	return days(dir, since, func(r *record) {
+	pass := func(r *record) {
 		each(propose.Observation{Time: r.Time, Event: r.Event, ID: r.ID, Container: r.Container, Method: r.Method,
 			URL: r.URL, Verdict: r.Verdict, Code: r.Code, Rule: r.Rule, Ticket: r.Ticket, Approver: r.Approver})
+	}
+	open := map[string]*record{}
+	intents := 0 // intent records kept in open, passed on or completed
+	st, err := days(dir, since, func(r *record) {
+		if r.Event == audit.EventIntent {
+			r.Event = "request"
+			if r.Method == "CONNECT" {
+				r.Event = "connect"
+			}
+			if _, dup := open[r.ID]; dup || r.ID == "" || len(open) >= maxOpenIntents {
+				pass(r)
+				return
+			}
+			open[r.ID] = r
+			intents++
+			return
+		}
+		if len(open) > 0 {
+			delete(open, r.ID)
+			for _, id := range r.IDs {
+				delete(open, id)
+			}
+		}
+		pass(r)
 	})
+	left := make([]*record, 0, len(open))
+	for _, r := range open {
+		left = append(left, r)
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Time.Before(left[j].Time) })
+	for _, r := range left {
+		pass(r)
+	}
+	st.Unfinished = len(left)
+	st.Records -= intents - len(left) // the completed intents were not passed on
+	return st, err
 }
 
 // ConsoleDecisions reads the console's audit in dir (the hub writes a "ticket-decided" record

@@ -112,3 +112,37 @@ func TestReadsWhatTheWritersWrote(t *testing.T) {
 		}
 	}
 }
+
+// TestIntentsPassedOnlyWhenCut: an intent record its outcome follows is not passed on (the
+// request is read once, from its outcome); one nothing follows (the gate was killed while the
+// request was out) is passed on as the request's record, and counted.
+func TestIntentsPassedOnlyWhenCut(t *testing.T) {
+	dir := t.TempDir()
+	w, err := audit.Open(audit.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done := audit.Record{Time: time.Now(), Event: "request", ID: "r1", Container: "local", Method: "GET", URL: "http://a.test/x", Verdict: "ASK", Rule: "default", Ticket: "t1", Approver: "cli:root", Status: 200}
+	cut := audit.Record{Time: time.Now(), Event: "tunnel-request", ID: "r2", Container: "local", Method: "POST", URL: "https://a.test/y", Verdict: "ASK", Rule: "default", Ticket: "t2", Approver: "cli:root"}
+	for _, r := range []audit.Record{audit.Intent(&done, time.Now()), audit.Intent(&cut, time.Now()), done} {
+		if err := w.Write(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	var got []propose.Observation
+	st, err := Audit(dir, time.Time{}, func(o propose.Observation) { got = append(got, o) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records != 2 || st.Unfinished != 1 || len(got) != 2 {
+		t.Fatalf("stats %+v, %d observations, want 2 records, 1 unfinished", st, len(got))
+	}
+	if o := got[0]; o.ID != "r1" || o.Event != "request" {
+		t.Errorf("first: %+v, want r1's outcome", o)
+	}
+	if o := got[1]; o.ID != "r2" || o.Event != "request" || o.Method != "POST" || o.Ticket != "t2" || o.Approver != "cli:root" {
+		t.Errorf("the cut request: %+v", o)
+	}
+}
