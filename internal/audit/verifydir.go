@@ -445,10 +445,10 @@ func (v *dirVerifier) finish() {
 	open := v.outs.Open()
 	rep.Intents, rep.Unfinished = v.outs.Intents, len(open)+v.outs.Dropped
 	for _, x := range open[:min(len(open), maxUnfinishedNotes)] {
-		rep.add(Note, x.File, x.Line, "request %s (%s) went out and no record of its outcome follows: the gate stopped (killed) before writing it, or the request is still out", x.ID, Clip(x.URL, 256))
+		rep.add(Note, x.File, x.Line, "request %s (%s) was sent on to its origin and no record of its outcome follows: the gate stopped (killed) before writing it, or the request is still out", x.ID, Clip(x.URL, 256))
 	}
 	if more := rep.Unfinished - min(len(open), maxUnfinishedNotes); more > 0 {
-		rep.add(Note, "", 0, "%d more requests went out and no record of their outcome follows (of %d intents in all)", more, rep.Intents)
+		rep.add(Note, "", 0, "%d more requests were sent on to their origin and no record of their outcome follows (of %d intents in all)", more, rep.Intents)
 	}
 	runs := v.runs
 	slices.SortFunc(runs, func(a, b run) int { return int(a.first - b.first) })
