@@ -80,7 +80,9 @@ func runLog(args []string, stdout, stderr io.Writer) int {
 			bad++
 			return
 		}
-		if !filter.Match(e) {
+		if !filter.Match(e) || e.Event == audit.EventIntent && !*asJSON {
+			// An intent (a request going out) is shown by its outcome's line; --json shows
+			// every line.
 			return
 		}
 		out := e.Line()
