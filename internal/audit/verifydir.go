@@ -94,17 +94,17 @@ type VerifyOptions struct {
 
 // VerifyReport is the outcome of VerifyDir.
 type VerifyReport struct {
-	Files    int       `json:"files"`
-	Records  int       `json:"records"`
+	Files   int `json:"files"`
+	Records int `json:"records"`
 	// Intents counts the intent records (a request going out); Unfinished those no record of
 	// the request's outcome follows: the gate stopped (killed) while they were out, or, at the
 	// end of a running gate's log, they are still out. Each of the first maxUnfinishedNotes is a
 	// Note: they leave the verdict clean.
-	Intents    int `json:"intents"`
-	Unfinished int `json:"unfinished"`
-	FirstSeq int64     `json:"first_seq"`
-	LastSeq  int64     `json:"last_seq"`
-	Findings []Finding `json:"findings"`
+	Intents    int       `json:"intents"`
+	Unfinished int       `json:"unfinished"`
+	FirstSeq   int64     `json:"first_seq"`
+	LastSeq    int64     `json:"last_seq"`
+	Findings   []Finding `json:"findings"`
 }
 
 // Worst is the highest severity found, Note when nothing was.
