@@ -66,3 +66,22 @@ func TestOutcomesBounded(t *testing.T) {
 }
 
 func itoa(i int) string { return time.Duration(i).String() }
+
+// BenchmarkOutcomesFull: what a reader of the audit (verify-log, propose) holds at its bound of
+// open intents, each with a 100-byte URL (B/op).
+//
+//	go test -run '^$' -bench OutcomesFull -benchmem ./internal/audit
+func BenchmarkOutcomesFull(b *testing.B) {
+	ids := make([]string, maxOpenIntents)
+	url := "https://api.example.com/" + strings.Repeat("p", 76)
+	for i := range ids {
+		ids[i] = "r1a2b3c4-" + itoa(i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var o Outcomes
+		for i, id := range ids {
+			o.See(EventIntent, id, nil, "2026-11-30.jsonl", i+1, "2026-11-30T14:03:07.123456789Z", url)
+		}
+	}
+}
