@@ -323,8 +323,29 @@ func TestIntentNoRequestOutWithoutItsRecord(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &rep) != nil {
 		t.Fatalf("verify-log --json: %v\n%s", err, out)
 	}
-	if rep.Verdict != "CLEAN" || rep.Intents != len(intents) || rep.Unfinished != len(open) {
-		t.Errorf("verify-log --json: %+v, want CLEAN with %d intents, %d unfinished", rep, len(intents), len(open))
+	// Requests the clients gave up on as the load stopped may still get their outcome's record
+	// after the audit was read above: verify-log, reading later, finds as many open or fewer,
+	// and no fewer than a read after it.
+	later := 0
+	for id := range intents {
+		intents[id] = true
+	}
+	for _, rec := range allAuditRecords(t, r.up.AuditDir) {
+		if rec["event"] != "intent" {
+			for _, x := range testkit.RecordIDs(rec) {
+				if _, ok := intents[x]; ok {
+					intents[x] = false
+				}
+			}
+		}
+	}
+	for _, o := range intents {
+		if o {
+			later++
+		}
+	}
+	if rep.Verdict != "CLEAN" || rep.Intents < len(intents) || rep.Unfinished > len(open) || rep.Unfinished < later {
+		t.Errorf("verify-log --json: %+v, want CLEAN with %d intents, %d to %d unfinished", rep, len(intents), later, len(open))
 	}
 }
 
