@@ -214,9 +214,17 @@ local = ["127.0.0.0/8"]
 	st := gateStatus(t, r.up)
 
 	// What the audit holds: every id (a record's own, or one a summary lists) and the /load/N
-	// of every forwarded request's record.
+	// of every forwarded request's record or intent.
 	ids, recorded := map[string]bool{}, map[string]bool{}
-	for _, m := range r.auditRecords() {
+	for _, m := range testkit.AuditAll(t, r.up.AuditDir) {
+		if m["event"] == "intent" {
+			if u, _ := m["url"].(string); strings.Contains(u, "/load/") {
+				n := strings.TrimPrefix(u[strings.Index(u, "/load/"):], "/load/")
+				n, _, _ = strings.Cut(n, "?")
+				recorded[n] = true
+			}
+			continue // an id a client saw must have a record of its outcome
+		}
 		if id, _ := m["id"].(string); id != "" {
 			ids[id] = true
 		}
@@ -266,6 +274,9 @@ local = ["127.0.0.0/8"]
 		len(answers), whole, whole200, cut, noID, unrecorded, len(hits), hitNoRecord, st.UnrecordedAnswers)
 	if unrecorded > 0 {
 		t.Errorf("%d answers read whole show a request id that no record holds", unrecorded)
+	}
+	if hitNoRecord > 0 {
+		t.Errorf("%d requests reached the origin with no record, not even their intent: an intent that cannot be written must keep the request in", hitNoRecord)
 	}
 	if whole200 == 0 || noID == 0 {
 		t.Errorf("the load did not cross the disk filling (%d whole 200s, %d unrecorded refusals)", whole200, noID)
