@@ -2,10 +2,13 @@ package gate
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,9 +35,17 @@ func (o *intentOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dir := o.dir
 	o.mu.Unlock()
 	found, detail := false, ""
-	for _, rec := range testkit.AuditIntents(&testing.T{}, dir) {
-		if u, _ := rec["url"].(string); strings.HasSuffix(u, r.URL.Path) || u == r.Host {
-			found, detail = true, fmt.Sprint(rec["detail"])
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["event"] != "intent" {
+				continue
+			}
+			if u, _ := rec["url"].(string); strings.HasSuffix(u, r.URL.Path) || u == r.Host {
+				found, detail = true, fmt.Sprint(rec["detail"])
+			}
 		}
 	}
 	o.mu.Lock()
