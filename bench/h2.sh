@@ -13,7 +13,7 @@ C=${2:-4}
 M=${3:-16}
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
-go build -o "$WORK/bin/" ./cmd/...
+CGO_ENABLED=0 go build -o "$WORK/bin/" ./cmd/...
 go -C bench build -o "$WORK/bin/" ./origin ./connectfwd ./mkcert # bench/ is a module of its own
 
 # An origin root and a certificate for origin.test and *.bench.test.

@@ -3,7 +3,7 @@
 # VmRSS, RssAnon and RssFile (/proc/PID/status) and its Pss (/proc/PID/smaps_rollup), read after
 # the stack has been idle for SETTLE seconds; the binaries' sizes beside them.
 #
-# Usage: bench/idlerss.sh [BINDIR] [SETTLE]  (BINDIR: binaries built with go build -o BINDIR/
+# Usage: bench/idlerss.sh [BINDIR] [SETTLE]  (BINDIR: binaries built with CGO_ENABLED=0 go build -o BINDIR/
 # ./cmd/...; default: built now into a temporary directory)
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ trap 'kill $(cat "$WORK"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' 
 BIN=${1:-}
 if [ -z "$BIN" ]; then
 	BIN=$WORK/bin
-	go build -o "$BIN/" ./cmd/...
+	CGO_ENABLED=0 go build -o "$BIN/" ./cmd/...
 fi
 
 "$BIN/lox" run --headless --state "$WORK/state" --listen 127.0.0.1:0 --hub-listen 127.0.0.1:0 >"$WORK/lox.out" 2>&1 &

@@ -4,7 +4,7 @@
 # of its own, through the whole stack for HOLD (soak, -ask-share 1.0: the gate's and the stack's
 # RSS every 10 s, the goroutines, each process at the end). bench/RESULTS.md keeps the figures.
 #
-# Usage: bench/memory.sh [BINDIR] [HOLD]  (BINDIR: binaries built with go build -o BINDIR/
+# Usage: bench/memory.sh [BINDIR] [HOLD]  (BINDIR: binaries built with CGO_ENABLED=0 go build -o BINDIR/
 # ./cmd/...; default: built now into a temporary directory. HOLD: default 40s)
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ BIN=${1:-}
 if [ -z "$BIN" ]; then
 	BIN=$(mktemp -d)
 	trap 'rm -rf "$BIN"' EXIT
-	go build -o "$BIN/" ./cmd/...
+	CGO_ENABLED=0 go build -o "$BIN/" ./cmd/...
 fi
 BIN=$(cd "$BIN" && pwd)
 echo "## idle stack"

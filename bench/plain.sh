@@ -11,7 +11,7 @@ CONNS=${2:-16}
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-go build -o "$WORK/bin/" ./cmd/...
+CGO_ENABLED=0 go build -o "$WORK/bin/" ./cmd/...
 go -C bench build -o "$WORK/bin/" ./origin # bench/ is a module of its own
 "$WORK/bin/origin" -listen 127.0.0.1:0 >"$WORK/origin.addr" &
 echo $! >>"$WORK/pids"

@@ -16,7 +16,7 @@ chmod 755 "$WORK" # squid runs as proxy
 trap 'kill $(cat "$WORK"/pids 2>/dev/null) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 if [ -z "$BIN" ]; then
 	BIN=$WORK/bin
-	go build -o "$BIN/" ./cmd/...
+	CGO_ENABLED=0 go build -o "$BIN/" ./cmd/...
 fi
 BIN=$(cd "$BIN" && pwd)
 go -C bench build -o "$WORK/tools/" ./origin ./mkcert ./goproxymitm # bench/ is a module of its own

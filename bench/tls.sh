@@ -11,7 +11,7 @@ DUR=${1:-10}
 C=${2:-8}
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
-go build -o "$WORK/bin/" ./cmd/...
+CGO_ENABLED=0 go build -o "$WORK/bin/" ./cmd/...
 go -C bench build -o "$WORK/bin/" ./origin ./mkcert ./tlsload ./goproxymitm # bench/ is a module of its own
 
 # An origin root and a certificate for origin.test and *.bench.test.

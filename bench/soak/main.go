@@ -3,7 +3,7 @@
 // through the decrypting gate to a local origin, with a share of the connections held on ASKs
 // that nobody answers (each retried as it comes back E_PENDING).
 //
-//	go build -o BIN/ ./cmd/... && go -C bench run ./soak -bin "$PWD/BIN" [-conns 1000] [-d 10m]
+//	CGO_ENABLED=0 go build -o BIN/ ./cmd/... && go -C bench run ./soak -bin "$PWD/BIN" [-conns 1000] [-d 10m]
 //
 // (bench/ is a module of its own: -C bench runs it from there, so BIN is given whole.)
 //

@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/lockhttp/lockhttp/cmd/...").CombinedOutput()
+	// As README.md builds them: static, no C library.
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/lockhttp/lockhttp/cmd/...")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building the binaries: %v\n%s", err, out)
 		os.Exit(1)

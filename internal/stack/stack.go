@@ -632,7 +632,7 @@ func findBinaries(dir string, names ...string) (map[string]string, error) {
 		}
 		lp, err := exec.LookPath(n)
 		if err != nil {
-			return nil, fmt.Errorf("the %s binary is neither next to lox (%s) nor on PATH; build them all with: go build -o bin/ ./cmd/...", n, dir)
+			return nil, fmt.Errorf("the %s binary is neither next to lox (%s) nor on PATH; build them all with: CGO_ENABLED=0 go build -o bin/ ./cmd/...", n, dir)
 		}
 		out[n] = lp
 	}
