@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,10 +21,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	// Roots for verifying origins where the system has none (a FROM scratch image): Go uses its
-	// bundle only when the system's is missing.
-	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
@@ -241,9 +236,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			return err
 		}
 	}
-	roots, err := x509.SystemCertPool()
-	if err != nil || roots == nil {
-		roots = x509.NewCertPool()
+	roots, fromBundle := systemRoots()
+	if fromBundle {
+		log.Info("the system has no root certificates: origins are verified against the roots built into the gate")
 	}
 	if o.roots != "" {
 		pem, err := os.ReadFile(o.roots)
