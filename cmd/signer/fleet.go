@@ -25,13 +25,29 @@ func serveFleet(ctx context.Context, o serveOptions, srv *signer.Server, log *sl
 	if err != nil {
 		return err
 	}
-	ms := mtls.NewServer(mtls.ServerOptions{Source: src, Allow: o.tlsGates, Name: "signer-tls", Log: log})
+	hs, ml := mtlsServer(ctx, l, src, o.tlsGates, "signer-tls", srv.FleetHandler, log)
+	go hs.Serve(ml)
+	go func() {
+		<-ctx.Done()
+		hs.Close()
+	}()
+	log.Info("signer serving gates over mutual TLS", "listen", l.Addr().String(), "id", src.ID().String(), "gates", o.tlsGates.String())
+	return nil
+}
+
+// mtlsServer is the HTTP server of a signer's listener of mutual TLS on l: a peer proves an
+// identity allow admits or is refused in the handshake; connections that prove nothing within
+// 10 s are closed, at most 16 at once from one address. handler gets the caller's identity. Its
+// listener ml is what the server serves.
+func mtlsServer(ctx context.Context, l net.Listener, src *mtls.Source, allow mtls.Allow, name string,
+	handler func(func(*http.Request) (string, bool)) http.Handler, log *slog.Logger) (hs *http.Server, ml net.Listener) {
+	ms := mtls.NewServer(mtls.ServerOptions{Source: src, Allow: allow, Name: name, Log: log})
 	go ms.Watch(ctx)
-	cl := connlimit.New(l, connlimit.Config{Max: 1024, MaxProbation: 128, PerPeer: 16, Probation: 10 * time.Second, Log: log, Name: "signer-tls"})
-	hs := cl.Server(&http.Server{
-		Handler: srv.FleetHandler(func(r *http.Request) (string, bool) {
+	cl := connlimit.New(l, connlimit.Config{Max: 1024, MaxProbation: 128, PerPeer: 16, Probation: 10 * time.Second, Log: log, Name: name})
+	hs = cl.Server(&http.Server{
+		Handler: handler(func(r *http.Request) (string, bool) {
 			id, ok := mtls.PeerOf(r)
-			return id.String(), ok && o.tlsGates.Admits(id)
+			return id.String(), ok && allow.Admits(id)
 		}),
 		ConnContext:       mtls.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -40,11 +56,5 @@ func serveFleet(ctx context.Context, o serveOptions, srv *signer.Server, log *sl
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	})
-	go hs.Serve(ms.Listener(cl))
-	go func() {
-		<-ctx.Done()
-		hs.Close()
-	}()
-	log.Info("signer serving gates over mutual TLS", "listen", l.Addr().String(), "id", src.ID().String(), "gates", o.tlsGates.String())
-	return nil
+	return hs, ms.Listener(cl)
 }

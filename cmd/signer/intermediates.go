@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
-	"github.com/lockhttp/lockhttp/internal/connlimit"
 	"github.com/lockhttp/lockhttp/internal/mtls"
 	"github.com/lockhttp/lockhttp/internal/signer"
 )
@@ -109,21 +107,7 @@ func runRoot(ctx context.Context, o serveOptions, e env, fail func(int, string, 
 		return fail(1, "--tls-listen: %v", err)
 	}
 	rs := signer.NewRootServer(signer.RootConfig{CA: ca, Policy: policy, Logger: log, Now: e.now})
-	ms := mtls.NewServer(mtls.ServerOptions{Source: src, Allow: o.tlsNodes, Name: "signer-root", Log: log})
-	go ms.Watch(ctx)
-	cl := connlimit.New(l, connlimit.Config{Max: 1024, MaxProbation: 128, PerPeer: 16, Probation: 10 * time.Second, Log: log, Name: "signer-root"})
-	hs := cl.Server(&http.Server{
-		Handler: rs.Handler(func(r *http.Request) (string, bool) {
-			id, ok := mtls.PeerOf(r)
-			return id.String(), ok && o.tlsNodes.Admits(id)
-		}),
-		ConnContext:       mtls.ConnContext,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	})
+	hs, ml := mtlsServer(ctx, l, src, o.tlsNodes, "signer-root", rs.Handler, log)
 	go func() {
 		<-ctx.Done()
 		hs.Close()
@@ -131,7 +115,7 @@ func runRoot(ctx context.Context, o serveOptions, e env, fail func(int, string, 
 	lifetime := policy.Lifetime
 	log.Info("root signer serving node signers over mutual TLS", "listen", l.Addr().String(), "id", src.ID().String(), "nodes", o.tlsNodes.String(),
 		"ca", ca, "intermediate_lifetime", lifetime.String(), "permit_dns", []string(o.permit), "exclude_dns", []string(o.exclude), "pid", os.Getpid())
-	if err := hs.Serve(ms.Listener(cl)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := hs.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fail(1, "%v", err)
 	}
 	log.Info("root signer stopped")
