@@ -20,6 +20,17 @@ func newBucket(r float64, burst int) *bucket {
 	return &bucket{lim: rate.NewLimiter(rate.Limit(r), burst)}
 }
 
+// bucketOr is newBucket of r and burst, each its default where zero.
+func bucketOr(r float64, burst int, defRate float64, defBurst int) *bucket {
+	if r == 0 {
+		r = defRate
+	}
+	if burst == 0 {
+		burst = defBurst
+	}
+	return newBucket(r, burst)
+}
+
 // take takes one token at now. When there is none it returns false and how long until there is.
 func (b *bucket) take(now time.Time) (bool, time.Duration) {
 	b.mu.Lock()

@@ -70,14 +70,7 @@ func NewRootServer(cfg RootConfig) *RootServer {
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}
-	rate, burst := cfg.Rate, cfg.Burst
-	if rate == 0 {
-		rate = DefaultRootRate
-	}
-	if burst == 0 {
-		burst = DefaultRootBurst
-	}
-	s.bucket = newBucket(rate, burst)
+	s.bucket = bucketOr(cfg.Rate, cfg.Burst, DefaultRootRate, DefaultRootBurst)
 	return s
 }
 

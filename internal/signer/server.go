@@ -129,14 +129,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if s.rht == 0 {
 		s.rht = 5 * time.Second
 	}
-	rate, burst := cfg.Rate, cfg.Burst
-	if rate == 0 {
-		rate = DefaultRate
-	}
-	if burst == 0 {
-		burst = DefaultBurst
-	}
-	s.bucket = newBucket(rate, burst)
+	s.bucket = bucketOr(cfg.Rate, cfg.Burst, DefaultRate, DefaultBurst)
 	return s
 }
 
