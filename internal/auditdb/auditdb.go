@@ -12,15 +12,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/metrics"
@@ -85,53 +87,49 @@ func Migrate(ctx context.Context, dsn string) error {
 }
 
 // migrate applies the missing migrations in one transaction, under migrateLock.
-func migrate(ctx context.Context, conn *pgx.Conn) error {
-	tx, err := conn.Begin(ctx)
+func migrate(ctx context.Context, conn *pgconn.PgConn) error {
+	commit, rollback, err := begin(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+	defer rollback()
+	var lock params
+	lock.int(oidInt8, migrateLock)
+	if err := execParams(ctx, conn, `SELECT pg_advisory_xact_lock($1)`, lock); err != nil {
 		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS lockhttp_audit_schema (version integer NOT NULL)`); err != nil {
+	if err := exec(ctx, conn, `CREATE TABLE IF NOT EXISTS lockhttp_audit_schema (version integer NOT NULL)`); err != nil {
 		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
-	version := 0
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM lockhttp_audit_schema`).Scan(&version); err != nil {
-		return fmt.Errorf("auditdb: migrate: %w", err)
+	version, rows := 0, 0
+	err = query(ctx, conn, `SELECT coalesce(max(version), 0) FROM lockhttp_audit_schema`, params{}, 1, func(vals [][]byte) error {
+		v, err := intValue("version", vals[0], 0, math.MaxInt32)
+		version, rows = int(v), rows+1
+		return err
+	})
+	if err == nil && rows != 1 {
+		err = fmt.Errorf("%d rows, want 1", rows)
+	}
+	if err != nil {
+		return fmt.Errorf("auditdb: migrate: read lockhttp_audit_schema: %w", err)
 	}
 	if version > len(migrations) {
 		return fmt.Errorf("auditdb: the database's audit tables are at version %d, newer than this binary's %d; upgrade the gate", version, len(migrations))
 	}
 	for i := version; i < len(migrations); i++ {
-		if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+		if err := exec(ctx, conn, migrations[i]); err != nil {
 			return fmt.Errorf("auditdb: migration %d: %w", i+1, err)
 		}
 	}
 	if version < len(migrations) {
-		if _, err := tx.Exec(ctx, `DELETE FROM lockhttp_audit_schema; INSERT INTO lockhttp_audit_schema VALUES (`+fmt.Sprint(len(migrations))+`)`); err != nil {
+		if err := exec(ctx, conn, `DELETE FROM lockhttp_audit_schema; INSERT INTO lockhttp_audit_schema VALUES (`+fmt.Sprint(len(migrations))+`)`); err != nil {
 			return fmt.Errorf("auditdb: migrate: %w", err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := commit(); err != nil {
 		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
 	return nil
-}
-
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		// pgx's error may quote the DSN, password and all: say only where to look.
-		return nil, errors.New("auditdb: the DSN does not parse; write it as postgres://user@host:port/db or host=... dbname=...")
-	}
-	cfg.ConnectTimeout = 5 * time.Second
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("auditdb: connect to %s:%d database %s: %w", cfg.Host, cfg.Port, cfg.Database, errors.Unwrap(err))
-	}
-	return conn, nil
 }
 
 // Options configures a Sink.
@@ -311,26 +309,9 @@ func (s *Sink) session(ctx context.Context) error {
 	}
 	// Where the copy stands in each file: a record of an old day can follow the new day's first
 	// ones, so every file is followed, not only the newest.
-	pos := map[string]*position{}
-	rows, err := conn.Query(ctx, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 AND instance = $2 GROUP BY file`, s.o.Gate, s.o.Instance)
+	pos, err := s.positions(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
-	}
-	for rows.Next() {
-		var p position
-		var seq *int64
-		if err := rows.Scan(&p.file, &p.lineNo, &seq); err != nil {
-			rows.Close()
-			return fmt.Errorf("auditdb: read where the copy stands: %w", err)
-		}
-		pos[p.file] = &p
-		if seq != nil {
-			s.copied(*seq)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("auditdb: read where the copy stands: %w", err)
+		return err
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -354,6 +335,40 @@ func (s *Sink) session(ctx context.Context) error {
 	}
 }
 
+// positions reads where the copy stands in each file the database has of this gate, and notes
+// the last record number it has.
+func (s *Sink) positions(ctx context.Context, conn *pgconn.PgConn) (map[string]*position, error) {
+	pos := map[string]*position{}
+	var p params
+	p.text(s.o.Gate)
+	p.text(s.o.Instance)
+	var last int64
+	err := query(ctx, conn, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 AND instance = $2 GROUP BY file`, p, 3, func(vals [][]byte) error {
+		file, err := textValue("file", vals[0])
+		if err != nil {
+			return err
+		}
+		lineNo, err := intValue("line_no", vals[1], 0, math.MaxInt32)
+		if err != nil {
+			return fmt.Errorf("file %s: %w", quoteValue(vals[0]), err)
+		}
+		pos[file] = &position{file: file, lineNo: int(lineNo)}
+		if vals[2] != nil { // NULL: the file's lines have no record number
+			seq, err := intValue("seq", vals[2], math.MinInt64, math.MaxInt64)
+			if err != nil {
+				return fmt.Errorf("file %s: %w", quoteValue(vals[0]), err)
+			}
+			last = max(last, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auditdb: read where the copy stands: %w", err)
+	}
+	s.copied(last)
+	return pos, nil
+}
+
 // row is one line to copy.
 type row struct {
 	file   string
@@ -365,7 +380,7 @@ type row struct {
 
 // copyUp copies the lines of each file after its position that are on disk, in batches, then
 // the head. more reports that a file had more lines than one round reads.
-func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*position) (more bool, err error) {
+func (s *Sink) copyUp(ctx context.Context, conn *pgconn.PgConn, pos map[string]*position) (more bool, err error) {
 	names, err := dayNames(s.o.Dir)
 	if err != nil {
 		return false, err
@@ -411,51 +426,61 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgx.Conn, pos map[string]*posit
 		*p = next
 	}
 	if head != nil {
-		if _, err := conn.Exec(ctx, `INSERT INTO lockhttp_audit_head (gate, instance, head) VALUES ($1, $2, $3)
-			ON CONFLICT (gate, instance) DO UPDATE SET head = EXCLUDED.head`, s.o.Gate, s.o.Instance, string(head)); err != nil {
+		var p params
+		p.text(s.o.Gate)
+		p.text(s.o.Instance)
+		p.add(oidJSON, head)
+		if err := execParams(ctx, conn, `INSERT INTO lockhttp_audit_head (gate, instance, head) VALUES ($1, $2, $3)
+			ON CONFLICT (gate, instance) DO UPDATE SET head = EXCLUDED.head`, p); err != nil {
 			return false, fmt.Errorf("auditdb: write the head: %w", err)
 		}
 	}
 	return more, nil
 }
 
-func insert(ctx context.Context, conn *pgx.Conn, gate, instance string, rows []row) error {
+// insert writes rows in one statement; a line the database has is kept as it is.
+func insert(ctx context.Context, conn *pgconn.PgConn, gate, instance string, rows []row) error {
 	const cols = 16
 	var b strings.Builder
 	b.WriteString(`INSERT INTO lockhttp_audit (gate, instance, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
-	args := make([]any, 0, len(rows)*cols)
+	p := params{values: make([][]byte, 0, len(rows)*cols), oids: make([]uint32, 0, len(rows)*cols)}
 	for i, r := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteByte('(')
-		for c := range cols {
-			if c > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, "$%d", i*cols+c+1)
-		}
-		b.WriteByte(')')
-		var t *time.Time
+		placeholders(&b, i*cols+1, cols)
+		p.text(gate)
+		p.text(instance)
+		p.text(r.file)
+		p.int(oidInt4, int64(r.lineNo))
+		p.intOrNull(oidInt8, r.seq)
+		p.text(r.line)
+		p.add(oidBool, []byte(strconv.FormatBool(strings.Contains(r.line, `,"sig":"`))))
+		var t []byte
 		if ts, ok := r.rec["time"].(string); ok {
-			if p, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-				t = &p
+			if parsed, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				t = []byte(timestamptz(parsed))
 			}
 		}
-		var status *int
+		p.add(oidTimestamptz, t)
+		for _, k := range []string{"event", "id", "container", "verdict", "code", "rule"} {
+			p.textOrNull(str(r.rec, k))
+		}
+		var status *int64
 		if f, ok := r.rec["status"].(float64); ok {
-			n := int(f)
-			status = &n
+			if n, ok := int4(f); ok {
+				status = &n
+			}
 		}
-		var record *string
+		p.intOrNull(oidInt4, status)
+		var record []byte
 		if r.rec != nil {
-			record = &r.line
+			record = []byte(r.line)
 		}
-		args = append(args, gate, instance, r.file, r.lineNo, r.seq, r.line, strings.Contains(r.line, `,"sig":"`), t,
-			str(r.rec, "event"), str(r.rec, "id"), str(r.rec, "container"), str(r.rec, "verdict"), str(r.rec, "code"), str(r.rec, "rule"), status, record)
+		p.add(oidJSON, record)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING")
-	if _, err := conn.Exec(ctx, b.String(), args...); err != nil {
+	if err := execParams(ctx, conn, b.String(), p); err != nil {
 		return fmt.Errorf("auditdb: insert %d rows from %s: %w", len(rows), rows[0].file, err)
 	}
 	return nil
@@ -556,6 +581,14 @@ func (c *Copy) Name() string {
 	return c.Gate + "@" + c.Instance
 }
 
+// describe names the copy's chain in an error.
+func (c *Copy) describe() string {
+	if c.Gate == "" && c.Instance == "" {
+		return "the gate without an identity"
+	}
+	return c.Name()
+}
+
 // Load reads every gate's database copy for verification, in the order of their names.
 func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	conn, err := connect(ctx, dsn)
@@ -563,10 +596,6 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT gate, instance, file, line FROM lockhttp_audit ORDER BY gate, instance, file, line_no`)
-	if err != nil {
-		return nil, fmt.Errorf("auditdb: read the copy: %w (create it with lockhttp audit migrate)", err)
-	}
 	var copies []*Copy
 	byChain := map[[2]string]*Copy{}
 	chain := func(gate, instance string) *Copy {
@@ -579,13 +608,20 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	}
 	files := map[[3]string]*bytes.Buffer{}
 	var order [][3]string
-	for rows.Next() {
-		var gate, instance, file, line string
-		if err := rows.Scan(&gate, &instance, &file, &line); err != nil {
-			return nil, err
+	err = query(ctx, conn, `SELECT gate, instance, file, line FROM lockhttp_audit ORDER BY gate, instance, file, line_no`, params{}, 4, func(vals [][]byte) error {
+		var k [3]string
+		for i, col := range []string{"gate", "instance", "file"} {
+			v, err := textValue(col, vals[i])
+			if err != nil {
+				return err
+			}
+			k[i] = v
 		}
-		chain(gate, instance)
-		k := [3]string{gate, instance, file}
+		line, err := textValue("line", vals[3])
+		if err != nil {
+			return fmt.Errorf("file %s of %s: %w", quoteValue([]byte(k[2])), chain(k[0], k[1]).describe(), err)
+		}
+		chain(k[0], k[1])
 		b := files[k]
 		if b == nil {
 			b = &bytes.Buffer{}
@@ -594,8 +630,11 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 		}
 		b.WriteString(line)
 		b.WriteByte('\n')
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return nil, fmt.Errorf("auditdb: read the copy: %w (create it with lockhttp audit migrate)", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("auditdb: read the copy: %w", err)
 	}
 	for _, k := range order {
@@ -603,24 +642,27 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 		c := byChain[[2]string{k[0], k[1]}]
 		c.Sources = append(c.Sources, audit.Source{Name: k[2], Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
 	}
-	heads, err := conn.Query(ctx, `SELECT gate, instance, head::text FROM lockhttp_audit_head`)
-	if err != nil {
-		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
-	}
-	defer heads.Close()
-	for heads.Next() {
-		var gate, instance, head string
-		if err := heads.Scan(&gate, &instance, &head); err != nil {
-			return nil, err
+	err = query(ctx, conn, `SELECT gate, instance, head::text FROM lockhttp_audit_head`, params{}, 3, func(vals [][]byte) error {
+		gate, err := textValue("gate", vals[0])
+		if err != nil {
+			return err
 		}
+		instance, err := textValue("instance", vals[1])
+		if err != nil {
+			return err
+		}
+		c := chain(gate, instance)
 		var h audit.Head
-		if json.Unmarshal([]byte(head), &h) != nil {
-			continue
+		if err := json.Unmarshal(vals[2], &h); err != nil || vals[2] == nil {
+			// Not a head the gate wrote (it writes a JSON object, signed): refused rather than
+			// taken as missing, which would only warn.
+			return fmt.Errorf("the head of %s is %s, not a head the gate writes: something other than the gate wrote it", c.describe(), quoteValue(vals[2]))
 		}
 		// A head whose records are all gone is verified too, and found short.
-		chain(gate, instance).Head = &h
-	}
-	if err := heads.Err(); err != nil {
+		c.Head = &h
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("auditdb: read the heads: %w", err)
 	}
 	slices.SortFunc(copies, func(a, b *Copy) int { return strings.Compare(a.Name(), b.Name()) })

@@ -22,6 +22,15 @@ type binary struct {
 	modules []string
 	// requires are packages of this module the binary must link, with why.
 	requires map[string]string
+	// foreign are packages of other modules the binary must not link, each with why and the
+	// only packages that may import it (none: no package may).
+	foreign map[string]foreignRule
+}
+
+// foreignRule keeps a package of another module out of a binary, but for the importers in via.
+type foreignRule struct {
+	why string
+	via []string
 }
 
 // gateInternals are the packages only the gate needs: its servers, its decision and what it
@@ -59,9 +68,19 @@ var binaries = []binary{{
 		"internal/judge":     "every decision and every outcome it reports",
 		"internal/refusal":   "a decision as the bytes a client reads",
 	},
+	// pgx's driver and its type registry cost the gate's binary about 4 MB, mapped in every gate
+	// for the few statements of its audit's database copy: auditdb speaks PostgreSQL's protocol
+	// through pgconn alone and reads the text of the results itself. pgconn imports pgtype for one
+	// constant (TextFormatCode), of which the linker keeps the package's init (about 5 KB), so
+	// pgconn alone may import it. The console's hubdb keeps pgx.
+	foreign: map[string]foreignRule{
+		"github.com/jackc/pgx/v5": {why: "pgx's driver, its type registry and statement cache (about 4 MB of the binary): auditdb speaks PostgreSQL through pgconn"},
+		"github.com/jackc/pgx/v5/pgtype": {why: "pgx's type registry: auditdb reads the results' text itself, and only pgconn may import it (for one constant)",
+			via: []string{"github.com/jackc/pgx/v5/pgconn"}},
+	},
 	// Of other modules: the policy's TOML, brotli (bodies the gate reads), the Prometheus client
-	// with what it needs, PostgreSQL's driver (auditdb), go-spiffe's X.509-SVID checks, the
-	// fallback roots and the x/ modules. No OpenTelemetry SDK or gRPC: the trace exporter writes
+	// with what it needs, PostgreSQL's protocol (pgconn, of pgx's module: auditdb), go-spiffe's
+	// X.509-SVID checks, the fallback roots and the x/ modules. No OpenTelemetry SDK or gRPC: the trace exporter writes
 	// OTLP itself (internal/tracing), as most gates never turn it on. The official MCP SDK and
 	// what it needs (jsonschema-go, segmentio's JSON, uritemplate, x/oauth2 and x/sync): the
 	// gate's own MCP server to the agents (gate/selfmcp.go), whose protocol revisions are the
@@ -233,6 +252,11 @@ func linkViolations(pkgs map[string]pkg, b binary) []string {
 		p := queue[0]
 		queue = queue[1:]
 		for _, imp := range pkgs[p].Imports {
+			// Every import of a foreign package is checked, not only the first: what may import it
+			// is the rule.
+			if r, ok := b.foreign[imp]; ok && !slices.Contains(r.via, p) {
+				out = append(out, b.cmd+" links "+imp+" ("+linkChain(via, p)+" → "+imp+"): "+r.why)
+			}
 			if _, seen := via[imp]; seen {
 				continue
 			}
@@ -295,6 +319,26 @@ func TestLinkViolations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("only:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A foreign package is refused from every importer but those its rule names.
+	ext := map[string]pkg{
+		m("cmd/y"):         {ImportPath: m("cmd/y"), Imports: []string{"ext/driver/conn", m("internal/hub")}},
+		m("internal/hub"):  {ImportPath: m("internal/hub"), Imports: []string{"ext/driver/types", "ext/driver"}},
+		"ext/driver":       {ImportPath: "ext/driver", Imports: []string{"ext/driver/conn", "ext/driver/types"}},
+		"ext/driver/conn":  {ImportPath: "ext/driver/conn", Imports: []string{"ext/driver/types"}},
+		"ext/driver/types": {ImportPath: "ext/driver/types"},
+	}
+	got = linkViolations(ext, binary{cmd: "cmd/y", foreign: map[string]foreignRule{
+		"ext/driver":       {why: "the whole driver"},
+		"ext/driver/types": {why: "the types", via: []string{"ext/driver/conn"}},
+	}})
+	want = []string{
+		"cmd/y links ext/driver (cmd/y → hub → ext/driver): the whole driver",
+		"cmd/y links ext/driver/types (cmd/y → hub → ext/driver → ext/driver/types): the types",
+		"cmd/y links ext/driver/types (cmd/y → hub → ext/driver/types): the types",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("foreign:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	got = linkViolations(pkgs, binary{cmd: "cmd/x", requires: map[string]string{"internal/hubapi": "its contract", "internal/refusal": "its refusals"}})
 	want = []string{"cmd/x does not link internal/refusal: its refusals"}
