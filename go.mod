@@ -19,9 +19,6 @@ require (
 	// protocol's sessions, schemas and transport are the SDK's to get right, not ours to copy.
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/muesli/termenv v0.16.0
-	github.com/prometheus/client_golang v1.25.0
-	github.com/prometheus/client_model v0.6.3
-	github.com/prometheus/common v0.72.0
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
 	// SPIFFE IDs and X.509-SVID checks for internal/mtls: spiffeid, x509svid and x509bundle, each
 	// of the standard library alone (the workload API, gRPC, is not linked).
@@ -32,15 +29,11 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.16.0
-	// The Prometheus client encodes with protobuf; the gate's OTLP exporter (internal/tracing)
-	// writes its messages with protowire alone, which links no protobuf reflection.
-	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	github.com/atotto/clipboard v0.1.4 // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect
-	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/charmbracelet/colorprofile v0.4.1 // indirect
 	github.com/charmbracelet/x/cellbuf v0.0.15 // indirect
@@ -60,8 +53,6 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/muesli/ansi v0.0.0-20230316100256-276c6243b2f6 // indirect
 	github.com/muesli/cancelreader v0.2.2 // indirect
-	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
@@ -91,6 +82,10 @@ require (
 	// gate's exporter encodes by hand with them (internal/tracing), so the bytes are checked
 	// against the real schema. They pull in gRPC, which no binary links.
 	go.opentelemetry.io/proto/otlp v1.11.0
+	// Protobuf: the OTLP types above decode with it, and internal/tracing's test holds its own
+	// wire writer (wire.go) to protowire's bytes. No binary links it: the gate's exporter writes
+	// the wire format itself, and the metrics pages are the text format (internal/metrics).
+	google.golang.org/protobuf v1.36.12
 	// Kubernetes' API types and its YAML reader: the manifests of deploy/kubernetes are decoded
 	// strictly into them, offline (deploy/kubernetes/manifests_test.go).
 	k8s.io/api v0.37.2
@@ -99,7 +94,7 @@ require (
 )
 
 // What the test-only modules need, and what the tests of the binaries' modules do
-// (go-cmp: netlink's; godebug: Prometheus' testutil).
+// (go-cmp: netlink's).
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
@@ -114,7 +109,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/lockhttp/lockhttp/internal/metrics"
 	"github.com/lockhttp/lockhttp/internal/testkit"
 )
@@ -21,27 +19,18 @@ func policyMetrics(t *testing.T, reg *metrics.Registry) (versions []string, appl
 	}
 	applied = -1
 	for _, f := range fams {
-		switch f.GetName() {
+		switch f.Name {
 		case "lockhttp_console_policy_info":
-			for _, m := range f.GetMetric() {
-				if m.GetGauge().GetValue() == 1 {
-					versions = append(versions, label(m, "version"))
+			for _, s := range f.Series {
+				if s.Value == 1 {
+					versions = append(versions, s.Label("version"))
 				}
 			}
 		case "lockhttp_console_policy_applied_timestamp_seconds":
-			applied = f.GetMetric()[0].GetGauge().GetValue()
+			applied = f.Series[0].Value
 		}
 	}
 	return versions, applied
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // A console that starts again on its state names the policy it serves in its metrics from the

@@ -78,9 +78,10 @@ var binaries = []binary{{
 		"github.com/jackc/pgx/v5/pgtype": {why: "pgx's type registry: auditdb reads the results' text itself, and only pgconn may import it (for one constant)",
 			via: []string{"github.com/jackc/pgx/v5/pgconn"}},
 	},
-	// Of other modules: the policy's TOML, brotli (bodies the gate reads), the Prometheus client
-	// with what it needs, PostgreSQL's protocol (pgconn, of pgx's module: auditdb), go-spiffe's
-	// X.509-SVID checks, the fallback roots and the x/ modules. No OpenTelemetry SDK or gRPC: the trace exporter writes
+	// Of other modules: the policy's TOML, brotli (bodies the gate reads), PostgreSQL's protocol
+	// (pgconn, of pgx's module: auditdb), go-spiffe's X.509-SVID checks, the fallback roots and
+	// the x/ modules. No Prometheus client or protobuf: internal/metrics writes the text format
+	// itself (TestNoMetricsClient). No OpenTelemetry SDK or gRPC: the trace exporter writes
 	// OTLP itself (internal/tracing), as most gates never turn it on. The official MCP SDK and
 	// what it needs (jsonschema-go, segmentio's JSON, uritemplate, x/oauth2 and x/sync): the
 	// gate's own MCP server to the agents (gate/selfmcp.go), whose protocol revisions are the
@@ -89,9 +90,6 @@ var binaries = []binary{{
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/segmentio/encoding",
 		"github.com/segmentio/asm", "github.com/yosida95/uritemplate/v3", "golang.org/x/oauth2", "golang.org/x/sync",
 		"github.com/BurntSushi/toml", "github.com/andybalholm/brotli",
-		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
-		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
-		"github.com/munnerz/goautoneg", "google.golang.org/protobuf",
 		"github.com/jackc/pgx/v5", "github.com/jackc/pgpassfile", "github.com/jackc/pgservicefile",
 		"github.com/spiffe/go-spiffe/v2", "golang.org/x/crypto/x509roots/fallback",
 		"golang.org/x/net", "golang.org/x/sys", "golang.org/x/text", "golang.org/x/time",
@@ -109,15 +107,14 @@ var binaries = []binary{{
 		"internal/display", "internal/httpjson", "internal/metrics", "internal/buildinfo", "internal/cmdmain",
 		"internal/mtls", "internal/connlimit",
 	},
-	// Of other modules: the token bucket, the Prometheus client (its page on the socket and on
-	// --metrics-listen) with what it needs, the x/ modules under floor's host names, and
+	// Of other modules: the token bucket, the x/ modules under floor's host names, and
 	// go-spiffe's identity and X.509-SVID packages (mtls: of the standard library alone, not its
-	// workload API). No other network client (OTLP, gRPC, a database driver, WebSocket).
+	// workload API). Its metrics page (on the socket and on --metrics-listen) is internal/metrics',
+	// of the standard library alone. No other network client (OTLP, gRPC, a database driver,
+	// WebSocket).
 	modules: []string{
 		"golang.org/x/time", "golang.org/x/net", "golang.org/x/text", "golang.org/x/sys",
-		"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common",
-		"github.com/prometheus/procfs", "github.com/beorn7/perks", "github.com/cespare/xxhash/v2",
-		"github.com/munnerz/goautoneg", "google.golang.org/protobuf", "github.com/spiffe/go-spiffe/v2",
+		"github.com/spiffe/go-spiffe/v2",
 	},
 }, {
 	cmd: "cmd/console",
@@ -344,6 +341,86 @@ func TestLinkViolations(t *testing.T) {
 	want = []string{"cmd/x does not link internal/refusal: its refusals"}
 	if !slices.Equal(got, want) {
 		t.Errorf("requires:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// unlinked are the modules no binary links (a path prefix each), with why.
+var unlinked = map[string]string{
+	"github.com/prometheus/": "the Prometheus client: internal/metrics serves the text format itself, and the client cost " +
+		"each process about 2.9 MiB of RSS (bench/RESULTS.md, 2026-12-04)",
+	"google.golang.org/protobuf": "protobuf and its reflection, which the Prometheus client brought in: the gate's OTLP " +
+		"exporter writes the wire format itself (internal/tracing/wire.go)",
+}
+
+// TestNoMetricsClient holds every binary under cmd/ to linking none of the unlinked modules, on
+// linux, darwin and windows. A failure names the binary, the package and the import path to it.
+func TestNoMetricsClient(t *testing.T) {
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		all := list(t, goos, []string{module + "cmd/..."})
+		var cmds []string
+		for path := range all {
+			if rest, ok := strings.CutPrefix(path, module+"cmd/"); ok && !strings.Contains(rest, "/") {
+				cmds = append(cmds, path)
+			}
+		}
+		if len(cmds) < 5 {
+			t.Fatalf("GOOS=%s: go list found the commands %v, want gate, signer, console, lox and lockhttp at least", goos, cmds)
+		}
+		slices.Sort(cmds)
+		for _, c := range cmds {
+			for _, v := range linkedModules(all, c, unlinked) {
+				t.Errorf("GOOS=%s: %s", goos, v)
+			}
+		}
+	}
+}
+
+// linkedModules walks what root imports, transitively, and returns, for each module in forbidden
+// (by path prefix) it links, the shortest path to one of its packages and why it must not.
+func linkedModules(pkgs map[string]pkg, root string, forbidden map[string]string) []string {
+	reported := map[string]bool{}
+	via := map[string]string{root: ""}
+	queue := []string{root}
+	var out []string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, imp := range pkgs[p].Imports {
+			if _, seen := via[imp]; seen {
+				continue
+			}
+			via[imp] = p
+			queue = append(queue, imp)
+			for prefix, why := range forbidden {
+				if strings.HasPrefix(imp, prefix) && !reported[prefix] {
+					reported[prefix] = true
+					out = append(out, short(root)+" links "+imp+" ("+linkChain(via, imp)+"): "+why)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLinkedModules checks linkedModules on a made-up graph, so that TestNoMetricsClient cannot
+// pass by a walk that finds nothing.
+func TestLinkedModules(t *testing.T) {
+	m := func(p string) string { return module + p }
+	pkgs := map[string]pkg{
+		m("cmd/x"):            {Imports: []string{"fmt", m("internal/metrics")}},
+		m("internal/metrics"): {Imports: []string{"github.com/prometheus/client_golang/prometheus"}},
+		"github.com/prometheus/client_golang/prometheus": {Imports: []string{"google.golang.org/protobuf/proto"}},
+		"google.golang.org/protobuf/proto":               {},
+		"fmt":                                            {Standard: true},
+	}
+	got := linkedModules(pkgs, m("cmd/x"), unlinked)
+	want := []string{
+		"cmd/x links github.com/prometheus/client_golang/prometheus (cmd/x → metrics → github.com/prometheus/client_golang/prometheus): " + unlinked["github.com/prometheus/"],
+		"cmd/x links google.golang.org/protobuf/proto (cmd/x → metrics → github.com/prometheus/client_golang/prometheus → google.golang.org/protobuf/proto): " + unlinked["google.golang.org/protobuf"],
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -2,34 +2,27 @@ package metrics
 
 import (
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Audit is an audit writer's families (the gate's and the console's, each in its process).
 type Audit struct {
-	records  prometheus.Counter
-	failures prometheus.Counter
-	batch    prometheus.Histogram
-	fsync    prometheus.Histogram
+	records  *counter
+	failures *counter
+	batch    *histogram
+	fsync    *histogram
 }
 
 // NewAudit registers the audit families in r; queued is read at each scrape (nil: no gauge).
 func NewAudit(r *Registry, queued func() int) *Audit {
 	a := &Audit{
-		records: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "audit", Name: "records_total",
-			Help: "Audit records written to the day files."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "audit", Name: "write_failures_total",
-			Help: "Audit batches whose write or fsync failed (the gate refuses traffic until a write succeeds)."}),
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "audit", Name: "batch_records",
-			Help: "Records carried by one write (group commit).", Buckets: batchBuckets}),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "audit", Name: "fsync_duration_seconds",
-			Help: "Time one fsync of an audit file took.", Buckets: networkBuckets}),
+		records: r.newCounter(Namespace+"_audit_records_total", "Audit records written to the day files."),
+		failures: r.newCounter(Namespace+"_audit_write_failures_total",
+			"Audit batches whose write or fsync failed (the gate refuses traffic until a write succeeds)."),
+		batch: r.newHistogram(Namespace+"_audit_batch_records", "Records carried by one write (group commit).", batchBuckets),
+		fsync: r.newHistogram(Namespace+"_audit_fsync_duration_seconds", "Time one fsync of an audit file took.", networkBuckets),
 	}
-	r.register(a.records, a.failures, a.batch, a.fsync)
 	if queued != nil {
-		r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "audit", Name: "queue_depth",
-			Help: "Audit records queued and not yet written."}, func() float64 { return float64(queued()) }))
+		r.newGaugeFunc(Namespace+"_audit_queue_depth", "Audit records queued and not yet written.", func() float64 { return float64(queued()) })
 	}
 	return a
 }
@@ -43,7 +36,7 @@ func (a *Audit) Batch(n int, err error) {
 		a.failures.Inc()
 		return
 	}
-	a.records.Add(float64(n))
+	a.records.Add(uint64(max(n, 0)))
 	a.batch.Observe(float64(n))
 }
 

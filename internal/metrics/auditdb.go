@@ -1,13 +1,9 @@
 package metrics
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-)
-
 // AuditDB is the families of the audit's database copy (the gate's, when it has a DSN).
 type AuditDB struct {
-	rows     prometheus.Counter
-	failures prometheus.Counter
+	rows     *counter
+	failures *counter
 }
 
 // AuditDBLag is how far the database copy is behind the audit files.
@@ -21,17 +17,21 @@ type AuditDBLag struct {
 // NewAuditDB registers the database copy's families in r; lag is read at each scrape.
 func NewAuditDB(r *Registry, lag func() AuditDBLag) *AuditDB {
 	a := &AuditDB{
-		rows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "audit_db", Name: "rows_total",
-			Help: "Audit lines copied to the database."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "audit_db", Name: "failures_total",
-			Help: "Attempts to copy the audit to the database that failed (connect, create the tables, read, insert); the sink tries again, the files keep every record."}),
+		rows: r.newCounter(Namespace+"_audit_db_rows_total", "Audit lines copied to the database."),
+		failures: r.newCounter(Namespace+"_audit_db_failures_total",
+			"Attempts to copy the audit to the database that failed (connect, create the tables, read, insert); the sink tries again, the files keep every record."),
 	}
-	r.register(a.rows, a.failures, &lagCollector{lag: lag,
-		records: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "audit_db", "lag_records"),
-			"Audit records on disk not yet in the database.", nil, nil),
-		seconds: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "audit_db", "lag_seconds"),
-			"How long the oldest audit record not yet in the database has been on disk; 0 when the database has every record.", nil, nil),
-	})
+	records := newDesc(Namespace+"_audit_db_lag_records", "Audit records on disk not yet in the database.", Gauge)
+	seconds := newDesc(Namespace+"_audit_db_lag_seconds",
+		"How long the oldest audit record not yet in the database has been on disk; 0 when the database has every record.", Gauge)
+	// The lag is read once per scrape for both gauges.
+	r.register([]string{records.name, seconds.name}, collectFunc(func(out []Family) []Family {
+		l := lag()
+		fr, fs := records.family(1), seconds.family(1)
+		fr.Series = append(fr.Series, Series{Value: float64(l.Records)})
+		fs.Series = append(fs.Series, Series{Value: l.Seconds})
+		return append(out, fr, fs)
+	}))
 	return a
 }
 
@@ -40,7 +40,7 @@ func (a *AuditDB) Copied(n int) {
 	if a == nil {
 		return
 	}
-	a.rows.Add(float64(n))
+	a.rows.Add(uint64(max(n, 0)))
 }
 
 // Failed counts one failed attempt.
@@ -49,21 +49,4 @@ func (a *AuditDB) Failed() {
 		return
 	}
 	a.failures.Inc()
-}
-
-// lagCollector reads the lag once per scrape for both gauges.
-type lagCollector struct {
-	lag              func() AuditDBLag
-	records, seconds *prometheus.Desc
-}
-
-func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.records
-	ch <- c.seconds
-}
-
-func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
-	l := c.lag()
-	ch <- prometheus.MustNewConstMetric(c.records, prometheus.GaugeValue, float64(l.Records))
-	ch <- prometheus.MustNewConstMetric(c.seconds, prometheus.GaugeValue, l.Seconds)
 }

@@ -19,7 +19,7 @@ func families(t *testing.T) map[string]bool {
 	}
 	names := map[string]bool{}
 	for _, mf := range mfs {
-		n := mf.GetName()
+		n := mf.Name
 		names[n] = true
 		for _, s := range []string{"_bucket", "_count", "_sum"} {
 			names[n+s] = true

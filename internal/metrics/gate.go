@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RequestKey is what a request is counted under: its container ("" for a source [sources] does
@@ -45,18 +43,18 @@ type Gate struct {
 	mu   sync.Mutex                               // serialises writers of reqs
 	reqs atomic.Pointer[map[RequestKey]*Requests] // copy on write: readers never lock
 
-	decision *prometheus.HistogramVec
-	upstream prometheus.Histogram
-	budget   *prometheus.CounterVec
+	decision histogramVec
+	upstream *histogram
+	budget   counterVec
 
-	policyInfo    *prometheus.GaugeVec
-	policyApplied prometheus.Gauge
-	fetchFailures prometheus.Counter
-	unrecorded    prometheus.Counter
+	policyInfo    gaugeVec
+	policyApplied *gauge
+	fetchFailures *counter
+	unrecorded    *counter
 
 	// decisionPlain, decisionTunnel and decisionConnect are decision's series of the three
 	// kinds, resolved once: a decision is timed without a lookup.
-	decisionPlain, decisionTunnel, decisionConnect prometheus.Observer
+	decisionPlain, decisionTunnel, decisionConnect *histogram
 }
 
 // GateState is what the gate's gauges read at scrape time.
@@ -67,50 +65,47 @@ type GateState struct {
 }
 
 var (
-	descRequests = prometheus.NewDesc(Namespace+"_gate_requests_total",
+	descRequests = newDesc(Namespace+"_gate_requests_total",
 		"Requests the gate finished, by container (- for an unknown source), kind (the audit event), verdict and code (none when it went out).",
-		[]string{"container", "kind", "verdict", "code"}, nil)
-	descBytes = prometheus.NewDesc(Namespace+"_gate_bytes_total",
+		Counter, "container", "kind", "verdict", "code")
+	descBytes = newDesc(Namespace+"_gate_bytes_total",
 		"Bytes of the finished requests, by container, kind and direction: up (client to target) or down (target to client). A decrypted tunnel's connect counts its TLS bytes; its requests count their own.",
-		[]string{"container", "kind", "direction"}, nil)
+		Counter, "container", "kind", "direction")
 )
 
 // NewGate registers the gate's families in r. st's functions are read at each scrape; a nil one
 // leaves its gauge out.
 func NewGate(r *Registry, st GateState) *Gate {
 	g := &Gate{
-		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "gate", Name: "decision_duration_seconds",
-			Help: "Time the gate's decision (judge.Decide) took, by kind.", Buckets: decisionBuckets}, []string{"kind"}),
-		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "gate", Name: "upstream_duration_seconds",
-			Help: "Time from sending a request upstream to its answer's head.", Buckets: networkBuckets}),
-		budget: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "budget_refusals_total",
-			Help: "Requests refused with E_BUDGET, by container and budget."}, []string{"container", "budget"}),
-		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_info",
-			Help: "1 for the policy version the gate decides with."}, []string{"version"}),
-		policyApplied: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_applied_timestamp_seconds",
-			Help: "When the gate last took a new policy from the console (Unix time)."}),
-		fetchFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "policy_fetch_failures_total",
-			Help: "Policy fetches from the console that failed (the gate keeps the policy it has)."}),
-		unrecorded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "unrecorded_answers_total",
-			Help: "Requests whose audit record could not be written: a forwarded answer cut before its last byte, an answer of the gate's own sent as E_NO_AUDIT without a request id, or a tunnel or WebSocket session that ended without its record."}),
+		decision: r.newHistogramVec(Namespace+"_gate_decision_duration_seconds",
+			"Time the gate's decision (judge.Decide) took, by kind.", decisionBuckets, "kind"),
+		upstream: r.newHistogram(Namespace+"_gate_upstream_duration_seconds",
+			"Time from sending a request upstream to its answer's head.", networkBuckets),
+		budget: r.newCounterVec(Namespace+"_gate_budget_refusals_total",
+			"Requests refused with E_BUDGET, by container and budget.", "container", "budget"),
+		policyInfo: r.newGaugeVec(Namespace+"_gate_policy_info",
+			"1 for the policy version the gate decides with.", "version"),
+		policyApplied: r.newGauge(Namespace+"_gate_policy_applied_timestamp_seconds",
+			"When the gate last took a new policy from the console (Unix time)."),
+		fetchFailures: r.newCounter(Namespace+"_gate_policy_fetch_failures_total",
+			"Policy fetches from the console that failed (the gate keeps the policy it has)."),
+		unrecorded: r.newCounter(Namespace+"_gate_unrecorded_answers_total",
+			"Requests whose audit record could not be written: a forwarded answer cut before its last byte, an answer of the gate's own sent as E_NO_AUDIT without a request id, or a tunnel or WebSocket session that ended without its record."),
 	}
 	empty := map[RequestKey]*Requests{}
 	g.reqs.Store(&empty)
 	g.decisionPlain = g.decision.WithLabelValues("request")
 	g.decisionTunnel = g.decision.WithLabelValues("tunnel-request")
 	g.decisionConnect = g.decision.WithLabelValues("connect")
-	r.register(g, g.decision, g.upstream, g.budget, g.policyInfo, g.policyApplied, g.fetchFailures, g.unrecorded)
-	gauge := func(name, help string, f func() float64) {
-		r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: name, Help: help}, f))
-	}
+	r.register([]string{descRequests.name, descBytes.name}, collectFunc(g.collect))
 	if st.Tunnels != nil {
-		gauge("tunnels_open", "CONNECT tunnels open (spliced or decrypted).", func() float64 { return float64(st.Tunnels()) })
+		r.newGaugeFunc(Namespace+"_gate_tunnels_open", "CONNECT tunnels open (spliced or decrypted).", func() float64 { return float64(st.Tunnels()) })
 	}
 	if st.Connections != nil {
-		gauge("connections_open", "Client connections open.", func() float64 { return float64(st.Connections()) })
+		r.newGaugeFunc(Namespace+"_gate_connections_open", "Client connections open.", func() float64 { return float64(st.Connections()) })
 	}
 	if st.HeldBytes != nil {
-		gauge("held_body_bytes", "Request bytes the gate holds for decisions: bodies, WebSocket messages being reassembled, and what open HTTP/2 streams are charged.", func() float64 { return float64(st.HeldBytes()) })
+		r.newGaugeFunc(Namespace+"_gate_held_body_bytes", "Request bytes the gate holds for decisions: bodies, WebSocket messages being reassembled, and what open HTTP/2 streams are charged.", func() float64 { return float64(st.HeldBytes()) })
 	}
 	return g
 }
@@ -154,7 +149,7 @@ func (g *Gate) Decided(kind string, d time.Duration) {
 	if g == nil {
 		return
 	}
-	var o prometheus.Observer
+	var o *histogram
 	switch kind {
 	case "request":
 		o = g.decisionPlain
@@ -203,27 +198,26 @@ func (g *Gate) PolicyFetchFailed() {
 	g.fetchFailures.Inc()
 }
 
-// Describe implements prometheus.Collector for the request and byte counts.
-func (g *Gate) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descRequests
-	ch <- descBytes
-}
-
-// Collect implements prometheus.Collector: the request counts and their bytes, summed by
-// container and kind.
-func (g *Gate) Collect(ch chan<- prometheus.Metric) {
+// collect adds the request counts and their bytes, summed by container and kind.
+func (g *Gate) collect(out []Family) []Family {
 	type ck struct{ container, kind string }
 	up, down := map[ck]uint64{}, map[ck]uint64{}
-	for k, c := range *g.reqs.Load() {
+	reqs := *g.reqs.Load()
+	rf := descRequests.family(len(reqs))
+	for k, c := range reqs {
 		container := orDash(k.Container)
-		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c.n.Load()), container, k.Kind, orNone(k.Verdict), orNone(k.Code))
+		rf.Series = append(rf.Series, Series{Labels: descRequests.labelsOf([]string{container, k.Kind, orNone(k.Verdict), orNone(k.Code)}),
+			Value: float64(c.n.Load())})
 		up[ck{container, k.Kind}] += c.up.Load()
 		down[ck{container, k.Kind}] += c.down.Load()
 	}
+	bf := descBytes.family(2 * len(up))
 	for k, n := range up {
-		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(n), k.container, k.kind, "up")
-		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(down[k]), k.container, k.kind, "down")
+		bf.Series = append(bf.Series,
+			Series{Labels: descBytes.labelsOf([]string{k.container, k.kind, "up"}), Value: float64(n)},
+			Series{Labels: descBytes.labelsOf([]string{k.container, k.kind, "down"}), Value: float64(down[k])})
 	}
+	return append(out, rf, bf)
 }
 
 // orNone is a verdict or code label: "none" for none (a request that failed before its

@@ -3,8 +3,6 @@ package metrics
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // HubState is what the hub's gauges read at each scrape (Hub.SetState).
@@ -20,18 +18,18 @@ type HubState struct {
 
 // Hub is the hub's families, in the console's process.
 type Hub struct {
-	opened   *prometheus.CounterVec
-	closed   *prometheus.CounterVec
-	limited  *prometheus.CounterVec
-	decision *prometheus.HistogramVec
+	opened   counterVec
+	closed   counterVec
+	limited  counterVec
+	decision histogramVec
 	state    atomic.Pointer[func() HubState]
 }
 
 var (
-	descPending = prometheus.NewDesc(Namespace+"_hub_tickets_pending", "Tickets waiting for a human, by container.", []string{"container"}, nil)
-	descAuth    = prometheus.NewDesc(Namespace+"_hub_authorisations_in_force",
-		"Approvals that still let one identical request through (single-use authorisations).", nil, nil)
-	descGrants = prometheus.NewDesc(Namespace+"_hub_connect_grants_in_force", "Approved CONNECTs open for container × host × port.", nil, nil)
+	descPending = newDesc(Namespace+"_hub_tickets_pending", "Tickets waiting for a human, by container.", Gauge, "container")
+	descAuth    = newDesc(Namespace+"_hub_authorisations_in_force",
+		"Approvals that still let one identical request through (single-use authorisations).", Gauge)
+	descGrants = newDesc(Namespace+"_hub_connect_grants_in_force", "Approved CONNECTs open for container × host × port.", Gauge)
 )
 
 // Ticket outcomes (lockhttp_hub_tickets_closed_total).
@@ -44,17 +42,16 @@ const (
 // NewHub registers the hub's families in r.
 func NewHub(r *Registry) *Hub {
 	h := &Hub{
-		opened: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "hub", Name: "tickets_opened_total",
-			Help: "Tickets opened, by container."}, []string{"container"}),
-		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "hub", Name: "tickets_closed_total",
-			Help: "Tickets closed, by container and outcome: approved, denied, expired."}, []string{"container", "outcome"}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "hub", Name: "asks_limited_total",
-			Help: "Asks refused with E_ASK_LIMIT (the container had max_pending tickets), by container."}, []string{"container"}),
-		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "hub", Name: "decision_seconds",
-			Help: "Time from a ticket's opening to a human's decision, by facade (terminal, cli, phone, notify) and outcome.", Buckets: humanBuckets},
-			[]string{"facade", "outcome"}),
+		opened: r.newCounterVec(Namespace+"_hub_tickets_opened_total", "Tickets opened, by container.", "container"),
+		closed: r.newCounterVec(Namespace+"_hub_tickets_closed_total",
+			"Tickets closed, by container and outcome: approved, denied, expired.", "container", "outcome"),
+		limited: r.newCounterVec(Namespace+"_hub_asks_limited_total",
+			"Asks refused with E_ASK_LIMIT (the container had max_pending tickets), by container.", "container"),
+		decision: r.newHistogramVec(Namespace+"_hub_decision_seconds",
+			"Time from a ticket's opening to a human's decision, by facade (terminal, cli, phone, notify) and outcome.", humanBuckets,
+			"facade", "outcome"),
 	}
-	r.register(h, h.opened, h.closed, h.limited, h.decision)
+	r.register([]string{descPending.name, descAuth.name, descGrants.name}, collectFunc(h.collect))
 	return h
 }
 
@@ -94,49 +91,44 @@ func (h *Hub) Closed(container, outcome, facade string, after time.Duration) {
 	}
 }
 
-// Describe implements prometheus.Collector for the gauges.
-func (h *Hub) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descPending
-	ch <- descAuth
-	ch <- descGrants
-}
-
-// Collect implements prometheus.Collector: the gauges, read from the hub's state.
-func (h *Hub) Collect(ch chan<- prometheus.Metric) {
+// collect adds the gauges, read from the hub's state; none before SetState.
+func (h *Hub) collect(out []Family) []Family {
 	f := h.state.Load()
 	if f == nil {
-		return
+		return out
 	}
 	st := (*f)()
+	pending := descPending.family(len(st.Pending))
 	for c, n := range st.Pending {
-		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(n), c)
+		pending.Series = append(pending.Series, Series{Labels: descPending.labelsOf([]string{c}), Value: float64(n)})
 	}
-	ch <- prometheus.MustNewConstMetric(descAuth, prometheus.GaugeValue, float64(st.Authorisations))
-	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.GaugeValue, float64(st.Grants))
+	auth, grants := descAuth.family(1), descGrants.family(1)
+	auth.Series = append(auth.Series, Series{Value: float64(st.Authorisations)})
+	grants.Series = append(grants.Series, Series{Value: float64(st.Grants)})
+	return append(out, pending, auth, grants)
 }
 
 // Console is the console's families: the policy it serves.
 type Console struct {
-	info     *prometheus.GaugeVec
-	applied  prometheus.Gauge
-	failures prometheus.Counter
+	info     gaugeVec
+	applied  *gauge
+	failures *counter
 	review   atomic.Pointer[func() bool]
 }
 
-var descReview = prometheus.NewDesc(Namespace+"_console_policy_review_pending",
-	"1 while the policy file holds a loosening waiting for a human's review.", nil, nil)
+var descReview = newDesc(Namespace+"_console_policy_review_pending",
+	"1 while the policy file holds a loosening waiting for a human's review.", Gauge)
 
 // NewConsole registers the console's families in r.
 func NewConsole(r *Registry) *Console {
 	c := &Console{
-		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "console", Name: "policy_info",
-			Help: "1 for the approved policy version the console serves."}, []string{"version"}),
-		applied: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "console", Name: "policy_applied_timestamp_seconds",
-			Help: "When the console last served a new policy (Unix time)."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "console", Name: "policy_reload_failures_total",
-			Help: "Edits of the policy file that were rejected (unreadable, or invalid); the console keeps serving the approved policy."}),
+		info: r.newGaugeVec(Namespace+"_console_policy_info", "1 for the approved policy version the console serves.", "version"),
+		applied: r.newGauge(Namespace+"_console_policy_applied_timestamp_seconds",
+			"When the console last served a new policy (Unix time)."),
+		failures: r.newCounter(Namespace+"_console_policy_reload_failures_total",
+			"Edits of the policy file that were rejected (unreadable, or invalid); the console keeps serving the approved policy."),
 	}
-	r.register(c, c.info, c.applied, c.failures)
+	r.register([]string{descReview.name}, collectFunc(c.collect))
 	return c
 }
 
@@ -167,24 +159,23 @@ func (c *Console) SetReview(f func() bool) {
 	c.review.Store(&f)
 }
 
-// Describe implements prometheus.Collector for the review gauge.
-func (c *Console) Describe(ch chan<- *prometheus.Desc) { ch <- descReview }
-
-// Collect implements prometheus.Collector: the review gauge.
-func (c *Console) Collect(ch chan<- prometheus.Metric) {
+// collect adds the review gauge.
+func (c *Console) collect(out []Family) []Family {
 	v := 0.0
 	if f := c.review.Load(); f != nil && (*f)() {
 		v = 1
 	}
-	ch <- prometheus.MustNewConstMetric(descReview, prometheus.GaugeValue, v)
+	f := descReview.family(1)
+	f.Series = append(f.Series, Series{Value: v})
+	return append(out, f)
 }
 
 // Notify is the notification channels' families, in the console's process.
 type Notify struct {
-	deliveries *prometheus.CounterVec
-	attempts   *prometheus.CounterVec
-	decisions  *prometheus.CounterVec
-	queued     *prometheus.GaugeVec
+	deliveries counterVec
+	attempts   counterVec
+	decisions  counterVec
+	queued     gaugeVec
 }
 
 // Delivery outcomes (lockhttp_notify_deliveries_total).
@@ -197,16 +188,14 @@ const (
 // NewNotify registers the notification families in r.
 func NewNotify(r *Registry) *Notify {
 	n := &Notify{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "notify", Name: "deliveries_total",
-			Help: "Ticket notifications, by channel and outcome: delivered, failed (every attempt failed), dropped (queue full)."}, []string{"channel", "outcome"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "notify", Name: "attempts_total",
-			Help: "POSTs to a channel, by channel and result: ok or error."}, []string{"channel", "result"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "notify", Name: "decisions_total",
-			Help: "Decisions posted to a channel's decision link, by channel and outcome: approved, denied, refused (403, 400, 409)."}, []string{"channel", "outcome"}),
-		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "notify", Name: "queue_depth",
-			Help: "Notifications waiting for delivery, by channel."}, []string{"channel"}),
+		deliveries: r.newCounterVec(Namespace+"_notify_deliveries_total",
+			"Ticket notifications, by channel and outcome: delivered, failed (every attempt failed), dropped (queue full).", "channel", "outcome"),
+		attempts: r.newCounterVec(Namespace+"_notify_attempts_total",
+			"POSTs to a channel, by channel and result: ok or error.", "channel", "result"),
+		decisions: r.newCounterVec(Namespace+"_notify_decisions_total",
+			"Decisions posted to a channel's decision link, by channel and outcome: approved, denied, refused (403, 400, 409).", "channel", "outcome"),
+		queued: r.newGaugeVec(Namespace+"_notify_queue_depth", "Notifications waiting for delivery, by channel.", "channel"),
 	}
-	r.register(n.deliveries, n.attempts, n.decisions, n.queued)
 	return n
 }
 

@@ -1,15 +1,14 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // every registers every family of every process in one registry, counted once each.
@@ -50,36 +49,138 @@ func every(t *testing.T) *Registry {
 	return r
 }
 
+// gathered writes the families of r named names in the text format, in the order Gather sorts
+// them.
+func gathered(t *testing.T, r *Registry, names ...string) string {
+	t.Helper()
+	fams, err := r.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var picked []Family
+	for _, f := range fams {
+		for _, n := range names {
+			if f.Name == n {
+				picked = append(picked, f)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, picked); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// scrape is r's page as Handler serves it.
+func scrape(t *testing.T, r *Registry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != ContentType {
+		t.Errorf("Content-Type %q, want %q", ct, ContentType)
+	}
+	return rec.Body.String()
+}
+
+// TestFamiliesLint holds every family to Prometheus's naming rules, as promtool's linter reads
+// them (TestPromtool runs the real one): help text, counters ending in _total, no _total on
+// anything else.
 func TestFamiliesLint(t *testing.T) {
-	r := every(t)
-	problems, err := testutil.GatherAndLint(prometheus.GathererFunc(r.Gather))
+	fams, err := every(t).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range problems {
-		t.Errorf("%s: %s", p.Metric, p.Text)
+	for _, f := range fams {
+		if f.Help == "" {
+			t.Errorf("%s has no help", f.Name)
+		}
+		if (f.Type == Counter) != strings.HasSuffix(f.Name, "_total") {
+			t.Errorf("%s is a %s", f.Name, f.Type)
+		}
 	}
 }
 
 func TestRequestCounts(t *testing.T) {
 	r := every(t)
-	want := `
-# HELP lockhttp_gate_requests_total Requests the gate finished, by container (- for an unknown source), kind (the audit event), verdict and code (none when it went out).
+	want := `# HELP lockhttp_gate_requests_total Requests the gate finished, by container (- for an unknown source), kind (the audit event), verdict and code (none when it went out).
 # TYPE lockhttp_gate_requests_total counter
 lockhttp_gate_requests_total{code="E_RULE",container="agent",kind="request",verdict="DENY"} 1
 lockhttp_gate_requests_total{code="E_SOURCE_UNKNOWN",container="-",kind="connect",verdict="DENY"} 1
 lockhttp_gate_requests_total{code="none",container="agent",kind="tunnel-request",verdict="FREE"} 1
-`
-	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "lockhttp_gate_requests_total"); err != nil {
-		t.Error(err)
-	}
-	want = `
 # HELP lockhttp_hub_tickets_pending Tickets waiting for a human, by container.
 # TYPE lockhttp_hub_tickets_pending gauge
 lockhttp_hub_tickets_pending{container="agent"} 1
 `
-	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "lockhttp_hub_tickets_pending"); err != nil {
-		t.Error(err)
+	if got := gathered(t, r, "lockhttp_gate_requests_total", "lockhttp_hub_tickets_pending"); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	want = `# HELP lockhttp_gate_bytes_total Bytes of the finished requests, by container, kind and direction: up (client to target) or down (target to client). A decrypted tunnel's connect counts its TLS bytes; its requests count their own.
+# TYPE lockhttp_gate_bytes_total counter
+lockhttp_gate_bytes_total{container="-",direction="down",kind="connect"} 0
+lockhttp_gate_bytes_total{container="-",direction="up",kind="connect"} 0
+lockhttp_gate_bytes_total{container="agent",direction="down",kind="request"} 0
+lockhttp_gate_bytes_total{container="agent",direction="down",kind="tunnel-request"} 2000
+lockhttp_gate_bytes_total{container="agent",direction="up",kind="request"} 10
+lockhttp_gate_bytes_total{container="agent",direction="up",kind="tunnel-request"} 100
+`
+	if got := gathered(t, r, "lockhttp_gate_bytes_total"); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestHistogramText: a histogram's page, cumulative buckets with +Inf last, _sum and _count, as
+// the text format 0.0.4 has them.
+func TestHistogramText(t *testing.T) {
+	r := NewRegistry("test", "v0")
+	a := NewAudit(r, nil)
+	for _, n := range []int{1, 3, 3, 5000} {
+		a.Batch(n, nil)
+	}
+	want := `# HELP lockhttp_audit_batch_records Records carried by one write (group commit).
+# TYPE lockhttp_audit_batch_records histogram
+lockhttp_audit_batch_records_bucket{le="1"} 1
+lockhttp_audit_batch_records_bucket{le="2"} 1
+lockhttp_audit_batch_records_bucket{le="4"} 3
+lockhttp_audit_batch_records_bucket{le="8"} 3
+lockhttp_audit_batch_records_bucket{le="16"} 3
+lockhttp_audit_batch_records_bucket{le="32"} 3
+lockhttp_audit_batch_records_bucket{le="64"} 3
+lockhttp_audit_batch_records_bucket{le="128"} 3
+lockhttp_audit_batch_records_bucket{le="256"} 3
+lockhttp_audit_batch_records_bucket{le="512"} 3
+lockhttp_audit_batch_records_bucket{le="1024"} 3
+lockhttp_audit_batch_records_bucket{le="+Inf"} 4
+lockhttp_audit_batch_records_sum 5007
+lockhttp_audit_batch_records_count 4
+# HELP lockhttp_audit_records_total Audit records written to the day files.
+# TYPE lockhttp_audit_records_total counter
+lockhttp_audit_records_total 5007
+`
+	if got := gathered(t, r, "lockhttp_audit_batch_records", "lockhttp_audit_records_total"); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestEscaping: help text and label values are written with their backslashes, newlines and
+// (in a label value) double quotes escaped, and invalid UTF-8 as U+FFFD.
+func TestEscaping(t *testing.T) {
+	fams := []Family{{Name: "x_total", Help: "a \\ and a\nline \"quoted\"", Type: Counter, Series: []Series{
+		{Labels: []Label{{"c", "say \"hi\"\\n\n"}}, Value: 1},
+		{Labels: []Label{{"c", "bad\xff"}}, Value: 2},
+	}}}
+	var b bytes.Buffer
+	WriteText(&b, fams)
+	want := `# HELP x_total a \\ and a\nline "quoted"
+# TYPE x_total counter
+x_total{c="say \"hi\"\\n\n"} 1
+x_total{c="bad�"} 2
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
@@ -110,10 +211,10 @@ func TestAuditFailureCounted(t *testing.T) {
 	r := NewRegistry("test", "v0")
 	a := NewAudit(r, nil)
 	a.Batch(5, errors.New("disk full"))
-	if got := testutil.ToFloat64(a.failures); got != 1 {
+	if got := a.failures.value(); got != 1 {
 		t.Fatalf("failures %v", got)
 	}
-	if got := testutil.ToFloat64(a.records); got != 0 {
+	if got := a.records.value(); got != 0 {
 		t.Fatalf("records %v after a failed batch", got)
 	}
 }

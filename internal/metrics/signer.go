@@ -2,14 +2,12 @@ package metrics
 
 import (
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Signer is the signer's families.
 type Signer struct {
-	requests *prometheus.CounterVec
-	duration prometheus.Histogram
+	requests counterVec
+	duration *histogram
 }
 
 // Outcomes of the signer's requests (Signer.Signed).
@@ -24,15 +22,14 @@ const (
 // NewSigner registers the signer's families in r.
 func NewSigner(r *Registry) *Signer {
 	s := &Signer{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "signer", Name: "requests_total",
-			Help: "Sign requests the signer answered, by outcome: issued, refused, rate-limited, bad-request, failed."}, []string{"outcome"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "signer", Name: "sign_duration_seconds",
-			Help: "Time the signer took to issue a certificate.", Buckets: networkBuckets}),
+		requests: r.newCounterVec(Namespace+"_signer_requests_total",
+			"Sign requests the signer answered, by outcome: issued, refused, rate-limited, bad-request, failed.", "outcome"),
+		duration: r.newHistogram(Namespace+"_signer_sign_duration_seconds",
+			"Time the signer took to issue a certificate.", networkBuckets),
 	}
 	for _, o := range []string{SignIssued, SignRefused, SignRateLimited, SignBadRequest, SignFailed} {
 		s.requests.WithLabelValues(o)
 	}
-	r.register(s.requests, s.duration)
 	return s
 }
 
@@ -49,10 +46,10 @@ func (s *Signer) Signed(outcome string, d time.Duration) {
 
 // SignerClient is the gate's families of its signer calls and its leaf certificate cache.
 type SignerClient struct {
-	calls    *prometheus.CounterVec
-	duration prometheus.Histogram
-	hits     prometheus.Counter
-	misses   prometheus.Counter
+	calls    counterVec
+	duration *histogram
+	hits     *counter
+	misses   *counter
 }
 
 // Results of the gate's signer calls (SignerClient.Called).
@@ -67,22 +64,19 @@ const (
 // (nil: no gauge).
 func NewSignerClient(r *Registry, entries func() int) *SignerClient {
 	s := &SignerClient{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "signer_calls_total",
-			Help: "Calls the gate made to the signer, by result: issued, refused, unavailable, invalid."}, []string{"result"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "gate", Name: "signer_call_duration_seconds",
-			Help: "Time a signer call took, from the gate.", Buckets: networkBuckets}),
-		hits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "leaf_cache_hits_total",
-			Help: "Leaf certificates served from the gate's cache."}),
-		misses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "leaf_cache_misses_total",
-			Help: "Leaf certificates not in the gate's cache (a signer call made or joined)."}),
+		calls: r.newCounterVec(Namespace+"_gate_signer_calls_total",
+			"Calls the gate made to the signer, by result: issued, refused, unavailable, invalid.", "result"),
+		duration: r.newHistogram(Namespace+"_gate_signer_call_duration_seconds",
+			"Time a signer call took, from the gate.", networkBuckets),
+		hits: r.newCounter(Namespace+"_gate_leaf_cache_hits_total", "Leaf certificates served from the gate's cache."),
+		misses: r.newCounter(Namespace+"_gate_leaf_cache_misses_total",
+			"Leaf certificates not in the gate's cache (a signer call made or joined)."),
 	}
 	for _, c := range []string{CallIssued, CallRefused, CallUnavailable, CallInvalid} {
 		s.calls.WithLabelValues(c)
 	}
-	r.register(s.calls, s.duration, s.hits, s.misses)
 	if entries != nil {
-		r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "gate", Name: "leaf_cache_entries",
-			Help: "Leaf certificates in the gate's cache."}, func() float64 { return float64(entries()) }))
+		r.newGaugeFunc(Namespace+"_gate_leaf_cache_entries", "Leaf certificates in the gate's cache.", func() float64 { return float64(entries()) })
 	}
 	return s
 }

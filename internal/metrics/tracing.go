@@ -1,11 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
-
 // Tracing is the gate's family of its OTLP spans (internal/tracing), registered only when the
 // gate exports traces.
 type Tracing struct {
-	exported, dropped, failed prometheus.Counter
+	exported, dropped, failed *counter
 }
 
 // Results of the gate's spans (Tracing.Spans).
@@ -17,10 +15,9 @@ const (
 
 // NewTracing registers the span family in r.
 func NewTracing(r *Registry) *Tracing {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "gate", Name: "trace_spans_total",
-		Help: "Spans of finished requests the gate exported over OTLP, by result: exported, dropped (the queue was full), failed (the export failed)."}, []string{"result"})
+	v := r.newCounterVec(Namespace+"_gate_trace_spans_total",
+		"Spans of finished requests the gate exported over OTLP, by result: exported, dropped (the queue was full), failed (the export failed).", "result")
 	t := &Tracing{exported: v.WithLabelValues(SpanExported), dropped: v.WithLabelValues(SpanDropped), failed: v.WithLabelValues(SpanFailed)}
-	r.register(v)
 	return t
 }
 
@@ -31,10 +28,10 @@ func (t *Tracing) Spans(result string, n int) {
 	}
 	switch result {
 	case SpanExported:
-		t.exported.Add(float64(n))
+		t.exported.Add(uint64(n))
 	case SpanDropped:
-		t.dropped.Add(float64(n))
+		t.dropped.Add(uint64(n))
 	case SpanFailed:
-		t.failed.Add(float64(n))
+		t.failed.Add(uint64(n))
 	}
 }

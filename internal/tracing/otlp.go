@@ -7,13 +7,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/lockhttp/lockhttp/internal/audit"
 )
 
-// The OTLP messages the gate sends, encoded by hand with protowire (which links no protobuf
-// reflection): field numbers of opentelemetry/proto/collector/trace/v1 and trace/v1, common/v1,
+// The OTLP messages the gate sends, encoded by hand in protobuf's wire format (wire.go; no
+// protobuf module is linked): field numbers of opentelemetry/proto/collector/trace/v1 and trace/v1, common/v1,
 // resource/v1. The tests decode the bytes with the generated types (tracingtest, otlp_test.go).
 const (
 	fRequestResourceSpans = 1 // ExportTraceServiceRequest.resource_spans
@@ -61,18 +59,18 @@ const (
 // appendRequest appends an ExportTraceServiceRequest of one ResourceSpans: resource (an encoded
 // Resource) and one ScopeSpans of the gate's scope with spans (encoded ScopeSpans.spans fields).
 func appendRequest(b, resource, spans []byte) []byte {
-	scopeLen := protowire.SizeTag(fScopeName) + protowire.SizeBytes(len(scope))
-	scopeSpansLen := protowire.SizeTag(fScopeSpansScope) + protowire.SizeBytes(scopeLen) + len(spans)
-	rsLen := protowire.SizeTag(fResourceSpansResource) + protowire.SizeBytes(len(resource)) +
-		protowire.SizeTag(fResourceSpansScopeSpans) + protowire.SizeBytes(scopeSpansLen)
-	b = protowire.AppendTag(b, fRequestResourceSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(rsLen))
-	b = protowire.AppendTag(b, fResourceSpansResource, protowire.BytesType)
-	b = protowire.AppendBytes(b, resource)
-	b = protowire.AppendTag(b, fResourceSpansScopeSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(scopeSpansLen))
-	b = protowire.AppendTag(b, fScopeSpansScope, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(scopeLen))
+	scopeLen := sizeTag(fScopeName) + sizeBytes(len(scope))
+	scopeSpansLen := sizeTag(fScopeSpansScope) + sizeBytes(scopeLen) + len(spans)
+	rsLen := sizeTag(fResourceSpansResource) + sizeBytes(len(resource)) +
+		sizeTag(fResourceSpansScopeSpans) + sizeBytes(scopeSpansLen)
+	b = appendTag(b, fRequestResourceSpans, bytesType)
+	b = appendVarint(b, uint64(rsLen))
+	b = appendTag(b, fResourceSpansResource, bytesType)
+	b = appendWireBytes(b, resource)
+	b = appendTag(b, fResourceSpansScopeSpans, bytesType)
+	b = appendVarint(b, uint64(scopeSpansLen))
+	b = appendTag(b, fScopeSpansScope, bytesType)
+	b = appendVarint(b, uint64(scopeLen))
 	b = appendString(b, fScopeName, scope)
 	return append(b, spans...)
 }
@@ -121,25 +119,25 @@ func appendSpan(b []byte, s *span, ids idSource) []byte {
 
 	// The body is appended after a placeholder for its length, at most 5 bytes of varint, and
 	// moved back when the length takes fewer.
-	b = protowire.AppendTag(b, fScopeSpansSpans, protowire.BytesType)
+	b = appendTag(b, fScopeSpansSpans, bytesType)
 	at := len(b)
 	b = append(b, 0, 0, 0, 0, 0)
 	body := len(b)
-	b = protowire.AppendTag(b, fSpanTraceID, protowire.BytesType)
-	b = protowire.AppendBytes(b, traceID[:])
-	b = protowire.AppendTag(b, fSpanSpanID, protowire.BytesType)
-	b = protowire.AppendBytes(b, spanID[:])
+	b = appendTag(b, fSpanTraceID, bytesType)
+	b = appendWireBytes(b, traceID[:])
+	b = appendTag(b, fSpanSpanID, bytesType)
+	b = appendWireBytes(b, spanID[:])
 	if parent {
-		b = protowire.AppendTag(b, fSpanParentSpanID, protowire.BytesType)
-		b = protowire.AppendBytes(b, parentID[:])
+		b = appendTag(b, fSpanParentSpanID, bytesType)
+		b = appendWireBytes(b, parentID[:])
 	}
 	b = appendString(b, fSpanName, SpanName)
-	b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
-	b = protowire.AppendVarint(b, spanKindServer)
-	b = protowire.AppendTag(b, fSpanStart, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(s.start.UnixNano()))
-	b = protowire.AppendTag(b, fSpanEnd, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(s.start.Add(s.duration).UnixNano()))
+	b = appendTag(b, fSpanKind, varintType)
+	b = appendVarint(b, spanKindServer)
+	b = appendTag(b, fSpanStart, fixed64Type)
+	b = appendFixed64(b, uint64(s.start.UnixNano()))
+	b = appendTag(b, fSpanEnd, fixed64Type)
+	b = appendFixed64(b, uint64(s.start.Add(s.duration).UnixNano()))
 
 	b = appendStringAttr(b, fSpanAttributes, AttrID, s.id)
 	b = appendStringAttr(b, fSpanAttributes, AttrEvent, s.event)
@@ -161,61 +159,61 @@ func appendSpan(b []byte, s *span, ids idSource) []byte {
 	}
 	if s.status >= 500 {
 		msg := validUTF8(s.code)
-		n := protowire.SizeTag(fStatusCode) + protowire.SizeVarint(statusCodeError)
+		n := sizeTag(fStatusCode) + sizeVarint(statusCodeError)
 		if msg != "" {
-			n += protowire.SizeTag(fStatusMessage) + protowire.SizeBytes(len(msg))
+			n += sizeTag(fStatusMessage) + sizeBytes(len(msg))
 		}
-		b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(n))
+		b = appendTag(b, fSpanStatus, bytesType)
+		b = appendVarint(b, uint64(n))
 		if msg != "" {
 			b = appendString(b, fStatusMessage, msg)
 		}
-		b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
-		b = protowire.AppendVarint(b, statusCodeError)
+		b = appendTag(b, fStatusCode, varintType)
+		b = appendVarint(b, statusCodeError)
 	}
-	b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
-	b = protowire.AppendFixed32(b, flags)
+	b = appendTag(b, fSpanFlags, fixed32Type)
+	b = appendFixed32(b, flags)
 
 	n := len(b) - body
-	size := protowire.AppendVarint(b[at:at], uint64(n)) // writes over the placeholder
+	size := appendVarint(b[at:at], uint64(n)) // writes over the placeholder
 	copy(b[at+len(size):], b[body:])
 	return b[:at+len(size)+n]
 }
 
 // appendString appends a string field. s must be valid UTF-8.
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+func appendString(b []byte, num fieldNumber, s string) []byte {
+	b = appendTag(b, num, bytesType)
+	return appendWireString(b, s)
 }
 
 // appendStringAttr appends a KeyValue field num of key and the string value v. A protobuf string
 // must be valid UTF-8 (the generated decoders refuse the whole message otherwise): each invalid
 // byte of v becomes U+FFFD.
-func appendStringAttr(b []byte, num protowire.Number, key, v string) []byte {
+func appendStringAttr(b []byte, num fieldNumber, key, v string) []byte {
 	v = validUTF8(v)
-	anyLen := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v))
-	kvLen := protowire.SizeTag(fKeyValueKey) + protowire.SizeBytes(len(key)) +
-		protowire.SizeTag(fKeyValueValue) + protowire.SizeBytes(anyLen)
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvLen))
+	anyLen := sizeTag(fAnyString) + sizeBytes(len(v))
+	kvLen := sizeTag(fKeyValueKey) + sizeBytes(len(key)) +
+		sizeTag(fKeyValueValue) + sizeBytes(anyLen)
+	b = appendTag(b, num, bytesType)
+	b = appendVarint(b, uint64(kvLen))
 	b = appendString(b, fKeyValueKey, key)
-	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(anyLen))
+	b = appendTag(b, fKeyValueValue, bytesType)
+	b = appendVarint(b, uint64(anyLen))
 	return appendString(b, fAnyString, v)
 }
 
 // appendIntAttr appends a span attribute of key and the integer value v.
 func appendIntAttr(b []byte, key string, v int64) []byte {
-	anyLen := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v))
-	kvLen := protowire.SizeTag(fKeyValueKey) + protowire.SizeBytes(len(key)) +
-		protowire.SizeTag(fKeyValueValue) + protowire.SizeBytes(anyLen)
-	b = protowire.AppendTag(b, fSpanAttributes, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvLen))
+	anyLen := sizeTag(fAnyInt) + sizeVarint(uint64(v))
+	kvLen := sizeTag(fKeyValueKey) + sizeBytes(len(key)) +
+		sizeTag(fKeyValueValue) + sizeBytes(anyLen)
+	b = appendTag(b, fSpanAttributes, bytesType)
+	b = appendVarint(b, uint64(kvLen))
 	b = appendString(b, fKeyValueKey, key)
-	b = protowire.AppendTag(b, fKeyValueValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(anyLen))
-	b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(v))
+	b = appendTag(b, fKeyValueValue, bytesType)
+	b = appendVarint(b, uint64(anyLen))
+	b = appendTag(b, fAnyInt, varintType)
+	return appendVarint(b, uint64(v))
 }
 
 // validUTF8 is s with each invalid byte replaced by U+FFFD; s itself when it is valid.
