@@ -14,11 +14,12 @@ var (
 	procOpenFDs = newDesc("process_open_fds", "Number of open file descriptors.", Gauge)
 	procMaxFDs  = newDesc("process_max_fds", "Maximum number of open file descriptors.", Gauge)
 	procVirtual = newDesc("process_virtual_memory_bytes", "Virtual memory size in bytes.", Gauge)
+	procVirtMax = newDesc("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", Gauge)
 	procRSS     = newDesc("process_resident_memory_bytes", "Resident memory size in bytes.", Gauge)
 	procStart   = newDesc("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", Gauge)
 )
 
-var processNames = []string{procCPU.name, procOpenFDs.name, procMaxFDs.name, procVirtual.name, procRSS.name, procStart.name}
+var processNames = []string{procCPU.name, procOpenFDs.name, procMaxFDs.name, procVirtual.name, procVirtMax.name, procRSS.name, procStart.name}
 
 // userHZ is the kernel's clock tick for /proc's times (USER_HZ, 100 on every Linux Go runs on).
 const userHZ = 100
@@ -60,6 +61,9 @@ func collectProcess(out []Family) []Family {
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
 		one(procMaxFDs, float64(lim.Cur))
+	}
+	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil {
+		one(procVirtMax, float64(lim.Cur)) // RLIM_INFINITY as the client writes it: 2^64-1
 	}
 	return out
 }

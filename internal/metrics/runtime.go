@@ -25,6 +25,13 @@ var (
 	goStackInuse   = newDesc("go_memstats_stack_inuse_bytes", "Number of bytes obtained from system for stack allocator, equals to /memory/classes/heap/stacks:bytes.", Gauge)
 	goSys          = newDesc("go_memstats_sys_bytes", "Number of bytes obtained from system, equals to /memory/classes/total:bytes.", Gauge)
 	goNextGC       = newDesc("go_memstats_next_gc_bytes", "Number of heap bytes when next garbage collection will take place, equals to /gc/heap/goal:bytes.", Gauge)
+	goAlloc        = newDesc("go_memstats_alloc_bytes", "Number of bytes allocated in heap and currently in use. Equals to /memory/classes/heap/objects:bytes.", Gauge)
+	goAllocTotal   = newDesc("go_memstats_alloc_bytes_total", "Total number of bytes allocated in heap until now, even if released already. Equals to /gc/heap/allocs:bytes.", Counter)
+	goHeapObjects  = newDesc("go_memstats_heap_objects", "Number of currently allocated objects. Equals to /gc/heap/objects:objects.", Gauge)
+	goMallocs      = newDesc("go_memstats_mallocs_total", "Total number of heap objects allocated, both live and gc-ed. Semantically a counter version for go_memstats_heap_objects gauge. Equals to /gc/heap/allocs:objects + /gc/heap/tiny/allocs:objects.", Counter)
+	goFrees        = newDesc("go_memstats_frees_total", "Total number of heap objects frees. Equals to /gc/heap/frees:objects + /gc/heap/tiny/allocs:objects.", Counter)
+	goStackSys     = newDesc("go_memstats_stack_sys_bytes", "Number of bytes obtained from system for stack allocator. Equals to /memory/classes/heap/stacks:bytes + /memory/classes/os-stacks:bytes.", Gauge)
+	goMaxProcs     = newDesc("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", Gauge)
 )
 
 // The runtime/metrics samples the Go families read, in this order.
@@ -40,12 +47,20 @@ var goSamples = []string{
 	"/memory/classes/heap/stacks:bytes",
 	"/memory/classes/total:bytes",
 	"/gc/heap/goal:bytes",
+	"/gc/heap/allocs:bytes",
+	"/gc/heap/objects:objects",
+	"/gc/heap/allocs:objects",
+	"/gc/heap/tiny/allocs:objects",
+	"/gc/heap/frees:objects",
+	"/memory/classes/os-stacks:bytes",
+	"/sched/gomaxprocs:threads",
 }
 
 // registerRuntime registers the go_* and process_* families in r.
 func registerRuntime(r *Registry) {
 	descs := []desc{goGoroutines, goThreads, goInfo, goGCDuration, goGOGC, goMemLimit, goHeapAlloc, goHeapInuse, goHeapIdle,
-		goHeapReleased, goHeapSys, goStackInuse, goSys, goNextGC}
+		goHeapReleased, goHeapSys, goStackInuse, goSys, goNextGC, goAlloc, goAllocTotal, goHeapObjects, goMallocs, goFrees, goStackSys,
+		goMaxProcs}
 	var names []string
 	for _, d := range descs {
 		names = append(names, d.name)
@@ -90,6 +105,14 @@ func collectGo(out []Family) []Family {
 	one(goStackInuse, v(8))
 	one(goSys, v(9))
 	one(goNextGC, v(10))
+	one(goAlloc, objects)
+	one(goAllocTotal, v(11))
+	one(goHeapObjects, v(12))
+	tiny := v(14)
+	one(goMallocs, v(13)+tiny)
+	one(goFrees, v(15)+tiny)
+	one(goStackSys, v(8)+v(16))
+	one(goMaxProcs, v(17))
 
 	info := goInfo.family(1)
 	info.Series = append(info.Series, Series{Labels: goInfo.labelsOf([]string{runtime.Version()}), Value: 1})
