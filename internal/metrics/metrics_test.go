@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/testkit"
 )
 
 // every registers every family of every process in one registry, counted once each.
@@ -216,5 +220,52 @@ func TestAuditFailureCounted(t *testing.T) {
 	}
 	if got := a.records.value(); got != 0 {
 		t.Fatalf("records %v after a failed batch", got)
+	}
+}
+
+// TestScrapesInFlightBounded: while 4 scrapes are being gathered, a fifth is answered 503 at
+// once; the 4 are answered whole when their gathering ends.
+func TestScrapesInFlightBounded(t *testing.T) {
+	r := NewRegistry("test", "v0")
+	var entered atomic.Int32
+	release := make(chan struct{})
+	r.register([]string{"slow"}, collectFunc(func(out []Family) []Family {
+		entered.Add(1)
+		<-release
+		return append(out, Family{Name: "slow", Help: "A family gathered slowly.", Type: Gauge, Series: []Series{{Value: 1}}})
+	}))
+	h := r.Handler()
+	codes := make(chan int, maxScrapes)
+	for range maxScrapes {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			codes <- rec.Code
+		}()
+	}
+	testkit.WaitFor(t, 10*time.Second, "4 scrapes gathering", func() bool { return entered.Load() == maxScrapes })
+	fifth := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		fifth <- rec.Code
+	}()
+	select {
+	case c := <-fifth:
+		if c != http.StatusServiceUnavailable || entered.Load() != maxScrapes {
+			t.Errorf("a fifth scrape: %d (%d gathering), want 503 without gathering", c, entered.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("a fifth scrape waits for the 4 in flight (%d gathering), want 503 at once", entered.Load())
+	}
+	close(release)
+	for range maxScrapes {
+		if c := <-codes; c != http.StatusOK {
+			t.Errorf("a scrape in flight: %d, want 200", c)
+		}
+	}
+	// The slots are free again.
+	if page := scrape(t, r); !strings.Contains(page, "\nslow 1\n") {
+		t.Errorf("the page after the slow scrapes:\n%s", page)
 	}
 }
