@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -71,6 +72,11 @@ ALTER TABLE lockhttp_audit_head ADD COLUMN gate text NOT NULL DEFAULT '';
 ALTER TABLE lockhttp_audit_head ADD COLUMN instance text NOT NULL DEFAULT '';
 ALTER TABLE lockhttp_audit_head DROP COLUMN one;
 ALTER TABLE lockhttp_audit_head ADD PRIMARY KEY (gate, instance);`,
+	// 3: the lines the text column cannot hold as they are. raw keeps the bytes of a line that
+	// is not UTF-8 text free of NUL bytes, or that the database refused (Load reads raw then);
+	// note says why a row is not the line as it is (NULL: it is), and line then holds the note.
+	`ALTER TABLE lockhttp_audit ADD COLUMN raw bytea;
+ALTER TABLE lockhttp_audit ADD COLUMN note text;`,
 }
 
 // migrateLock is the advisory lock the migrations are applied under: many gates start at once.
@@ -101,17 +107,9 @@ func migrate(ctx context.Context, conn *pgconn.PgConn) error {
 	if err := exec(ctx, conn, `CREATE TABLE IF NOT EXISTS lockhttp_audit_schema (version integer NOT NULL)`); err != nil {
 		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
-	version, rows := 0, 0
-	err = query(ctx, conn, `SELECT coalesce(max(version), 0) FROM lockhttp_audit_schema`, params{}, 1, func(vals [][]byte) error {
-		v, err := intValue("version", vals[0], 0, math.MaxInt32)
-		version, rows = int(v), rows+1
-		return err
-	})
-	if err == nil && rows != 1 {
-		err = fmt.Errorf("%d rows, want 1", rows)
-	}
+	version, err := schemaVersion(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("auditdb: migrate: read lockhttp_audit_schema: %w", err)
+		return fmt.Errorf("auditdb: migrate: %w", err)
 	}
 	if version > len(migrations) {
 		return fmt.Errorf("auditdb: the database's audit tables are at version %d, newer than this binary's %d; upgrade the gate", version, len(migrations))
@@ -132,6 +130,23 @@ func migrate(ctx context.Context, conn *pgconn.PgConn) error {
 	return nil
 }
 
+// schemaVersion reads how far the database's tables are.
+func schemaVersion(ctx context.Context, conn *pgconn.PgConn) (int, error) {
+	version, rows := 0, 0
+	err := query(ctx, conn, `SELECT coalesce(max(version), 0) FROM lockhttp_audit_schema`, params{}, 1, nil, func(vals [][]byte) error {
+		v, err := intValue("version", vals[0], 0, math.MaxInt32)
+		version, rows = int(v), rows+1
+		return err
+	})
+	if err == nil && rows != 1 {
+		err = fmt.Errorf("%d rows, want 1", rows)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read lockhttp_audit_schema: %w", err)
+	}
+	return version, nil
+}
+
 // Options configures a Sink.
 type Options struct {
 	Dir string // the audit directory the gate writes
@@ -144,6 +159,10 @@ type Options struct {
 	Logger   *slog.Logger // nil: discard
 	// Retry is how long the sink waits after a failure before it tries again. Zero: 2s.
 	Retry time.Duration
+	// Timeout bounds each step of the copy (connecting and reading where it stands, one
+	// round of copying): a database that stops answering, or holds a lock the copy waits on,
+	// is a failure the sink retries, never a copy stalled for good. Zero: 2m.
+	Timeout time.Duration
 	// Metrics counts the rows copied and the failures (metrics.NewAuditDB, whose lag is the
 	// sink's Lag). Nil: nothing counted.
 	Metrics *metrics.AuditDB
@@ -190,6 +209,9 @@ func New(o Options) *Sink {
 	}
 	if s.o.Retry == 0 {
 		s.o.Retry = 2 * time.Second
+	}
+	if s.o.Timeout == 0 {
+		s.o.Timeout = 2 * time.Minute
 	}
 	s.now = o.Now
 	if s.now == nil {
@@ -299,27 +321,22 @@ type position struct {
 
 // session connects, creates the tables, and copies until a failure.
 func (s *Sink) session(ctx context.Context) error {
-	conn, err := connect(ctx, s.o.DSN)
+	sctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	conn, pos, err := s.open(sctx)
+	cancel()
 	if err != nil {
-		return err
+		return s.timedOut(sctx, err)
 	}
 	defer conn.Close(context.Background())
-	if err := migrate(ctx, conn); err != nil {
-		return err
-	}
-	// Where the copy stands in each file: a record of an old day can follow the new day's first
-	// ones, so every file is followed, not only the newest.
-	pos, err := s.positions(ctx, conn)
-	if err != nil {
-		return err
-	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		for {
-			more, err := s.copyUp(ctx, conn, pos)
+			rctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+			more, err := s.copyUp(rctx, conn, pos)
+			cancel()
 			if err != nil {
-				return err
+				return s.timedOut(rctx, err)
 			}
 			if !more {
 				break
@@ -335,6 +352,34 @@ func (s *Sink) session(ctx context.Context) error {
 	}
 }
 
+// open connects, creates the tables, and reads where the copy stands in each file.
+func (s *Sink) open(ctx context.Context) (*pgconn.PgConn, map[string]*position, error) {
+	conn, err := connect(ctx, s.o.DSN)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := migrate(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return nil, nil, err
+	}
+	// Where the copy stands in each file: a record of an old day can follow the new day's first
+	// ones, so every file is followed, not only the newest.
+	pos, err := s.positions(ctx, conn)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, nil, err
+	}
+	return conn, pos, nil
+}
+
+// timedOut says so when err came of a step's deadline.
+func (s *Sink) timedOut(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("auditdb: the database did not finish a step of the copy within %v (it does not answer, or a lock holds the copy): %w", s.o.Timeout, err)
+	}
+	return err
+}
+
 // positions reads where the copy stands in each file the database has of this gate, and notes
 // the last record number it has.
 func (s *Sink) positions(ctx context.Context, conn *pgconn.PgConn) (map[string]*position, error) {
@@ -343,7 +388,7 @@ func (s *Sink) positions(ctx context.Context, conn *pgconn.PgConn) (map[string]*
 	p.text(s.o.Gate)
 	p.text(s.o.Instance)
 	var last int64
-	err := query(ctx, conn, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 AND instance = $2 GROUP BY file`, p, 3, func(vals [][]byte) error {
+	err := query(ctx, conn, `SELECT file, max(line_no), max(seq) FROM lockhttp_audit WHERE gate = $1 AND instance = $2 GROUP BY file`, p, 3, nil, func(vals [][]byte) error {
 		file, err := textValue("file", vals[0])
 		if err != nil {
 			return err
@@ -376,7 +421,25 @@ type row struct {
 	line   string
 	seq    *int64
 	rec    map[string]any
+	// raw is the line's bytes when the text column cannot hold them (nil: line is the line);
+	// note says why the row is not the line as it is ("": it is), and line is then the note.
+	raw  []byte
+	note string
 }
+
+// keepBytes makes r a row that keeps the line's bytes in raw, because of why: its columns
+// read from the record are left NULL.
+func (r *row) keepBytes(why string) {
+	if r.raw == nil {
+		r.raw = []byte(r.line)
+	}
+	r.note = why
+	r.line = fmt.Sprintf("auditdb: line %d of %s is kept as bytes in column raw (column note says why)", r.lineNo, r.file)
+	r.rec = nil
+}
+
+// size is about what the row takes in memory and in a statement.
+func (r *row) size() int { return len(r.line) + len(r.raw) + 256 }
 
 // copyUp copies the lines of each file after its position that are on disk, in batches, then
 // the head. more reports that a file had more lines than one round reads.
@@ -404,14 +467,18 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgconn.PgConn, pos map[string]*
 		if fi, err := os.Stat(path); err != nil || p.offset > 0 && fi.Size() == p.offset {
 			continue // nothing new
 		}
-		rows, next, err := readFrom(path, *p, durable)
+		rows, next, full, err := readFrom(path, *p, durable, s.log)
 		if err != nil {
 			return false, err
 		}
-		more = more || len(rows) == maxRows
+		more = more || full
 		for len(rows) > 0 {
-			n := min(len(rows), 500)
-			if err := insert(ctx, conn, s.o.Gate, s.o.Instance, rows[:n]); err != nil {
+			n, size := 0, 0
+			for n < len(rows) && n < maxBatchRows && (n == 0 || size+rows[n].size() <= maxBatchBytes) {
+				size += rows[n].size()
+				n++
+			}
+			if err := s.insert(ctx, conn, rows[:n]); err != nil {
 				return false, err
 			}
 			for _, r := range rows[:n] {
@@ -438,11 +505,57 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgconn.PgConn, pos map[string]*
 	return more, nil
 }
 
+// Bounds of one INSERT: at most maxBatchRows rows of about maxBatchBytes in all (a longer
+// line goes alone), so a statement stays far under what the server takes in one message (1 GiB).
+const (
+	maxBatchRows  = 500
+	maxBatchBytes = 8 << 20
+)
+
+// insert writes rows. When the database refuses a value (a data exception, a constraint of its
+// own), it writes them one by one, and a row it refuses is written again with the line's
+// bytes in raw and the refusal in note: one line, whatever an agent put into it, never stops
+// the copy, and it is still copied whole.
+func (s *Sink) insert(ctx context.Context, conn *pgconn.PgConn, rows []row) error {
+	err := insert(ctx, conn, s.o.Gate, s.o.Instance, rows)
+	if !refused(err) {
+		return err
+	}
+	for i := range rows {
+		err := insert(ctx, conn, s.o.Gate, s.o.Instance, rows[i:i+1])
+		if !refused(err) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r := rows[i]
+		pe := (*pgconn.PgError)(nil)
+		errors.As(err, &pe)
+		r.keepBytes(fmt.Sprintf("the database refused the line as text: %s (SQLSTATE %s)", pe.Message, pe.Code))
+		s.log.Warn("audit database refused a line; it is kept as bytes", "file", r.file, "line", r.lineNo, "err", err)
+		if err := insert(ctx, conn, s.o.Gate, s.o.Instance, []row{r}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refused reports whether err is the database refusing a value: a data exception (class 22),
+// a constraint (23) or a limit (54), which the same statement would meet again.
+func refused(err error) bool {
+	pe := (*pgconn.PgError)(nil)
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23") || strings.HasPrefix(pe.Code, "54")
+}
+
 // insert writes rows in one statement; a line the database has is kept as it is.
 func insert(ctx context.Context, conn *pgconn.PgConn, gate, instance string, rows []row) error {
-	const cols = 16
+	const cols = 18
 	var b strings.Builder
-	b.WriteString(`INSERT INTO lockhttp_audit (gate, instance, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record) VALUES `)
+	b.WriteString(`INSERT INTO lockhttp_audit (gate, instance, file, line_no, seq, line, signed, time, event, id, container, verdict, code, rule, status, record, raw, note) VALUES `)
 	p := params{values: make([][]byte, 0, len(rows)*cols), oids: make([]uint32, 0, len(rows)*cols)}
 	for i, r := range rows {
 		if i > 0 {
@@ -455,7 +568,11 @@ func insert(ctx context.Context, conn *pgconn.PgConn, gate, instance string, row
 		p.int(oidInt4, int64(r.lineNo))
 		p.intOrNull(oidInt8, r.seq)
 		p.text(r.line)
-		p.add(oidBool, []byte(strconv.FormatBool(strings.Contains(r.line, `,"sig":"`))))
+		signed := strings.Contains(r.line, `,"sig":"`)
+		if r.raw != nil {
+			signed = bytes.Contains(r.raw, []byte(`,"sig":"`))
+		}
+		p.add(oidBool, []byte(strconv.FormatBool(signed)))
 		var t []byte
 		if ts, ok := r.rec["time"].(string); ok {
 			if parsed, err := time.Parse(time.RFC3339Nano, ts); err == nil {
@@ -478,6 +595,12 @@ func insert(ctx context.Context, conn *pgconn.PgConn, gate, instance string, row
 			record = []byte(r.line)
 		}
 		p.add(oidJSON, record)
+		p.bytes(r.raw)
+		var note *string
+		if r.note != "" {
+			note = &r.note
+		}
+		p.textOrNull(note)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING")
 	if err := execParams(ctx, conn, b.String(), p); err != nil {
@@ -486,8 +609,12 @@ func insert(ctx context.Context, conn *pgconn.PgConn, gate, instance string, row
 	return nil
 }
 
+// str is the string at k of m, as a text column holds it: a NUL (which an agent can put into a
+// field, written \u0000 in the line; the text type refuses it) becomes U+FFFD. The line and
+// the record column keep the value as it is.
 func str(m map[string]any, k string) *string {
 	if s, ok := m[k].(string); ok {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 		return &s
 	}
 	return nil
@@ -495,73 +622,142 @@ func str(m map[string]any, k string) *string {
 
 // dayNames lists the directory's day files, oldest first.
 func dayNames(dir string) ([]string, error) {
-	m, err := filepath.Glob(filepath.Join(dir, "????-??-??.jsonl"))
+	m, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].jsonl"))
 	if err != nil {
 		return nil, err
 	}
 	for i := range m {
-		m[i] = filepath.Base(m[i])
+		m[i] = filepath.Base(m[i]) // of digits: a name the text column holds
 	}
 	slices.Sort(m)
 	return m, nil
 }
 
-// maxRows bounds one read of a file, so catching up after a long outage goes in steps.
-const maxRows = 20000
+// maxRows and maxReadBytes bound one read of a file, so catching up after a long outage goes
+// in steps, in bounded memory.
+const (
+	maxRows      = 20000
+	maxReadBytes = 32 << 20
+)
+
+// maxLine is the audit's bound on a line (audit's maxLine: the writer never writes a longer
+// one, and Verify rejects it); a longer line in a file is not copied, but noted in its place.
+const maxLine = 64 << 20
 
 // readFrom reads the complete lines of path after pos whose records are on disk (numbered at
-// most durable; a line without a number goes with the next one). It returns them and the
-// position after the last one.
-func readFrom(path string, pos position, durable int64) ([]row, position, error) {
+// most durable; a line without a number goes with the next one, unless a read holds only such
+// lines). It returns them, the position after the last one, and whether it stopped at its
+// bounds (maxRows, maxReadBytes) with more to read. A line longer than maxLine is read through
+// and dropped in bounded memory: its row says so.
+func readFrom(path string, pos position, durable int64, log *slog.Logger) (rows []row, next position, full bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, pos, fmt.Errorf("auditdb: %w", err)
+		return nil, pos, false, fmt.Errorf("auditdb: %w", err)
 	}
 	defer f.Close()
 	lineNo, offset := 0, int64(0)
 	if pos.offset > 0 {
 		if _, err := f.Seek(pos.offset, io.SeekStart); err != nil {
-			return nil, pos, err
+			return nil, pos, false, fmt.Errorf("auditdb: %w", err)
 		}
 		lineNo, offset = pos.lineNo, pos.offset
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
-	var rows, held []row
-	next := position{file: pos.file, lineNo: lineNo, offset: offset}
-	for len(rows) < maxRows {
-		line, err := r.ReadBytes('\n')
+	var held []row
+	var size, heldSize int
+	next = position{file: pos.file, lineNo: lineNo, offset: offset}
+	heldNext := next
+	for {
+		if len(rows)+len(held) >= maxRows || size+heldSize >= maxReadBytes {
+			full = true
+			break
+		}
+		line, n, long, err := readLine(r, f, offset, maxLine+1)
 		if err != nil {
+			if err != io.EOF {
+				return nil, pos, false, fmt.Errorf("auditdb: read %s: %w", path, err)
+			}
 			break // EOF, or a line still being written
 		}
 		lineNo++
-		offset += int64(len(line))
+		offset += n
 		if lineNo <= pos.lineNo {
 			next.lineNo, next.offset = lineNo, offset
+			heldNext = next
 			continue
 		}
-		text := string(line[:len(line)-1])
-		rw := row{file: filepath.Base(path), lineNo: lineNo, line: text}
-		var rec map[string]any
-		if json.Unmarshal(line, &rec) == nil {
-			rw.rec = rec
-			if n, ok := rec["seq"].(float64); ok {
-				s := int64(n)
-				rw.seq = &s
+		rw := row{file: filepath.Base(path), lineNo: lineNo}
+		switch {
+		case long:
+			why := fmt.Sprintf("the line is %d bytes long, past the audit's bound of %d: not copied", n-1, maxLine)
+			rw.line, rw.note = fmt.Sprintf("auditdb: line %d of %s is not in the copy: %s", lineNo, rw.file, why), why
+			log.Warn("audit database copy: a line is past the audit's bound; its place in the copy says so", "file", rw.file, "line", lineNo, "bytes", n-1)
+		default:
+			line = line[:len(line)-1]
+			rw.line = string(line)
+			var rec map[string]any
+			if json.Unmarshal(line, &rec) == nil {
+				rw.rec = rec
+				if f, ok := rec["seq"].(float64); ok && f >= math.MinInt64 && f < math.MaxInt64 {
+					s := int64(f)
+					rw.seq = &s
+				}
+			}
+			if !utf8.Valid(line) || bytes.IndexByte(line, 0) >= 0 {
+				rw.keepBytes("the line is not UTF-8 text free of NUL bytes, which the text column holds")
 			}
 		}
 		if rw.seq == nil {
 			held = append(held, rw)
+			heldSize += rw.size()
+			heldNext.lineNo, heldNext.offset = lineNo, offset
 			continue
 		}
 		if *rw.seq > durable {
 			break
 		}
 		rows = append(rows, held...)
-		held = held[:0]
+		size += heldSize + rw.size()
+		held, heldSize = held[:0], 0
 		rows = append(rows, rw)
 		next.lineNo, next.offset = lineNo, offset
+		heldNext = next
 	}
-	return rows, next, nil
+	if full && len(rows) == 0 {
+		// Only lines without a number, more than one read holds: copied as they are, or the
+		// copy would read them again for ever.
+		rows, next = held, heldNext
+	}
+	return rows, next, full, nil
+}
+
+// readLine reads the line of f at start from r (which reads f there), its newline included. A
+// line that fits r's buffer comes from it (valid until the next read); a longer one is read
+// through, then read again whole from f into a slice of its size when it is at most limit
+// bytes, and dropped (long) when it is longer: so memory is the line's size at most, and a line
+// past the bound takes none. n is the line's length; err is io.EOF for a line without its
+// newline yet.
+func readLine(r *bufio.Reader, f io.ReaderAt, start int64, limit int) (line []byte, n int64, long bool, err error) {
+	chunk, err := r.ReadSlice('\n')
+	n = int64(len(chunk))
+	if err == nil {
+		return chunk, n, false, nil
+	}
+	for err == bufio.ErrBufferFull {
+		chunk, err = r.ReadSlice('\n')
+		n += int64(len(chunk))
+	}
+	if err != nil {
+		return nil, n, false, err
+	}
+	if n > int64(limit) {
+		return nil, n, true, nil
+	}
+	line = make([]byte, n)
+	if _, err := f.ReadAt(line, start); err != nil {
+		return nil, n, false, err
+	}
+	return line, n, false, nil
 }
 
 // Copy is one gate's database copy read back: its lines as day files, and its head.
@@ -608,7 +804,13 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 	}
 	files := map[[3]string]*bytes.Buffer{}
 	var order [][3]string
-	err = query(ctx, conn, `SELECT gate, instance, file, line FROM lockhttp_audit ORDER BY gate, instance, file, line_no`, params{}, 4, func(vals [][]byte) error {
+	// raw, in binary: the line's bytes themselves, when the text column could not hold them. A
+	// database of a version before raw (3) has none.
+	raw := "raw"
+	if v, err := schemaVersion(ctx, conn); err == nil && v < 3 {
+		raw = "NULL::bytea"
+	}
+	err = query(ctx, conn, `SELECT gate, instance, file, line, `+raw+` FROM lockhttp_audit ORDER BY gate, instance, file, line_no`, params{}, 5, []int16{0, 0, 0, 0, 1}, func(vals [][]byte) error {
 		var k [3]string
 		for i, col := range []string{"gate", "instance", "file"} {
 			v, err := textValue(col, vals[i])
@@ -620,6 +822,9 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 		line, err := textValue("line", vals[3])
 		if err != nil {
 			return fmt.Errorf("file %s of %s: %w", quoteValue([]byte(k[2])), chain(k[0], k[1]).describe(), err)
+		}
+		if vals[4] != nil {
+			line = string(vals[4])
 		}
 		chain(k[0], k[1])
 		b := files[k]
@@ -642,7 +847,7 @@ func Load(ctx context.Context, dsn string) ([]*Copy, error) {
 		c := byChain[[2]string{k[0], k[1]}]
 		c.Sources = append(c.Sources, audit.Source{Name: k[2], Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
 	}
-	err = query(ctx, conn, `SELECT gate, instance, head::text FROM lockhttp_audit_head`, params{}, 3, func(vals [][]byte) error {
+	err = query(ctx, conn, `SELECT gate, instance, head::text FROM lockhttp_audit_head`, params{}, 3, nil, func(vals [][]byte) error {
 		gate, err := textValue("gate", vals[0])
 		if err != nil {
 			return err

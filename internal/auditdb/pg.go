@@ -21,6 +21,7 @@ import (
 // The types of the parameters, as PostgreSQL numbers them (pg_type.oid).
 const (
 	oidBool        = 16
+	oidBytea       = 17
 	oidInt8        = 20
 	oidInt4        = 23
 	oidText        = 25
@@ -56,15 +57,30 @@ func connect(ctx context.Context, dsn string) (*pgconn.PgConn, error) {
 	return conn, nil
 }
 
-// params are a statement's parameters: each a value in text (nil: NULL) and its type.
+// params are a statement's parameters: each a value (nil: NULL) and its type, in text but for
+// the bytea ones, sent as they are (formats: nil when all are text).
 type params struct {
-	values [][]byte
-	oids   []uint32
+	values  [][]byte
+	oids    []uint32
+	formats []int16
 }
 
 func (p *params) add(oid uint32, v []byte) {
 	p.values = append(p.values, v)
 	p.oids = append(p.oids, oid)
+	if p.formats != nil {
+		p.formats = append(p.formats, 0)
+	}
+}
+
+// bytes adds a bytea parameter, sent in binary: the bytes themselves (nil: NULL).
+func (p *params) bytes(v []byte) {
+	if p.formats == nil {
+		p.formats = make([]int16, len(p.values), cap(p.values))
+	}
+	p.values = append(p.values, v)
+	p.oids = append(p.oids, oidBytea)
+	p.formats = append(p.formats, 1)
 }
 
 func (p *params) text(s string) { p.add(oidText, []byte(s)) }
@@ -95,14 +111,15 @@ func exec(ctx context.Context, conn *pgconn.PgConn, sql string) error {
 
 // execParams runs one statement with parameters, whose rows, if any, are discarded.
 func execParams(ctx context.Context, conn *pgconn.PgConn, sql string, p params) error {
-	_, err := conn.ExecParams(ctx, sql, p.values, p.oids, nil, nil).Close()
+	_, err := conn.ExecParams(ctx, sql, p.values, p.oids, p.formats, nil).Close()
 	return err
 }
 
-// query runs one statement with parameters and hands each row's text values to each (nil: a
-// NULL), after checking that it has cols of them. The values are valid only during the call.
-func query(ctx context.Context, conn *pgconn.PgConn, sql string, p params, cols int, each func(vals [][]byte) error) error {
-	rr := conn.ExecParams(ctx, sql, p.values, p.oids, nil, nil)
+// query runs one statement with parameters and hands each row's values to each (nil: a NULL),
+// after checking that it has cols of them: in text, but for the columns results says are
+// binary (nil: none). The values are valid only during the call.
+func query(ctx context.Context, conn *pgconn.PgConn, sql string, p params, cols int, results []int16, each func(vals [][]byte) error) error {
+	rr := conn.ExecParams(ctx, sql, p.values, p.oids, p.formats, results)
 	var failed error
 	for failed == nil && rr.NextRow() {
 		vals := rr.Values()

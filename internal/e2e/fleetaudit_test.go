@@ -177,8 +177,8 @@ func TestAuditDatabaseMigrates(t *testing.T) {
 	}
 	var version int
 	var gate string
-	if err := conn.QueryRow(ctx, `SELECT version FROM lockhttp_audit_schema`).Scan(&version); err != nil || version != 2 {
-		t.Errorf("schema version %d, %v; want 2", version, err)
+	if err := conn.QueryRow(ctx, `SELECT version FROM lockhttp_audit_schema`).Scan(&version); err != nil || version != 3 {
+		t.Errorf("schema version %d, %v; want 3", version, err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT gate || instance FROM lockhttp_audit WHERE seq = 1`).Scan(&gate); err != nil || gate != "" {
 		t.Errorf("the earlier row's gate %q, %v; want the gate without an identity", gate, err)
