@@ -242,3 +242,12 @@ func BenchmarkReadFromLongLine(b *testing.B) {
 		}
 	}
 }
+
+// TestLoadBeforeRaw: verify-log reads a database whose tables are at a version before raw (2),
+// copied by an earlier gate, as it did.
+func TestLoadBeforeRaw(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dir := copyTo(t, pg.DSN, testRecords())
+	execSQL(t, pg.DSN, `ALTER TABLE lockhttp_audit DROP COLUMN raw, DROP COLUMN note; UPDATE lockhttp_audit_schema SET version = 2`)
+	verifyCopy(t, pg.DSN, dir, 3)
+}
