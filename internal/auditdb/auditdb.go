@@ -467,7 +467,7 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgconn.PgConn, pos map[string]*
 		if fi, err := os.Stat(path); err != nil || p.offset > 0 && fi.Size() == p.offset {
 			continue // nothing new
 		}
-		rows, next, full, err := readFrom(path, *p, durable, s.log)
+		rows, next, full, err := readFrom(path, *p, durable)
 		if err != nil {
 			return false, err
 		}
@@ -484,6 +484,9 @@ func (s *Sink) copyUp(ctx context.Context, conn *pgconn.PgConn, pos map[string]*
 			for _, r := range rows[:n] {
 				if r.seq != nil {
 					s.copied(*r.seq)
+				}
+				if r.note != "" {
+					s.log.Warn("audit database copy: a line is not in column line as it is; its row says why", "file", r.file, "line", r.lineNo, "note", r.note)
 				}
 			}
 			s.rows.Add(int64(n))
@@ -529,12 +532,10 @@ func (s *Sink) insert(ctx context.Context, conn *pgconn.PgConn, rows []row) erro
 			}
 			continue
 		}
-		r := rows[i]
 		pe := (*pgconn.PgError)(nil)
 		errors.As(err, &pe)
-		r.keepBytes(fmt.Sprintf("the database refused the line as text: %s (SQLSTATE %s)", pe.Message, pe.Code))
-		s.log.Warn("audit database refused a line; it is kept as bytes", "file", r.file, "line", r.lineNo, "err", err)
-		if err := insert(ctx, conn, s.o.Gate, s.o.Instance, []row{r}); err != nil {
+		rows[i].keepBytes(fmt.Sprintf("the database refused the line as text: %s (SQLSTATE %s)", pe.Message, pe.Code))
+		if err := insert(ctx, conn, s.o.Gate, s.o.Instance, rows[i:i+1]); err != nil {
 			return err
 		}
 	}
@@ -649,7 +650,7 @@ const maxLine = 64 << 20
 // lines). It returns them, the position after the last one, and whether it stopped at its
 // bounds (maxRows, maxReadBytes) with more to read. A line longer than maxLine is read through
 // and dropped in bounded memory: its row says so.
-func readFrom(path string, pos position, durable int64, log *slog.Logger) (rows []row, next position, full bool, err error) {
+func readFrom(path string, pos position, durable int64) (rows []row, next position, full bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, pos, false, fmt.Errorf("auditdb: %w", err)
@@ -691,7 +692,6 @@ func readFrom(path string, pos position, durable int64, log *slog.Logger) (rows 
 		case long:
 			why := fmt.Sprintf("the line is %d bytes long, past the audit's bound of %d: not copied", n-1, maxLine)
 			rw.line, rw.note = fmt.Sprintf("auditdb: line %d of %s is not in the copy: %s", lineNo, rw.file, why), why
-			log.Warn("audit database copy: a line is past the audit's bound; its place in the copy says so", "file", rw.file, "line", lineNo, "bytes", n-1)
 		default:
 			line = line[:len(line)-1]
 			rw.line = string(line)

@@ -159,7 +159,7 @@ func TestReadFromBounded(t *testing.T) {
 			var pos position
 			var lines int
 			for range 10 {
-				rows, next, full, err := readFrom(path, pos, 100, discard)
+				rows, next, full, err := readFrom(path, pos, 100)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,8 +182,6 @@ func TestReadFromBounded(t *testing.T) {
 		})
 	}
 }
-
-var discard = New(Options{}).log
 
 // TestLockedDatabaseRetried: a database that holds the copy waiting (here a lock on its table)
 // is a failure within the sink's Timeout, shown in its status, and the copy resumes once it
@@ -236,7 +234,7 @@ func BenchmarkReadFromLongLine(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		rows, _, _, err := readFrom(path, position{}, 1, discard)
+		rows, _, _, err := readFrom(path, position{}, 1)
 		if err != nil || len(rows) != 2 || rows[0].note == "" {
 			b.Fatalf("%d rows, %v", len(rows), err)
 		}
