@@ -40,11 +40,12 @@ func verifyCopy(t *testing.T, dsn, dir string, records int) {
 	}
 }
 
-// TestAgentValuesCopied: values an agent can put into a record that PostgreSQL's text type
-// refuses (a NUL, which the line writes \u0000) are copied: the line whole (the copy verifies
-// against the gate's key), the columns read from it with U+FFFD for the NUL; and a line the
-// database refuses for a constraint of its own is kept as bytes, with the refusal, and the copy
-// goes on past it.
+// TestAgentValuesCopied: a NUL in a record's fields (written \u0000 in the line) is copied: in
+// the fields an agent chooses (url, agent, mcp_tool) line and record keep it as it is; in the
+// columns read from the record, which PostgreSQL's text type holds no NUL in (the gate's and the
+// policy's values today, so a NUL there is one refactor away), it is U+FFFD, and the copy
+// verifies against the gate's key. A line the database refuses for a constraint of its own is
+// kept as bytes, with the refusal, and the copy goes on past it.
 func TestAgentValuesCopied(t *testing.T) {
 	pg := testkit.StartPostgres(t)
 	t.Run("NUL in fields", func(t *testing.T) {
