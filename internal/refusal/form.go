@@ -91,6 +91,7 @@ type refusalDoc struct {
 	URL      string      `json:"url"`
 	Ticket   string      `json:"ticket,omitempty"`
 	Request  string      `json:"request"`
+	AskRule  string      `json:"ask_for_a_rule"`
 }
 
 // refusalJSON is the JSON body of a refusal. Every part that came from the request goes through
@@ -101,7 +102,7 @@ func refusalJSON(q Request, d policy.Decision) []byte {
 	doc := refusalDoc{
 		Code: d.Code, Rule: rule, Reason: reason, WhatToDo: d.Code.Advice(),
 		Method: display.Escape(q.Method, false), URL: display.Escape(q.URL, false),
-		Ticket: q.Ticket, Request: q.ShownID(),
+		Ticket: q.Ticket, Request: q.ShownID(), AskRule: askForARule,
 	}
 	doc.Error = fmt.Sprintf("lockhttp refused this request (%s", d.Code)
 	if rule != "" {

@@ -114,7 +114,8 @@ func FuzzRefusalForms(f *testing.F) {
 		validPhrase(t, reasonPhrase(Status(d), d))
 		q := Request{Method: "GET", URL: u, ID: "r1-1"}
 		var doc map[string]string
-		if err := json.Unmarshal(refusalJSON(q, d), &doc); err != nil || doc["code"] != "E_RULE" || doc["request"] != "r1-1" {
+		if err := json.Unmarshal(refusalJSON(q, d), &doc); err != nil || doc["code"] != "E_RULE" || doc["request"] != "r1-1" ||
+			!strings.Contains(doc["ask_for_a_rule"], "https://lockhttp.internal/mcp") {
 			t.Fatalf("%v: %v", err, doc)
 		}
 	})

@@ -127,6 +127,10 @@ func New(r *http.Request, held []byte, q Request, d policy.Decision) *Refusal {
 	return rf
 }
 
+// askForARule names the gate's own MCP server and its tools, where an agent asks why and asks
+// for a rule (docs/proposals.md): the last line of the plain-text body, a field of the JSON one.
+const askForARule = "the MCP server https://" + floor.SelfName + floor.SelfMCPPath + " (tools explain, pending, request_rule)"
+
 // body is the plain-text body that tells the agent what was refused, why and what to do.
 // Every part that came from the request goes through display.Escape.
 func body(q Request, d policy.Decision) []byte {
@@ -142,7 +146,7 @@ func body(q Request, d policy.Decision) []byte {
 	}
 	fmt.Fprintf(&b, "Request: %s\n\n", q.ShownID())
 	fmt.Fprintf(&b, "What to do: %s\n", d.Code.Advice())
-	b.WriteString("Ask for a rule: the MCP server https://" + floor.SelfName + floor.SelfMCPPath + " (tools explain, pending, request_rule)\n")
+	b.WriteString("Ask for a rule: " + askForARule + "\n")
 	return b.Bytes()
 }
 
