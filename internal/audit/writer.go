@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -456,6 +457,7 @@ func (w *Writer) run() {
 			case <-timer.C:
 			}
 		}
+		w.gather()
 		closed := w.take()
 		w.closing = closed
 		if len(w.batch) == 0 {
@@ -487,6 +489,27 @@ func (w *Writer) run() {
 		}
 	}
 }
+
+// gather lets the goroutines that are ready to run queue their records before the committer
+// takes a batch: under load, a request that queues its record wakes the committer at once, and
+// the committer would otherwise write that one record alone, with a write call and a hand-off
+// for each (group commit in name only). Each yield puts the committer behind the goroutines that
+// can run; it takes the batch once a yield brought nothing more, or after gatherRounds. With
+// nothing else to run, a yield returns at once: an idle gate adds no wait.
+func (w *Writer) gather() {
+	n := w.Queued()
+	for i := 0; i < gatherRounds && n > 0; i++ {
+		runtime.Gosched()
+		m := w.Queued()
+		if m == n {
+			return
+		}
+		n = m
+	}
+}
+
+// gatherRounds bounds the yields of gather.
+const gatherRounds = 4
 
 // lingers reports that only a few submitted records are queued: worth waiting for company.
 func (w *Writer) lingers() bool {
