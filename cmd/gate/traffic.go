@@ -21,7 +21,14 @@ func (f feedAuditor) Submit(r *audit.Record) {
 	f.q.Add(e)
 }
 
+// Append feeds the record's summary, but not an intent's (audit.EventIntent): the request's own
+// record follows with its outcome, and the terminal shows each decision once. An intent fed too
+// would show every forwarded request twice (the first time with no status) and take half of
+// traffic.MaxForwardedPerSecond.
 func (f feedAuditor) Append(ctx context.Context, r *audit.Record) error {
+	if r.Event == audit.EventIntent {
+		return f.Writer.Append(ctx, r)
+	}
 	e := traffic.FromRecord(r)
 	err := f.Writer.Append(ctx, r)
 	f.q.Add(e)
