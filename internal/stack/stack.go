@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
+	"github.com/lockhttp/lockhttp/internal/audit"
 	"github.com/lockhttp/lockhttp/internal/buildinfo"
 	"github.com/lockhttp/lockhttp/internal/consoleapi"
 	"github.com/lockhttp/lockhttp/internal/display"
@@ -780,8 +781,10 @@ func shortVersion(v string) string {
 	return v
 }
 
-// tailAudit prints a line for every record the gate writes, until ctx ends.
-func tailAudit(ctx context.Context, dir string, w io.Writer) {
+// tailAudit prints a line for every record the gate writes, until ctx ends. The lines of one
+// look at the file go out in one write, not one write a record.
+func tailAudit(ctx context.Context, dir string, out io.Writer) {
+	w := bufio.NewWriter(out)
 	var cur string
 	var off int64
 	var partial []byte
@@ -813,11 +816,13 @@ func tailAudit(ctx context.Context, dir string, w io.Writer) {
 			printRecord(w, line)
 		}
 		f.Close()
+		w.Flush()
 	}
 }
 
 func printRecord(w io.Writer, line []byte) {
 	var r struct {
+		Event     string    `json:"event"`
 		Time      time.Time `json:"time"`
 		Container string    `json:"container"`
 		Method    string    `json:"method"`
@@ -827,8 +832,8 @@ func printRecord(w io.Writer, line []byte) {
 		Rule      string    `json:"rule"`
 		Status    int       `json:"status"`
 	}
-	if json.Unmarshal(line, &r) != nil {
-		return
+	if json.Unmarshal(line, &r) != nil || r.Event == audit.EventIntent {
+		return // an intent is shown by its outcome's line, as lox log shows it
 	}
 	extra := r.Rule
 	if r.Code != "" {
