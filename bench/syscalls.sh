@@ -1,10 +1,13 @@
 #!/bin/sh
-# System calls per request of each decrypting proxy: N decrypted keep-alive requests (one curl,
-# one CONNECT tunnel, one request after the other) through the gate (lox run --headless), bare
-# goproxy MITM and squid with ssl-bump (when installed: Debian's squid-openssl), each proxy's
-# process counted with strace -c -f while the N requests run, after one request to warm its
-# certificate cache; HTTP/1.1 on both sides, as the anchors measure it. Prints the calls per
-# request, in all and the most frequent.
+# System calls per request of each proxy, for the yardstick's two keep-alive scenarios: N
+# decrypted keep-alive requests (one curl, one CONNECT tunnel, one request after the other), then
+# N plain-HTTP requests (one curl, one keep-alive connection, absolute-form), through the gate
+# (lox run --headless), bare goproxy MITM and squid with ssl-bump (when installed: Debian's
+# squid-openssl), each proxy's process counted with strace -c -f while the N requests run, after
+# one request to warm its certificate cache and its upstream connection; HTTP/1.1 on both sides,
+# as the anchors measure it. Prints the calls per request, in all and the most frequent. One
+# request at a time: what a request costs alone (the gate's audit writes then carry one record
+# each; under the yardstick's 50 connections they are shared, see bench/RESULTS.md).
 #
 # Needs: go, curl, strace; squid-openssl for the squid row. Usage: bench/syscalls.sh [N] [BINDIR]
 set -eu
@@ -26,12 +29,17 @@ echo $! >>"$WORK/pids"
 while [ ! -s "$WORK/origin.addr" ]; do sleep 0.05; done
 PORT=$(sed 's/.*://' "$WORK/origin.addr")
 URL=https://origin.test:$PORT/
+"$WORK/tools/origin" -listen 127.0.0.1:0 -size 1024 >"$WORK/plain.addr" &
+echo $! >>"$WORK/pids"
+while [ ! -s "$WORK/plain.addr" ]; do sleep 0.05; done
+PPORT=$(sed 's/.*://' "$WORK/plain.addr")
+PURL=http://origin.test:$PPORT/
 cat >"$WORK/policy.toml" <<TOML
 version = 1
 trusted = ["origin.test"]
 [floor]
 allow_cidrs = ["127.0.0.1/32"]
-allow_ports = [$PORT]
+allow_ports = [$PORT, $PPORT]
 [floor.hosts]
 "origin.test" = "127.0.0.1"
 [sources]
@@ -39,14 +47,18 @@ local = ["127.0.0.0/8"]
 TOML
 i=0
 while [ $i -lt "$N" ]; do echo "url = \"$URL\""; echo "output = /dev/null"; i=$((i + 1)); done >"$WORK/urls"
+sed "s|$URL|$PURL|" "$WORK/urls" >"$WORK/purls"
 
-# count NAME PID PROXY CA: the N requests through PROXY, PID's system calls meanwhile.
+# count NAME PID PROXY CA [plain]: the N requests through PROXY (decrypted, or plain HTTP), PID's
+# system calls meanwhile.
 count() {
-	curl -sS --http1.1 -o /dev/null -x "$3" --cacert "$4" "$URL"
+	u=$URL urls=$WORK/urls
+	if [ "${5:-}" = plain ]; then u=$PURL urls=$WORK/purls; fi
+	curl -sS --http1.1 -o /dev/null -x "$3" --cacert "$4" "$u"
 	strace -c -f -q -o "$WORK/$1.strace" -p "$2" &
 	st=$!
 	sleep 1 # strace attaches
-	got=$(curl -sS --http1.1 -x "$3" --cacert "$4" -K "$WORK/urls" -w '%{http_code}\n' | grep -c '^200$' || true)
+	got=$(curl -sS --http1.1 -x "$3" --cacert "$4" -K "$urls" -w '%{http_code}\n' | grep -c '^200$' || true)
 	sleep 0.5
 	kill -INT $st
 	wait $st || true
@@ -55,7 +67,12 @@ count() {
 	total=$(awk '$2 == "total" { print $1 }' "$WORK/$1.calls")
 	top=$(awk -v n="$N" '$2 != "total" { printf " %s %.2f", $2, $1 / n }' "$WORK/$1.calls" | cut -d' ' -f2-13)
 	awk -v name="$1" -v n="$N" -v got="$got" -v total="$total" -v top="$top" \
-		'BEGIN { printf "%-8s %5d/%d answered 200  %6.1f calls/request: %s\n", name, got, n, total / n, top }'
+		'BEGIN { printf "%-14s %5d/%d answered 200  %6.1f calls/request: %s\n", name, got, n, total / n, top }'
+}
+# both NAME PID PROXY CA: the decrypted requests, then the plain ones.
+both() {
+	count "$1 https" "$2" "$3" "$4"
+	count "$1 http" "$2" "$3" "$4" plain
 }
 
 "$BIN/lox" run --headless --state "$WORK/state" --policy "$WORK/policy.toml" --listen 127.0.0.1:0 --roots "$WORK/root.pem" >"$WORK/lox.out" 2>&1 &
@@ -63,12 +80,12 @@ echo $! >>"$WORK/pids"
 while [ ! -s "$WORK/state/up.json" ]; do sleep 0.05; done
 j() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$WORK/state/up.json" "$1"; }
 CA=$(j '["ca_cert"]')
-count gate "$(j '["pids"]["gate"]')" "$(j '["gate"]')" "$CA"
+both gate "$(j '["pids"]["gate"]')" "$(j '["gate"]')" "$CA"
 
 "$WORK/tools/goproxymitm" -ca-cert "$CA" -ca-key "$(dirname "$CA")/ca-key.pem" -roots "$WORK/root.pem" -map 127.0.0.1 >"$WORK/gp.addr" 2>"$WORK/gp.log" &
 echo $! >>"$WORK/pids"
 while [ ! -s "$WORK/gp.addr" ]; do sleep 0.05; done
-count goproxy "$!" "http://$(cat "$WORK/gp.addr")" "$CA"
+both goproxy "$!" "http://$(cat "$WORK/gp.addr")" "$CA"
 
 SQUID=$(command -v squid || echo /usr/sbin/squid)
 if [ -x "$SQUID" ] && [ -x /usr/lib/squid/security_file_certgen ]; then
@@ -113,8 +130,8 @@ CONF
 		tries=$((tries + 1)); [ $tries -lt 100 ] || { echo "squid did not start"; exit 1; }; sleep 0.1
 	done
 	cat "$WORK/squid/ca.pem" "$WORK/root.pem" >"$WORK/squid/trust.pem"
-	count squid "$SQPID" "http://127.0.0.1:$SP" "$WORK/squid/trust.pem"
+	both squid "$SQPID" "http://127.0.0.1:$SP" "$WORK/squid/trust.pem"
 else
 	echo "squid    (not installed: apt-get install squid-openssl)"
 fi
-echo "($N decrypted keep-alive requests on one connection, 1 KiB answers; $(nproc) cores, $(uname -r))"
+echo "($N keep-alive requests on one connection, decrypted (https) or plain (http), 1 KiB answers; $(nproc) cores, $(uname -r))"
