@@ -21,6 +21,8 @@ import (
 
 const proposeUsage = `usage: lockhttp propose [--state DIR | --audit DIR --hub-state FILE [--console-audit DIR] --policy FILE]
                         [--since D] [--container NAME] [--json]
+       lockhttp propose --dsn-file FILE --pub [GATE=]KEY... [--gate GATE]
+                        [--state DIR | --hub-state FILE [--console-audit DIR] --policy FILE] [...]
 
 Proposes free rules from what humans were asked: the ASK records of the gate's audit since D and
 the humans' decisions on their tickets. Each proposal is one rule, for one container, one exact
@@ -34,6 +36,11 @@ reviewed as any loosening (:review). docs/proposals.md says how proposals are le
 (STATE/console-state.json). Without --state, name each: --audit, --hub-state, --console-audit
 (optional: the decisions older than the hub keeps) and --policy (the approved policy's file), or
 --state FILE (the console's -state file, which holds the approved policy).
+
+--dsn-file FILE reads the gates' audit from their PostgreSQL copy instead of a directory: every
+gate's chain, or --gate's, each verified first as lockhttp verify-log --dsn-file verifies it,
+with the keys --pub gives (KEY for every gate, GATE=KEY for one). A copy that does not verify is
+refused, naming the chain, the file and the line: nothing is proposed from it.
 
 flags:
 `
@@ -52,6 +59,10 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "30d", "the period: a duration back from now (`D`: 7d, 36h) or a date (2026-12-01, or RFC 3339)")
 	container := fs.String("container", "", "propose for this container alone (default: every container)")
 	asJSON := fs.Bool("json", false, "print the proposals as JSON")
+	dsnFile := fs.String("dsn-file", "", "read the gates' audit from the PostgreSQL copy whose DSN `FILE` holds (the gate's -audit-dsn-file), verified first, instead of --audit")
+	var pubs pubList
+	fs.Var(&pubs, "pub", "with --dsn-file, a trusted public `KEY` file of the gates' audit keys (repeatable); GATE=KEY trusts it for that gate's chain alone")
+	gate := fs.String("gate", "", "with --dsn-file, read the chains of this gate `IDENTITY` alone (spiffe://lockhttp/gate/NAME, each of its instances; NAME@INSTANCE one; \"\" the gate without one)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, proposeUsage)
 		fs.PrintDefaults()
@@ -74,8 +85,24 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage(err.Error())
 	}
+	gateGiven := false
+	fs.Visit(func(f *flag.Flag) { gateGiven = gateGiven || f.Name == "gate" })
+	var dsn string
+	if *dsnFile != "" {
+		if *auditDir != "" {
+			return usage("--audit and --dsn-file: give one (the audit's directory, or its database copy)")
+		}
+		if len(pubs) == 0 {
+			return usage("the database copy needs --pub: the database holds no key (--pub KEY for every gate, --pub GATE=KEY for one)")
+		}
+		if dsn, err = readDSNFile(*dsnFile); err != nil {
+			return usage(err.Error())
+		}
+	} else if gateGiven || len(pubs) > 0 {
+		return usage("--gate and --pub are for the database copy (--dsn-file): a directory is one gate's")
+	}
 	if fi, err := os.Stat(*state); *state != "" && err == nil && fi.IsDir() {
-		if *auditDir == "" {
+		if *auditDir == "" && dsn == "" {
 			*auditDir = stateDir(*state, "audit_dir", "audit")
 		}
 		if *hubState == "" {
@@ -85,8 +112,8 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 			*consoleAudit = stateDir(*state, "console_audit_dir", "console-audit")
 		}
 	}
-	if *auditDir == "" || *hubState == "" {
-		return usage("give --state DIR (lox run's state directory), or --audit DIR and --hub-state FILE")
+	if (*auditDir == "" && dsn == "") || *hubState == "" {
+		return usage("give --state DIR (lox run's state directory), or --audit DIR (or --dsn-file FILE) and --hub-state FILE")
 	}
 	var name string
 	var text []byte
@@ -115,7 +142,19 @@ func runPropose(args []string, stdout, stderr io.Writer) int {
 			return usage(fmt.Sprintf("--container %q is not a container of the policy's [sources]; name one of %s", *container, strings.Join(p.Containers(), ", ")))
 		}
 	}
-	if _, err := asklog.Audit(*auditDir, from, l.Observe); err != nil {
+	if dsn != "" {
+		copies, err := verifiedCopies(dsn, pubs, *gate, gateGiven)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockhttp propose:", err)
+			return 1
+		}
+		for _, c := range copies {
+			if _, err := asklog.AuditSources(c.Sources, from, l.Observe); err != nil {
+				fmt.Fprintf(stderr, "lockhttp propose: the database copy of %s: %v\n", chainName(c), err)
+				return 1
+			}
+		}
+	} else if _, err := asklog.Audit(*auditDir, from, l.Observe); err != nil {
 		fmt.Fprintln(stderr, "lockhttp propose:", err)
 		return 1
 	}

@@ -67,13 +67,24 @@ type record struct {
 // its outcome follows it (Stats.Unfinished), after the rest, as the request's own record: the
 // request went out as it says, and the gate was killed before its answer came back.
 func Audit(dir string, since time.Time, each func(propose.Observation)) (Stats, error) {
+	return observe(func(f func(*record)) (Stats, error) { return days(dir, since, f) }, each)
+}
+
+// AuditSources reads a gate's audit as Audit does, from its day files as srcs gives them
+// (audit.DirSources, or a database copy read back, auditdb.Load), in their order.
+func AuditSources(srcs []audit.Source, since time.Time, each func(propose.Observation)) (Stats, error) {
+	return observe(func(f func(*record)) (Stats, error) { return sources(srcs, since, f) }, each)
+}
+
+// observe hands the records read finds to each, as propose's observations.
+func observe(read func(func(*record)) (Stats, error), each func(propose.Observation)) (Stats, error) {
 	pass := func(r *record) {
 		each(propose.Observation{Time: r.Time, Event: r.Event, ID: r.ID, Container: r.Container, Method: r.Method,
 			URL: r.URL, Verdict: r.Verdict, Code: r.Code, Rule: r.Rule, Ticket: r.Ticket, Approver: r.Approver})
 	}
 	open := map[string]*record{}
 	intents := 0 // intent records kept in open, passed on or completed
-	st, err := days(dir, since, func(r *record) {
+	st, err := read(func(r *record) {
 		if r.Event == audit.EventIntent {
 			r.Event = "request"
 			if r.Method == "CONNECT" {
@@ -155,21 +166,51 @@ func days(dir string, since time.Time, each func(*record)) (Stats, error) {
 			return st, fmt.Errorf("audit file %s: %w", path, err)
 		}
 		st.Files++
-		err = lines(f, func(line []byte) {
-			var r record
-			if json.Unmarshal(line, &r) != nil {
-				st.Bad++
-				return
-			}
-			st.Records++
-			each(&r)
-		}, &st.Bad)
+		err = records(f, &st, each)
 		f.Close()
 		if err != nil {
 			return st, fmt.Errorf("audit file %s: %w", path, err)
 		}
 	}
 	return st, nil
+}
+
+// sources reads the day files of srcs from the day of since on, as days reads a directory's.
+func sources(srcs []audit.Source, since time.Time, each func(*record)) (Stats, error) {
+	var st Stats
+	first := ""
+	if !since.IsZero() {
+		first = since.UTC().Format("2006-01-02") + ".jsonl"
+	}
+	for _, s := range srcs {
+		if !dayName(s.Name) || s.Name < first {
+			continue
+		}
+		rc, err := s.Open()
+		if err != nil {
+			return st, fmt.Errorf("audit file %s: %w", s.Name, err)
+		}
+		st.Files++
+		err = records(rc, &st, each)
+		rc.Close()
+		if err != nil {
+			return st, fmt.Errorf("audit file %s: %w", s.Name, err)
+		}
+	}
+	return st, nil
+}
+
+// records passes each record of one day file to each, counting them and the bad lines in st.
+func records(r io.Reader, st *Stats, each func(*record)) error {
+	return lines(r, func(line []byte) {
+		var rec record
+		if json.Unmarshal(line, &rec) != nil {
+			st.Bad++
+			return
+		}
+		st.Records++
+		each(&rec)
+	}, &st.Bad)
 }
 
 // dayName reports whether n is a day file's name: YYYY-MM-DD.jsonl.

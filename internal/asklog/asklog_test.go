@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +146,45 @@ func TestIntentsPassedOnlyWhenCut(t *testing.T) {
 	}
 	if o := got[1]; o.ID != "r2" || o.Event != "request" || o.Method != "POST" || o.Ticket != "t2" || o.Approver != "cli:root" {
 		t.Errorf("the cut request: %+v", o)
+	}
+}
+
+// TestAuditSourcesAsDirectory: a gate's day files given as sources (a database copy read back)
+// are read as the directory they came from: the same observations and counts, the days before
+// the period skipped, and a source that is not a day file left alone.
+func TestAuditSourcesAsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	day1 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := day1
+	w, err := audit.Open(audit.Options{Dir: dir, NoSync: true, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []string{"a", "b", "c"} {
+		now = day1.Add(time.Duration(i) * 24 * time.Hour)
+		if err := w.Write(context.Background(), &audit.Record{Event: "request", ID: "r-" + c, Container: c, Method: "GET", URL: "https://h/" + c, Verdict: "ASK"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	srcs, err := audit.DirSources(dir)
+	if err != nil || len(srcs) != 3 {
+		t.Fatalf("%d sources, %v", len(srcs), err)
+	}
+	srcs = append(srcs, audit.Source{Name: "notes.txt", Open: func() (io.ReadCloser, error) { return nil, errors.New("not read") }})
+	for _, since := range []time.Time{{}, day1.Add(24 * time.Hour)} {
+		var fromDir, fromSrcs []string
+		stDir, err1 := Audit(dir, since, func(o propose.Observation) { fromDir = append(fromDir, o.ID+" "+o.Container) })
+		stSrcs, err2 := AuditSources(srcs, since, func(o propose.Observation) { fromSrcs = append(fromSrcs, o.ID+" "+o.Container) })
+		if err1 != nil || err2 != nil || stDir != stSrcs || strings.Join(fromDir, ",") != strings.Join(fromSrcs, ",") {
+			t.Errorf("since %v: the directory %+v %q %v; the sources %+v %q %v", since, stDir, fromDir, err1, stSrcs, fromSrcs, err2)
+		}
+		want := "r-a a,r-b b,r-c c"
+		if !since.IsZero() {
+			want = "r-b b,r-c c"
+		}
+		if strings.Join(fromSrcs, ",") != want {
+			t.Errorf("since %v: %q; want %s", since, fromSrcs, want)
+		}
 	}
 }
