@@ -139,8 +139,9 @@ func TestProposeDatabaseCopy(t *testing.T) {
 			}
 		}
 		// The gate named as GATE@INSTANCE, with a key for every gate.
-		code, got, e := proposeRun(t, "--state", state, "--dsn-file", dsnFile, "--gate", proposeGate1+"@host-1", "--pub", pub1)
-		if code != 0 || got != fromDir {
+		_, want, _ := proposeRun(t, "--state", state, "--since", since)
+		code, got, e := proposeRun(t, "--state", state, "--dsn-file", dsnFile, "--gate", proposeGate1+"@host-1", "--pub", pub1, "--since", since)
+		if code != 0 || got != want {
 			t.Errorf("--gate GATE@INSTANCE: exit %d, %s\n%s", code, e, got)
 		}
 	})
