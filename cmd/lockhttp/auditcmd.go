@@ -181,24 +181,9 @@ func chainName(c *auditdb.Copy) string {
 // only): each with the keys pubs gives it.
 func verifyDatabase(dsn string, pubs pubList, gate string, only bool, trusted string, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int { return verifyUsageError(stderr, format, a...) }
-	if len(pubs) == 0 {
-		return fail("the database copy needs --pub: the database holds no key (--pub KEY for every gate, --pub GATE=KEY for one)")
-	}
-	all, perGate := []ed25519.PublicKey{}, map[string][]ed25519.PublicKey{}
-	for _, p := range pubs {
-		g, file, scoped := strings.Cut(p, "=")
-		if !scoped {
-			file = p
-		}
-		k, err := audit.ReadPublicKey(file)
-		if err != nil {
-			return fail("--pub: %v", err)
-		}
-		if scoped {
-			perGate[g] = append(perGate[g], k)
-		} else {
-			all = append(all, k)
-		}
+	all, perGate, err := copyKeys(pubs)
+	if err != nil {
+		return fail("%v", err)
 	}
 	var trustedHead *audit.Head
 	if trusted != "" {
