@@ -528,6 +528,16 @@ func (c *Conn) release() {
 	c.buf, c.r, c.w, c.h = nil, 0, 0, head{}
 }
 
+// Release gives the buffer back while it holds nothing, for a reader that will not read for a
+// while: a request held for a human, its body read to its end. A pipelined request already read
+// keeps it. The next Read takes one again. Call it from the goroutine that reads.
+func (c *Conn) Release() {
+	between := c.st == stHead || c.st == stLength && c.left == 0 && c.after == stHead
+	if between && c.pass == 0 && c.r == c.w && !c.started {
+		c.release()
+	}
+}
+
 // room makes space at buf[w:] for reading more of a head: the partial head moves to the front,
 // and the buffer doubles up to MaxHead.
 func (c *Conn) room() {

@@ -847,3 +847,47 @@ func TestConnRefusesAnotherProtocolAtItsFirstLine(t *testing.T) {
 		})
 	}
 }
+
+// TestConnRelease: between a request's body and the next head the buffer can be given back (a
+// request held for a human keeps none), whatever the split of the body's reads; the next request
+// then reads as before. A pipelined request already in the buffer keeps it.
+func TestConnRelease(t *testing.T) {
+	first := "POST /a HTTP/1.1\r\nHost: a.com\r\nContent-Length: 4\r\n\r\nheld"
+	second := "GET /b HTTP/1.1\r\nHost: a.com\r\n\r\n"
+	for _, lean := range []bool{false, true} {
+		for _, step := range []int{1, len(first), 4096} {
+			c := NewConn(&scriptConn{reads: []scripted{{[]byte(first), nil}, {[]byte(second), nil}}}, Options{Token: testToken, Lean: lean})
+			p := make([]byte, step)
+			var got []byte
+			for len(got) < len(first) {
+				n, err := c.Read(p[:min(step, len(first)-len(got))])
+				if err != nil {
+					t.Fatalf("lean %v step %d: %v", lean, step, err)
+				}
+				got = append(got, p[:n]...)
+			}
+			c.Release()
+			if c.buf != nil {
+				t.Fatalf("lean %v step %d: the buffer (%d bytes) is kept after the body's end", lean, step, len(c.buf))
+			}
+			rest, err := readAll(c, 4096)
+			if err != io.EOF || string(got)+string(rest) != first+second {
+				t.Fatalf("lean %v step %d: read %q then %q, %v", lean, step, got, rest, err)
+			}
+		}
+	}
+	t.Run("pipelined", func(t *testing.T) {
+		c := NewConn(&scriptConn{reads: []scripted{{[]byte(first + second), nil}}}, Options{Token: testToken, Lean: true})
+		p := make([]byte, len(first))
+		if n, err := io.ReadFull(c, p); n != len(first) || err != nil {
+			t.Fatalf("%d %v", n, err)
+		}
+		c.Release()
+		if c.buf == nil {
+			t.Fatal("the buffer with the next request in it was given back")
+		}
+		if rest, err := readAll(c, 4096); err != io.EOF || string(rest) != second {
+			t.Fatalf("then %q, %v", rest, err)
+		}
+	})
+}

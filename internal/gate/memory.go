@@ -32,24 +32,59 @@ func (g *Gate) returnMemory() {
 	debug.FreeOSMemory()
 }
 
+// Requests that went on to wait for a human do not break a quiet spell: a gate whose every
+// request since the last check is held (1,000 agents retrying their held requests together) is
+// as idle as one that started none, and the garbage their retries left is returned at that
+// check, each time such a burst has come.
 func (g *Gate) returnMemoryWhenQuiet(ctx context.Context, every time.Duration, free func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last, quiet, returned := g.idSeq.Load(), 0, true
+	q := newQuietSpell(g.idSeq.Load(), g.holds.begun.Load())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n := g.idSeq.Load()
-		if n != last {
-			last, quiet, returned = n, 0, false
-			continue
-		}
-		if quiet++; quiet >= 2 && !returned {
+		if q.check(g.idSeq.Load(), g.holds.begun.Load()) {
 			free()
-			returned = true
 		}
 	}
+}
+
+// quietSpell follows the gate's counts from one check to the next: the requests started and the
+// holds begun (a held request counts in both).
+type quietSpell struct {
+	busy     int64  // the requests started that did not go on to a hold, at the last check
+	held     uint64 // the holds begun, at the last check
+	quiet    int    // checks since the last request that was not held
+	returned bool   // the memory was returned since the last request
+}
+
+func newQuietSpell(started, held uint64) *quietSpell {
+	return &quietSpell{busy: int64(started - held), held: held, returned: true}
+}
+
+// check takes the counts at a check: true when the memory is to be returned now. A request that
+// was not held starts the wait again: the memory is returned at the second check in a row with
+// none, once. Holds that began since the last check, with no other request, return it at once:
+// the requests that started are all waiting for a human, and their garbage is there to return.
+// (A request counted at the last check and held since makes the requests not held fewer.)
+func (q *quietSpell) check(started, held uint64) bool {
+	busy, began := int64(started-held), held != q.held
+	grew := busy > q.busy
+	q.busy, q.held = busy, held
+	switch {
+	case grew:
+		q.quiet, q.returned = 0, false
+		return false
+	case began:
+		q.quiet, q.returned = 2, true
+		return true
+	}
+	if q.quiet++; q.quiet >= 2 && !q.returned {
+		q.returned = true
+		return true
+	}
+	return false
 }

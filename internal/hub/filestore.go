@@ -20,7 +20,8 @@ import (
 // FileStore is the embedded store: the state in memory, written to one JSON file (atomically,
 // at most once a second and at once after a decision) so that a restart keeps the tickets, the
 // decisions and the grants. What the gates hold is not written: after a restart the gates
-// report it again. One process only: `lox run`'s default, needing nothing but its binaries.
+// report it again; a change of the counts alone does not rewrite the file (with 1,000 requests
+// held, their retries rewrote every ticket every second). One process only: `lox run`'s default, needing nothing but its binaries.
 type FileStore struct {
 	path string
 	log  *slog.Logger
@@ -137,9 +138,13 @@ func (s *FileStore) Ask(_ context.Context, q StoreAsk) (StoreAnswer, error) {
 		recently := t.Decision != nil && now.Sub(t.Decision.At) < q.Window
 		switch {
 		case t.Status == Pending:
+			// One more request held: the file does not keep the counts (a restart zeroes
+			// them), only what Gone says.
 			s.hold(t, q.Gate, 1)
-			t.Gone = ""
-			s.dirty = true
+			if t.Gone != "" {
+				t.Gone = ""
+				s.dirty = true
+			}
 			return StoreAnswer{Outcome: OutcomePending, Ticket: *cloneTicket(t)}, nil
 		case t.Status == Approved && t.Uses > 0 && recently:
 			t.Uses--
@@ -229,12 +234,12 @@ func (s *FileStore) Leave(_ context.Context, id, gate string, cut bool) (Ticket,
 	}
 	if s.held[id][gate] > 0 {
 		s.hold(t, gate, -1)
-		s.dirty = true
 		if t.Holders == 0 && t.Status == Pending {
 			t.Gone = GoneLeft
 			if cut {
 				t.Gone = GoneRestart
 			}
+			s.dirty = true
 		}
 	}
 	return *cloneTicket(t), true, nil
@@ -324,7 +329,9 @@ func (s *FileStore) SetHoldings(_ context.Context, gate string, h Holdings, now 
 		}
 		t.Gone = goneAfter(t.Holders, b.n, b.gone, h.Cut[t.ID] > 0)
 		if t.Holders != b.n || t.Gone != b.gone {
-			s.dirty = true
+			if t.Gone != b.gone {
+				s.dirty = true // the counts alone are not the file's
+			}
 			out = append(out, *cloneTicket(t))
 		}
 	}

@@ -45,6 +45,7 @@ type apiError struct {
 //	POST /v1/gate/state   GateState
 //	POST /v1/gate/issued  Issued (a Claude login the gate saw issued to a container: bound, no ticket)
 //	GET  /v1/gate/tickets/{id} → Ticket (after a lost event stream)
+//	POST /v1/gate/tickets {"ids"} → []Ticket, those of them no longer pending (the gate's reread)
 //	POST /v1/gate/rule    RuleRequest → Ticket (an agent's request for a rule: rule.go)
 //	GET  /v1/gate/asks?container=C → []Ticket (the container's own)
 //	GET  /v1/gate/events  → one JSON Event per line as they happen, an empty line every 15 s
@@ -137,6 +138,18 @@ func (h *Hub) GateHandlerFor(c Callers) http.Handler {
 			return
 		}
 		httpjson.Write(w, 200, t)
+	})
+	mux.HandleFunc("POST /v1/gate/tickets", func(w http.ResponseWriter, r *http.Request) {
+		var req hubapi.TicketsRequest
+		if err := readJSON(r, &req); err != nil {
+			httpjson.Write(w, 400, apiError{"bad tickets request: " + err.Error()})
+			return
+		}
+		if len(req.IDs) > hubapi.MaxTicketsAsked {
+			httpjson.Write(w, 400, apiError{fmt.Sprintf("bad tickets request: at most %d ids a call", hubapi.MaxTicketsAsked)})
+			return
+		}
+		httpjson.Write(w, 200, nonNil(h.NotPending(req.IDs)))
 	})
 	mux.HandleFunc("GET /v1/gate/events", h.serveEvents)
 	h.ruleRoutes(mux)

@@ -2,11 +2,15 @@ package hub
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockhttp/lockhttp/internal/hubapi"
 )
 
 // TestFacadeDenyCleansWhatWasTyped: a denial through the facade API (lox deny) records the reason
@@ -130,5 +134,50 @@ func TestGateBindsAnIssuedLogin(t *testing.T) {
 	h.cfg.Issued = nil
 	if code := post("tok", good); code != 400 {
 		t.Fatalf("a hub without the console: %d, want 400", code)
+	}
+}
+
+// TestGateRereadsTickets: POST /v1/gate/tickets answers the tickets named that are no longer
+// pending (unknown ids left out) and refuses more ids than hubapi.MaxTicketsAsked.
+func TestGateRereadsTickets(t *testing.T) {
+	h, _ := newHub(t, "")
+	srv := httptest.NewServer(h.GateHandler("gate-tok"))
+	defer srv.Close()
+	post := func(ids []string) (int, []Ticket) {
+		t.Helper()
+		body, _ := json.Marshal(hubapi.TicketsRequest{IDs: ids})
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/gate/tickets", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer gate-tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out []Ticket
+		if resp.StatusCode == 200 {
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, out
+	}
+	a, _ := h.Ask(ask("fp1:a"))
+	b, _ := h.Ask(ask("fp2:a"))
+	if _, err := h.Decide(b.Ticket.ID, "fp2:a", false, "cli:root", "no"); err != nil {
+		t.Fatal(err)
+	}
+	code, got := post([]string{a.Ticket.ID, b.Ticket.ID, "tnosuchticket"})
+	if code != 200 || len(got) != 1 || got[0].ID != b.Ticket.ID || got[0].Status != Denied {
+		t.Fatalf("reread: %d %+v; want only %s, denied", code, got, b.Ticket.ID)
+	}
+	if code, got := post(nil); code != 200 || got == nil || len(got) != 0 {
+		t.Fatalf("reread of nothing: %d %v; want 200 and []", code, got)
+	}
+	many := make([]string, hubapi.MaxTicketsAsked+1)
+	for i := range many {
+		many[i] = a.Ticket.ID
+	}
+	if code, _ := post(many); code != 400 {
+		t.Fatalf("reread of %d ids: %d, want 400", len(many), code)
 	}
 }

@@ -581,6 +581,25 @@ func (h *Hub) Get(id string) (Ticket, bool) {
 	return *h.copyTicket(&t), true
 }
 
+// NotPending is the tickets of ids that are no longer pending (decided or expired): what a
+// gate's requests wait on, reread in one call. Unknown ids are left out.
+func (h *Hub) NotPending(ids []string) []Ticket {
+	var out []Ticket
+	for _, id := range ids {
+		ctx, cancel := h.ctx()
+		t, ok, err := h.store.Get(ctx, id)
+		cancel()
+		if err != nil {
+			h.log.Error("hub: reading a ticket failed", "id", id, "err", err)
+			continue
+		}
+		if ok && t.Status != Pending {
+			out = append(out, *h.copyTicket(&t))
+		}
+	}
+	return out
+}
+
 // SetGateState records what the gate reported.
 func (h *Hub) SetGateState(s GateState) { h.SetGateStateAs("", s) }
 

@@ -18,6 +18,17 @@ type Holdings struct {
 	Cut map[string]int `json:"cut,omitempty"`
 }
 
+// TicketsRequest is the body of POST /v1/gate/tickets: the tickets the gate's held requests wait
+// on, reread in one call (a decision whose event the stream never carried), at most
+// MaxTicketsAsked of them. The answer, []Ticket, is those of them no longer pending; an id the
+// hub does not know is left out.
+type TicketsRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// MaxTicketsAsked bounds the ids of one TicketsRequest.
+const MaxTicketsAsked = 1000
+
 // ClaimRequest is the body of POST /v1/gate/claim: the decision of a ticket a request was held
 // on, for the fingerprint the gate asked with.
 type ClaimRequest struct {

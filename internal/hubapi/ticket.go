@@ -14,6 +14,7 @@ package hubapi
 //	POST /v1/gate/state     GateState
 //	POST /v1/gate/issued    Issued (a Claude login the gate saw issued to a container)
 //	GET  /v1/gate/tickets/{id} → Ticket
+//	POST /v1/gate/tickets   TicketsRequest → []Ticket, those no longer pending
 //	POST /v1/gate/rule      RuleRequest → Ticket (an agent's request for a rule, KindRule)
 //	GET  /v1/gate/asks?container=C → []Ticket, the container's own (at most MaxAsksListed)
 //	GET  /v1/gate/events    → one JSON Event per line, an empty line every 15 s

@@ -428,7 +428,9 @@ func (c *Client) rereadEvery(ctx context.Context) {
 	}
 }
 
-// resync rereads every ticket a request waits on.
+// resync rereads every ticket a request waits on: hubapi.MaxTicketsAsked of them a call, the hub
+// answering the ones no longer pending. A hub that has no such call (an older one) is asked for
+// each ticket in turn.
 func (c *Client) resync(ctx context.Context) {
 	c.mu.Lock()
 	ids := make([]string, 0, len(c.waiters))
@@ -436,6 +438,26 @@ func (c *Client) resync(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	c.mu.Unlock()
+	for len(ids) > 0 {
+		n := min(len(ids), hubapi.MaxTicketsAsked)
+		var done []hubapi.Ticket
+		err := c.call(ctx, "POST", "/v1/gate/tickets", hubapi.TicketsRequest{IDs: ids[:n]}, &done)
+		var se *StatusError
+		if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+			c.resyncEach(ctx, ids)
+			return
+		}
+		for _, t := range done {
+			if t.Status != hubapi.Pending {
+				c.notify(t)
+			}
+		}
+		ids = ids[n:]
+	}
+}
+
+// resyncEach rereads the tickets ids one call each.
+func (c *Client) resyncEach(ctx context.Context, ids []string) {
 	for _, id := range ids {
 		var t hubapi.Ticket
 		if err := c.call(ctx, "GET", "/v1/gate/tickets/"+id, nil, &t); err == nil && t.Status != hubapi.Pending {

@@ -3,8 +3,10 @@ package hubclient
 import (
 	"bufio"
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,5 +183,90 @@ func TestClaimRetriedSpendsOnce(t *testing.T) {
 	}
 	if d, err := c.Claim(ctx, tk.Ticket.ID, "fp1:a"); err != nil || d.Verdict != hubapi.Approved {
 		t.Fatalf("gate C's claim after gate A's was sent twice: %v %v", d, err)
+	}
+}
+
+// The reread of what the gate's held requests wait on is one call for all of them, not one a
+// ticket: 1,000 held requests used to cost the gate and the hub 1,000 calls every 3 s. The
+// decided tickets among them still end their waits; so do they with a hub that has no such call.
+func TestRereadIsOneCall(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		name := "hub with the batch call"
+		if old {
+			name = "older hub, one call a ticket"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newHoldsEnv(t)
+			var mu sync.Mutex
+			calls := map[string]int{}
+			counting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				key := r.Method + " " + r.URL.Path
+				if strings.HasPrefix(r.URL.Path, "/v1/gate/tickets/") {
+					key = r.Method + " /v1/gate/tickets/{id}"
+				}
+				mu.Lock()
+				calls[key]++
+				mu.Unlock()
+				if old && key == "POST /v1/gate/tickets" {
+					http.NotFound(w, r)
+					return
+				}
+				e.hub.GateHandler(gateToken).ServeHTTP(w, r)
+			})
+			srv := httptest.NewServer(counting)
+			defer srv.Close()
+			c := New(srv.URL, gateToken, e.hub.PublicKey(), nil)
+			ctx := context.Background()
+			const n = 50
+			waits := map[string]chan hubapi.Ticket{}
+			var decided []string
+			for i := range n {
+				fp := "fp" + strconv.Itoa(i) + ":a"
+				a, err := c.Ask(ctx, askReq(fp))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch := make(chan hubapi.Ticket, 1)
+				c.mu.Lock()
+				c.waiters[a.Ticket.ID] = map[chan hubapi.Ticket]struct{}{ch: {}}
+				c.mu.Unlock()
+				waits[a.Ticket.ID] = ch
+				if i%10 == 0 {
+					if _, err := e.hub.Decide(a.Ticket.ID, fp, i%20 == 0, "cli:root", "no"); err != nil {
+						t.Fatal(err)
+					}
+					decided = append(decided, a.Ticket.ID)
+				}
+			}
+			mu.Lock()
+			clear(calls)
+			mu.Unlock()
+			c.resync(ctx)
+			for _, id := range decided {
+				select {
+				case tk := <-waits[id]:
+					if tk.ID != id || tk.Status == hubapi.Pending {
+						t.Fatalf("the wait on %s got %s %s", id, tk.ID, tk.Status)
+					}
+				default:
+					t.Fatalf("the reread did not end the wait on decided ticket %s", id)
+				}
+				delete(waits, id)
+			}
+			for id, ch := range waits {
+				if len(ch) != 0 {
+					t.Fatalf("the reread ended the wait on pending ticket %s", id)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := map[string]int{"POST /v1/gate/tickets": 1}
+			if old {
+				want["GET /v1/gate/tickets/{id}"] = n
+			}
+			if !maps.Equal(calls, want) {
+				t.Fatalf("the reread of %d tickets made the calls %v, want %v", n, calls, want)
+			}
+		})
 	}
 }

@@ -339,8 +339,9 @@ const rstAvoidanceDelay = 500 * time.Millisecond
 // Watch returns ctx cancelled when the client closes its connection, and a stop that ends the
 // watch: for a request that waits (for a human) with its body read. While the body is not read
 // to its end the watch would take its bytes: ctx is returned as it is. The process's one watch
-// follows the connection's socket (heldwatch.go), and the server's reader, empty, goes back to
-// its pool for the hold; without a socket to watch, a goroutine reads (watchRead).
+// follows the connection's socket (heldwatch.go), and the server's reader and the framing
+// check's buffer, empty, are let go for the hold; without a socket to watch, a goroutine reads
+// (watchRead).
 func (c *H1Conn) Watch(ctx context.Context) (context.Context, func()) {
 	if c.body == nil || !c.body.eof || c.br == nil {
 		return ctx, func() {}
@@ -348,10 +349,13 @@ func (c *H1Conn) Watch(ctx context.Context) (context.Context, func()) {
 	if tc := tcpUnder(c.fc); tc != nil && c.br.Buffered() == 0 {
 		wctx, cancel := context.WithCancelCause(ctx)
 		if stop, ok := heldWatch.add(tc, func() { cancel(errClientGone) }); ok {
-			// The reader holds nothing: back to its pool, the next request takes one again.
+			// The reader holds nothing: let go of it, and of the framing check's buffer (a
+			// pipelined request keeps that one); the next request takes them again. Not to
+			// the pool: 1,000 requests held at once would keep 1,000 readers there, idle, for
+			// two collections.
 			c.br.Reset(nil)
-			h1Readers.Put(c.br)
 			c.br = nil
+			c.fc.Release()
 			return wctx, func() {
 				stop()
 				cancel(nil)
