@@ -147,7 +147,7 @@ func (g *Gate) askHuman1(ctx context.Context, ex *exchange, res judge.Result, po
 		return &d
 	}
 	held = true
-	g.holds.begun.Add(1)
+	g.waits.Add(1)
 	cutByStop := false
 	defer func() { slot.end(cutByStop) }()
 	if ci := infoFrom(ctx); ci != nil && ci.watch != nil {

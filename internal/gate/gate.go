@@ -112,6 +112,10 @@ type Gate struct {
 	h1        transport.H1Config  // the HTTP/1.1 server's, on the listener and in tunnels
 	idPrefix  string
 	idSeq     atomic.Uint64
+	// waits counts the requests started (idSeq) that went on to wait: held for a human, or a
+	// CONNECT whose tunnel now waits for its own requests. ReturnMemoryWhenQuiet tells them from
+	// requests at work.
+	waits atomic.Uint64
 	// unrecorded counts the answers whose audit record could not be written since start: cut
 	// (a forwarded answer) or refused without a request id (an answer of the gate's own).
 	unrecorded atomic.Uint64

@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockhttp/lockhttp/internal/audit"
@@ -57,10 +56,6 @@ var errGateStopping = errors.New("the gate is stopping")
 type heldJournal struct {
 	dir string // "": no journal (the holds are only counted)
 	log *slog.Logger
-
-	// begun counts the holds begun: ReturnMemoryWhenQuiet tells requests that went on to wait
-	// for a human from those still at work.
-	begun atomic.Uint64
 
 	mu  sync.Mutex
 	n   int            // guarded by mu: requests held now

@@ -32,31 +32,32 @@ func (g *Gate) returnMemory() {
 	debug.FreeOSMemory()
 }
 
-// Requests that went on to wait for a human do not break a quiet spell: a gate whose every
-// request since the last check is held (1,000 agents retrying their held requests together) is
-// as idle as one that started none, and the garbage their retries left is returned at that
-// check, each time such a burst has come.
+// Requests that went on to wait do not break a quiet spell: held for a human, or a CONNECT whose
+// tunnel now waits for its requests. A gate whose every request since the last check waits
+// (1,000 agents retrying their held requests together, each retry in a tunnel of its own since
+// E_PENDING closes its connection) is as idle as one that started none, and the garbage their
+// retries left is returned at that check, each time such a burst has come.
 func (g *Gate) returnMemoryWhenQuiet(ctx context.Context, every time.Duration, free func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	q := newQuietSpell(g.idSeq.Load(), g.holds.begun.Load())
+	q := newQuietSpell(g.idSeq.Load(), g.waits.Load())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if q.check(g.idSeq.Load(), g.holds.begun.Load()) {
+		if q.check(g.idSeq.Load(), g.waits.Load()) {
 			free()
 		}
 	}
 }
 
-// quietSpell follows the gate's counts from one check to the next: the requests started and the
-// holds begun (a held request counts in both).
+// quietSpell follows the gate's counts from one check to the next: the requests started and
+// those of them that went on to wait (Gate.waits).
 type quietSpell struct {
-	busy     int64  // the requests started that did not go on to a hold, at the last check
-	held     uint64 // the holds begun, at the last check
+	busy     int64  // the requests started that did not go on to wait, at the last check
+	held     uint64 // the requests that went on to wait, at the last check
 	quiet    int    // checks since the last request that was not held
 	returned bool   // the memory was returned since the last request
 }
@@ -66,10 +67,10 @@ func newQuietSpell(started, held uint64) *quietSpell {
 }
 
 // check takes the counts at a check: true when the memory is to be returned now. A request that
-// was not held starts the wait again: the memory is returned at the second check in a row with
-// none, once. Holds that began since the last check, with no other request, return it at once:
-// the requests that started are all waiting for a human, and their garbage is there to return.
-// (A request counted at the last check and held since makes the requests not held fewer.)
+// did not go on to wait starts the wait again: the memory is returned at the second check in a
+// row with none, once. Waits that began since the last check, with no other request, return it
+// at once: the requests that started are all waiting, and their garbage is there to return. (A
+// request counted at the last check that waits since makes the requests at work fewer.)
 func (q *quietSpell) check(started, held uint64) bool {
 	busy, began := int64(started-held), held != q.held
 	grew := busy > q.busy

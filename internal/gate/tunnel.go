@@ -119,6 +119,7 @@ func (g *Gate) serveOpened(ex *exchange, res judge.Result, pol *policy.Policy, t
 // goroutine, not two). end runs once the connection is closed: by the server after its last
 // answer, or by whoever hijacked it.
 func (g *Gate) serveTunnelConn(fc *framing.Conn, source netip.Addr, tun *judge.Binding, h http.Handler, end func()) {
+	g.waits.Add(1) // the CONNECT's own work is done: its tunnel waits for requests
 	g.serveH1(fc, &connInfo{fc: fc, source: source, tunnel: tun}, h, nil, end)
 }
 
