@@ -213,7 +213,8 @@ func TestHeldRequestCutByAGateRestart(t *testing.T) {
 	}
 	r := <-res
 	if r.err != nil || r.status != 403 || r.code != "E_PENDING" || r.ticket != tk.ID || !strings.Contains(r.body, "the gate is restarting") {
-		t.Fatalf("the held request at the gate's stop: %+v", r)
+		gl, _ := os.ReadFile(filepath.Join(e.up.Logs, "gate.log"))
+		t.Fatalf("the held request at the gate's stop: %+v\nthe gate's log:\n%s", r, gl)
 	}
 	rec := e.cutRecord(t, tk.ID)
 	if rec["code"] != "E_PENDING" || rec["status"] != float64(403) || rec["rule"] != "ask-writes" ||
