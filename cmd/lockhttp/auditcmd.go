@@ -159,6 +159,53 @@ type gateReport struct {
 	Verdict string `json:"verdict"`
 	keys    []ed25519.PublicKey
 	name    string
+	copy    *auditdb.Copy // the chain's database copy, when it is one
+}
+
+// verifyCopies loads the database copy at dsn and verifies each gate's chain (gate's alone, when
+// only) with the keys all and perGate give it, and against trusted when there is one. While the
+// only findings are lines at the chains' ends that no signed head covers yet, it loads and
+// verifies again (pendingRetries times at most): the gates' copiers are behind, not wrong.
+func verifyCopies(dsn string, all []ed25519.PublicKey, perGate map[string][]ed25519.PublicKey, gate string, only bool,
+	trusted *audit.Head, trustedName string) ([]*gateReport, error) {
+	var reps []*gateReport
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		copies, err := auditdb.Load(ctx, dsn)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		reps = reps[:0]
+		pending := false
+		for _, c := range copies {
+			if only && c.Gate != gate && c.Name() != gate {
+				continue
+			}
+			keys := append(append([]ed25519.PublicKey{}, all...), perGate[c.Gate]...)
+			if len(keys) == 0 {
+				return nil, fmt.Errorf("no key for %s: pass --pub %s=KEY with its audit key's public half, or --pub KEY for every gate", gateName(c.Gate), c.Gate)
+			}
+			o := audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + chainName(c)}
+			if trusted != nil {
+				o.Trusted, o.TrustedName = trusted, trustedName
+			}
+			rep, err := audit.VerifyDir(c.Sources, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", chainName(c), err)
+			}
+			pending = pending || rep.OnlyPending()
+			reps = append(reps, &gateReport{Gate: c.Gate, Instance: c.Instance, VerifyReport: rep, Verdict: verdict(codeOf(rep)), keys: keys, name: chainName(c), copy: c})
+		}
+		onlyPending := pending
+		for _, r := range reps {
+			onlyPending = onlyPending && (r.OnlyPending() || len(r.Findings) == 0)
+		}
+		if !onlyPending || try == pendingRetries {
+			return reps, nil
+		}
+		time.Sleep(pendingWait)
+	}
 }
 
 // gateName names a gate's chain in verify-log's lines: GATE@INSTANCE.
@@ -196,43 +243,9 @@ func verifyDatabase(dsn string, pubs pubList, gate string, only bool, trusted st
 		}
 		trustedHead = h
 	}
-	var reps []*gateReport
-	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		copies, err := auditdb.Load(ctx, dsn)
-		cancel()
-		if err != nil {
-			return fail("%v", err)
-		}
-		reps = reps[:0]
-		pending := false
-		for _, c := range copies {
-			if only && c.Gate != gate && c.Name() != gate {
-				continue
-			}
-			keys := append(append([]ed25519.PublicKey{}, all...), perGate[c.Gate]...)
-			if len(keys) == 0 {
-				return fail("no key for %s: pass --pub %s=KEY with its audit key's public half, or --pub KEY for every gate", gateName(c.Gate), c.Gate)
-			}
-			o := audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + chainName(c)}
-			if trustedHead != nil {
-				o.Trusted, o.TrustedName = trustedHead, trusted
-			}
-			rep, err := audit.VerifyDir(c.Sources, o)
-			if err != nil {
-				return fail("%s: %v", chainName(c), err)
-			}
-			pending = pending || rep.OnlyPending()
-			reps = append(reps, &gateReport{Gate: c.Gate, Instance: c.Instance, VerifyReport: rep, Verdict: verdict(codeOf(rep)), keys: keys, name: chainName(c)})
-		}
-		onlyPending := pending
-		for _, r := range reps {
-			onlyPending = onlyPending && (r.OnlyPending() || len(r.Findings) == 0)
-		}
-		if !onlyPending || try == pendingRetries {
-			break
-		}
-		time.Sleep(pendingWait)
+	reps, err := verifyCopies(dsn, all, perGate, gate, only, trustedHead, trusted)
+	if err != nil {
+		return fail("%v", err)
 	}
 	if len(reps) == 0 {
 		if only {

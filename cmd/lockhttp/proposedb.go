@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"crypto/ed25519"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/lockhttp/lockhttp/internal/atomicfile"
 	"github.com/lockhttp/lockhttp/internal/audit"
@@ -65,52 +63,31 @@ func verifiedCopies(dsn string, pubs pubList, gate string, only bool) ([]*auditd
 	if err != nil {
 		return nil, err
 	}
-	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		copies, err := auditdb.Load(ctx, dsn)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		var out []*auditdb.Copy
-		var refused error
-		pending := false
-		for _, c := range copies {
-			if only && c.Gate != gate && c.Name() != gate {
-				continue
+	reps, err := verifyCopies(dsn, all, perGate, gate, only, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*auditdb.Copy
+	var refused error
+	for _, r := range reps {
+		if code := codeOf(r.VerifyReport); code != 0 {
+			if refused == nil || !r.OnlyPending() {
+				refused = copyRefusal(r.name, code, r.VerifyReport)
 			}
-			keys := append(append([]ed25519.PublicKey{}, all...), perGate[c.Gate]...)
-			if len(keys) == 0 {
-				return nil, fmt.Errorf("no key for %s: pass --pub %s=KEY with its audit key's public half, or --pub KEY for every gate", gateName(c.Gate), c.Gate)
-			}
-			rep, err := audit.VerifyDir(c.Sources, audit.VerifyOptions{Keys: keys, Head: c.Head, HeadName: "the database's head of " + chainName(c)})
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", chainName(c), err)
-			}
-			if code := codeOf(rep); code != 0 {
-				pending = pending || rep.OnlyPending()
-				if refused == nil || !rep.OnlyPending() {
-					refused = copyRefusal(chainName(c), code, rep)
-				}
-				continue
-			}
-			out = append(out, c)
-		}
-		if refused != nil && pending && try < pendingRetries {
-			time.Sleep(pendingWait)
 			continue
 		}
-		if refused != nil {
-			return nil, refused
-		}
-		if len(out) == 0 {
-			if only {
-				return nil, fmt.Errorf("the database holds no record of %s", gateName(gate))
-			}
-			return nil, fmt.Errorf("the database holds no record: no gate copies to it yet")
-		}
-		return out, nil
+		out = append(out, r.copy)
 	}
+	if refused != nil {
+		return nil, refused
+	}
+	if len(out) == 0 {
+		if only {
+			return nil, fmt.Errorf("the database holds no record of %s", gateName(gate))
+		}
+		return nil, fmt.Errorf("the database holds no record: no gate copies to it yet")
+	}
+	return out, nil
 }
 
 // copyRefusal is the error of a chain that does not verify: its verdict and its first findings
